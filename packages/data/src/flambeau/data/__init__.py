@@ -1,0 +1,4 @@
+"""Datasets, samplers and a parallel DataLoader.
+
+Not implemented yet: see the multiproc and data issue.
+"""

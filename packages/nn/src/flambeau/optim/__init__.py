@@ -1,0 +1,4 @@
+"""Optimizers and learning-rate schedulers.
+
+Not implemented yet: see the nn and optim issue.
+"""

@@ -1,0 +1,89 @@
+"""flambeau: tensors that run operators eagerly on CPU and CUDA, in the spirit of PyTorch.
+
+``import flambeau as fl`` gives the Tensor, dtypes, devices, factories and every operator of the
+operator table, bound as ``fl.<op>`` functions and ``Tensor`` methods. Other flambeau
+distributions (``flambeau.autograd``, ``flambeau.nn`` ...) are separate packages that extend this
+namespace.
+"""
+
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)
+
+__version__ = "0.1.0"
+
+from flambeau import (  # noqa: E402
+    _factories,
+    _interop,
+    _ops,  # noqa: E402  - fills the operator table
+    _random,
+    cuda,  # noqa: E402
+)
+from flambeau._device import device  # noqa: E402
+from flambeau._dtype import (  # noqa: E402
+    bool,
+    can_cast,
+    double,
+    dtype,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    result_type,
+    set_default_dtype,
+    short,
+    uint8,
+)
+from flambeau._factories import *  # noqa: E402,F403
+from flambeau._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from flambeau._interop import *  # noqa: E402,F403
+from flambeau._ops._registry import OPS as _OPS  # noqa: E402
+from flambeau._random import *  # noqa: E402,F403
+from flambeau._size import Size  # noqa: E402
+from flambeau._tensor import Tensor  # noqa: E402
+
+
+def _bind_operators() -> list:
+    """Bind every declared variant of the operator table; return the public function names."""
+    names = []
+    g = globals()
+    for op in _OPS.values():
+        if op.fn is not None:
+            if op.function:
+                g[op.name] = op.fn
+                names.append(op.name)
+            if op.method:
+                setattr(Tensor, op.name, op.fn)
+        if op.inplace_fn is not None:
+            setattr(Tensor, op.name + "_", op.inplace_fn)
+        for dunder, fn in op.dunders.items():
+            setattr(Tensor, dunder, fn)
+        for alias in op.aliases:
+            if op.function:
+                g[alias] = op.fn
+                names.append(alias)
+            if op.method:
+                setattr(Tensor, alias, op.fn)
+            if op.inplace_fn is not None:
+                setattr(Tensor, alias + "_", op.inplace_fn)
+    return names
+
+
+__all__ = [
+    "Tensor", "Size", "device", "dtype", "cuda",
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "half", "float", "double", "short", "int", "long",
+    "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    *_factories.__all__, *_interop.__all__, *_random.__all__,
+    *_bind_operators(),
+]

@@ -1,0 +1,62 @@
+"""The CPU backend: storages are numpy arrays; views are numpy arrays over them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+ndarray = np.ndarray
+
+
+def empty(shape: tuple, np_dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array."""
+    return np.empty(shape, np_dtype)
+
+
+def data_ptr(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def storage_data_ptr(buffer: np.ndarray) -> int:
+    # The lowest address the buffer spans (strides of our buffers are never negative).
+    return buffer.__array_interface__["data"][0]
+
+
+def as_strided(buffer: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
+    """A view of ``buffer`` with ``shape``, element ``strides`` and element ``offset``.
+
+    ``buffer`` is a storage's owner array; bounds are checked by the caller.
+    """
+    item = buffer.dtype.itemsize
+    # Storage buffers are always one contiguous block (C or F order, or flat), so ravel('K') is a
+    # view in memory order.
+    return np.ndarray(shape, buffer.dtype, buffer=buffer.ravel(order="K"), offset=offset * item,
+                      strides=tuple(s * item for s in strides))
+
+
+def flat_buffer_of(arr: np.ndarray) -> np.ndarray:
+    """A contiguous array spanning exactly the memory ``arr`` views, to serve as its storage.
+
+    ``arr`` must have non-negative strides. Contiguous arrays are their own buffer.
+    """
+    if arr.flags.c_contiguous or arr.flags.f_contiguous:
+        return arr
+    item = arr.dtype.itemsize
+    extent = 1 + sum((n - 1) * (s // item) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
+    return np.lib.stride_tricks.as_strided(arr, (extent,), (item,))
+
+
+def to_numpy(arr: np.ndarray) -> np.ndarray:
+    return arr
+
+
+def from_numpy(arr: np.ndarray, device=None) -> np.ndarray:
+    return arr
+
+
+def copy_(dst: np.ndarray, src) -> None:
+    """Copy ``src`` (an array of any device, broadcastable) into ``dst``."""
+    np.copyto(dst, src, casting="unsafe")
+
+
+def synchronize(device=None) -> None:
+    """CPU work is synchronous: nothing to wait for."""

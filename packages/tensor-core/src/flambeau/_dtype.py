@@ -1,0 +1,216 @@
+"""dtypes and torch's type-promotion rules.
+
+A :class:`dtype` is a small immutable object wrapping the numpy dtype that stores its elements.
+Promotion follows torch, not numpy: ``int64 + float32 -> float32`` and Python scalars and 0-dim
+tensors take part *weakly* (they can raise the category — bool < integer < floating — but never
+the width). See Note [Type promotion].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "half", "float", "double", "short", "int", "long",
+    "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
+]
+
+
+class dtype:
+    """The element type of a tensor: one of the module-level singletons (``flambeau.float32`` ...).
+
+    Attributes:
+        itemsize: bytes per element.
+        is_floating_point: True for float16/32/64.
+        is_signed: True for signed integers and floats.
+    """
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_category", "_rank")
+
+    def __init__(self, name: str, np_dtype, category: int, rank: int):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = category == 2
+        self.is_signed = category == 2 or (category == 1 and self.np.kind == "i")
+        self._category = category  # 0 bool, 1 integer, 2 floating
+        self._rank = rank
+
+    @property
+    def is_complex(self) -> bool:
+        return False
+
+    def to_numpy(self) -> np.dtype:
+        """The numpy dtype that stores this dtype's elements."""
+        return self.np
+
+    def __repr__(self) -> str:
+        return f"flambeau.{self.name}"
+
+    def __reduce__(self):
+        return (_from_name, (self.name,))
+
+
+def _from_name(name: str) -> dtype:
+    return _BY_NAME[name]
+
+
+bool = dtype("bool", np.bool_, 0, 0)  # noqa: A001 - torch's name
+uint8 = dtype("uint8", np.uint8, 1, 1)
+int8 = dtype("int8", np.int8, 1, 2)
+int16 = dtype("int16", np.int16, 1, 3)
+int32 = dtype("int32", np.int32, 1, 4)
+int64 = dtype("int64", np.int64, 1, 5)
+float16 = dtype("float16", np.float16, 2, 6)
+float32 = dtype("float32", np.float32, 2, 7)
+float64 = dtype("float64", np.float64, 2, 8)
+
+half, float, double = float16, float32, float64  # noqa: A001
+short, int, long = int16, int32, int64  # noqa: A001
+
+ALL_DTYPES = (bool, uint8, int8, int16, int32, int64, float16, float32, float64)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+# Strings accepted wherever a dtype is (numpy-style and torch-style spellings).
+_ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
+            "long": int64, **_BY_NAME}
+
+
+def from_numpy_dtype(np_dtype) -> dtype:
+    """The flambeau dtype storing elements of numpy dtype ``np_dtype``; TypeError if none."""
+    try:
+        return _BY_NP[np.dtype(np_dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(
+            f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types are: "
+            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        ) from None
+
+
+def to_dtype(value, argname: str = "dtype") -> dtype:
+    """Normalise a dtype argument (flambeau dtype, numpy dtype, Python type or name)."""
+    if isinstance(value, dtype):
+        return value
+    if value is _builtin_float:
+        return _default[0]
+    if value is _builtin_int:
+        return int64
+    if value is _builtin_bool:
+        return bool
+    if isinstance(value, str) and value in _ALIASES:
+        return _ALIASES[value]
+    try:
+        return _BY_NP[np.dtype(value)]
+    except (KeyError, TypeError):
+        raise TypeError(f"{argname} must be a flambeau dtype, got {value!r}") from None
+
+
+_builtin_float, _builtin_int, _builtin_bool = type(1.0), type(1), type(True)
+
+# --- default dtype ----------------------------------------------------------------------------
+_default = [float32]
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of floating tensors made from Python floats (float32 unless changed)."""
+    return _default[0]
+
+
+def set_default_dtype(d) -> None:
+    """Set the default floating dtype; only float16, float32 and float64 are allowed."""
+    d = to_dtype(d, "d")
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+    _RESULT_CACHE.clear()
+
+
+# --- promotion --------------------------------------------------------------------------------
+# Note [Type promotion]
+# torch promotes by *category* (bool < integer < floating) first and by width second, and keeps
+# three separate states: tensors with dim > 0, 0-dim tensors, and Python scalars ("wrapped
+# numbers"). A lower state only matters when it raises the category of the higher one. Python
+# floats count as the default dtype, Python ints as int64, Python bools as bool. Within integers,
+# uint8 mixed with a signed type widens as numpy does (uint8 + int8 -> int16).
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """The smallest dtype to which both ``a`` and ``b`` can be promoted (torch's table)."""
+    if a is b:
+        return a
+    if a.is_floating_point or b.is_floating_point:
+        if a.is_floating_point and b.is_floating_point:
+            return a if a._rank > b._rank else b
+        return a if a.is_floating_point else b
+    if a is bool:
+        return b
+    if b is bool:
+        return a
+    return _BY_NP[np.promote_types(a.np, b.np)]
+
+
+def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    if higher is None:
+        return lower
+    if lower is None or higher.is_floating_point:
+        return higher
+    if higher is bool or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+_RESULT_CACHE: dict = {}
+
+
+def _combine3(dim_t, zero_t, scalar_t) -> dtype:
+    key = (dim_t, zero_t, scalar_t)
+    r = _RESULT_CACHE.get(key)
+    if r is None:
+        r = _combine_categories(dim_t, _combine_categories(zero_t, scalar_t))
+        _RESULT_CACHE[key] = r
+    return r
+
+
+def scalar_dtype(value) -> dtype:
+    """The dtype a Python scalar takes when it enters promotion."""
+    t = type(value)
+    if t is _builtin_bool or t is np.bool_:
+        return bool
+    if t is _builtin_float:
+        return _default[0]
+    if t is _builtin_int:
+        return int64
+    if isinstance(value, np.generic):  # numpy scalars behave like the Python number they hold
+        kind = value.dtype.kind
+        if kind == "f":
+            return _default[0]
+        if kind in "iu":
+            return int64
+    if isinstance(value, (complex, np.complexfloating)):
+        raise TypeError("complex numbers are not supported by flambeau")
+    raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
+
+
+def result_type(*operands) -> dtype:
+    """torch.result_type over tensors and Python scalars, following Note [Type promotion]."""
+    dim_t = zero_t = scalar_t = None
+    for x in operands:
+        d = getattr(x, "dtype", None)
+        if isinstance(d, dtype):
+            if x.ndim:
+                dim_t = d if dim_t is None else promote_types(dim_t, d)
+            else:
+                zero_t = d if zero_t is None else promote_types(zero_t, d)
+        else:
+            s = scalar_dtype(x)
+            # Wrapped numbers keep only their category; float ones count as the default dtype.
+            scalar_t = s if scalar_t is None else promote_types(scalar_t, s)
+    return _combine3(dim_t, zero_t, scalar_t)
+
+
+def can_cast(from_: dtype, to: dtype) -> bool:
+    """torch.can_cast: whether an in-place result of ``from_`` may be written into ``to``.
+
+    Casting may not lower the category (float -> integer, or non-bool -> bool).
+    """
+    return from_._category <= to._category

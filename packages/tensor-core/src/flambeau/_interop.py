@@ -1,0 +1,3 @@
+"""Interoperability: DLPack import (``from_dlpack``)."""
+
+__all__: list = []

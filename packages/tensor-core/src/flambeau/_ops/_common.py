@@ -1,0 +1,138 @@
+"""Helpers shared by operator front functions: the autograd call, devices, dims, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._device import CPU
+from flambeau._grad_mode import _engine
+from flambeau._grad_mode import state as grad_state
+from flambeau._tensor import Tensor, _wrap, _wrap_dim
+
+__all__ = ["record", "record_if_needed", "common_device", "wrap_dim", "dims_arg", "broadcast_error",
+           "Tensor", "_wrap", "grad_state", "check_tensor", "broadcast_shapes", "normalize_shape"]
+
+wrap_dim = _wrap_dim
+
+
+def record(op, inputs: tuple, attrs: dict, outputs) -> None:
+    """Hand an executed operator to the autograd engine (caller checked grad mode and inputs)."""
+    engine = _engine[0]
+    if engine is not None:
+        engine.record(op, inputs, attrs, outputs)
+
+
+def record_if_needed(op, inputs: tuple, attrs: dict, outputs) -> None:
+    """Record ``op`` if grad mode is on and any tensor among ``inputs`` requires grad.
+
+    ``inputs`` may hold non-tensors and (nested one level) sequences of tensors (``cat``).
+    """
+    if not grad_state.enabled or _engine[0] is None:
+        return
+    for x in inputs:
+        if x.__class__ is Tensor:
+            if x._requires_grad:
+                break
+        elif isinstance(x, (list, tuple)) and any(t.__class__ is Tensor and t._requires_grad for t in x):
+            break
+    else:
+        return
+    _engine[0].record(op, inputs, attrs, outputs)
+
+
+def check_tensor(x, argname: str, opname: str) -> Tensor:
+    """``x`` if it is a Tensor, else TypeError naming the operator, argument and given type."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{opname}(): argument '{argname}' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def common_device(*tensors):
+    """The device all tensor arguments share; 0-dim CPU tensors may join any device, as in torch."""
+    found = None
+    for t in tensors:
+        if t.__class__ is not Tensor and not isinstance(t, Tensor):
+            continue
+        d = t._device
+        if found is None or found is d:
+            found = d
+        elif d is CPU and t._data.ndim == 0:
+            continue
+        elif found is CPU and _only_scalar_cpu(tensors, found):
+            found = d
+        else:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, {found} and {d}!"
+            )
+    return CPU if found is None else found
+
+
+def _only_scalar_cpu(tensors, cpu) -> bool:
+    return all(t._data.ndim == 0 for t in tensors if isinstance(t, Tensor) and t._device is cpu)
+
+
+def dims_arg(dim, ndim: int, argname: str = "dim") -> tuple:
+    """Normalise ``dim`` (None, an int, or a tuple/list of ints) to a sorted tuple of dims.
+
+    None means every dimension. A repeated dim raises RuntimeError.
+    """
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        dims = tuple(_wrap_dim(d, ndim) for d in dim)
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+        return tuple(sorted(dims))
+    return (_wrap_dim(dim, ndim),)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The broadcast of ``shapes``; RuntimeError with torch's message if they don't broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n != 1:
+                if out[i] == 1:
+                    out[i] = n
+                elif out[i] != n:
+                    raise broadcast_error(tuple(out), s, i - ndim)
+    return tuple(out)
+
+
+def broadcast_error(shape_a: tuple, shape_b: tuple, axis: int | None = None) -> RuntimeError:
+    """torch's message for two shapes that don't broadcast (computed once we know they don't)."""
+    ndim = max(len(shape_a), len(shape_b))
+    a = (1,) * (ndim - len(shape_a)) + tuple(shape_a)
+    b = (1,) * (ndim - len(shape_b)) + tuple(shape_b)
+    for i in range(ndim - 1, -1, -1):
+        if a[i] != b[i] and a[i] != 1 and b[i] != 1:
+            return RuntimeError(
+                f"The size of tensor a ({a[i]}) must match the size of tensor b ({b[i]}) at "
+                f"non-singleton dimension {i}"
+            )
+    return RuntimeError(f"shapes {list(shape_a)} and {list(shape_b)} cannot be broadcast together")
+
+
+def normalize_shape(size, argname: str = "size") -> tuple:
+    """Shape arguments as torch takes them: ``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` or a Size."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        shape = tuple(int(s.__index__()) for s in size)
+    except (AttributeError, TypeError):
+        raise TypeError(f"{argname} must be a tuple of ints, but got {tuple(size)!r}") from None
+    for n in shape:
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
+    return shape
+
+
+def as_array_operand(x, device):
+    """A tensor's backend array, or a Python/numpy scalar unchanged (for kernels)."""
+    return x._data if isinstance(x, Tensor) else x
+
+
+def to_np_dtype(d) -> np.dtype:
+    return dt.to_dtype(d).np

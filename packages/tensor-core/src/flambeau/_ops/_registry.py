@@ -1,0 +1,115 @@
+"""The operator table (DESIGN.md, seam 1).
+
+Every operator is declared once as an :class:`OpDef`: its name, its signature, whether it is
+differentiable or a view, its variants (``flambeau.<name>`` function, ``Tensor.<name>`` method,
+in-place ``Tensor.<name>_``, operator dunders) and a kernel per device type. The Python front
+function of an operator normalises arguments, computes the output dtype and shape, picks the
+kernel by device type and calls the autograd seam; ``flambeau/__init__.py`` binds every
+declared variant from this table, and a test walks it.
+
+Another kernel library plugs in with :func:`register_kernel` without touching anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["OpDef", "OPS", "declare", "register_kernel", "get_op"]
+
+
+class OpDef:
+    """One operator's declaration.
+
+    Attributes:
+        name: the operator's name, also the key of its derivative in flambeau-autograd.
+        signature: torch-style schema, e.g. ``"add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor"``.
+        fn: the out-of-place front function (``flambeau.<name>``), or None for method-only ops.
+        inplace_fn: the in-place front function (``Tensor.<name>_``), or None.
+        method: whether ``Tensor.<name>`` exists (``self`` is the first argument).
+        function: whether ``flambeau.<name>`` exists.
+        dunders: ``{"__add__": callable, ...}`` operator methods bound on Tensor.
+        differentiable: whether autograd must have a derivative for it.
+        view: whether the output shares storage with the first input.
+        kernels: ``{"cpu": kernel, "cuda": kernel}``; the kernel's calling convention is the
+            front function's business and is documented where the op is declared.
+        category: section of the API reference this op belongs to.
+    """
+
+    __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
+                 "differentiable", "view", "kernels", "category", "aliases")
+
+    def __init__(self, name: str, signature: str, *, differentiable: bool = True, view: bool = False,
+                 method: bool = True, function: bool = True, category: str = "misc",
+                 kernels: dict | None = None, aliases: tuple = ()):
+        self.name = name
+        self.signature = signature
+        self.fn: Callable | None = None
+        self.inplace_fn: Callable | None = None
+        self.method = method
+        self.function = function
+        self.dunders: dict[str, Callable] = {}
+        self.differentiable = differentiable
+        self.view = view
+        self.kernels: dict[str, Callable] = dict(kernels or {})
+        self.category = category
+        self.aliases = tuple(aliases)
+
+    def kernel(self, device_type: str) -> Callable:
+        """The kernel for ``device_type``; NotImplementedError naming op and device if none."""
+        k = self.kernels.get(device_type)
+        if k is None:
+            raise NotImplementedError(
+                f"flambeau.{self.name} has no kernel for device type '{device_type}' "
+                f"(available: {', '.join(sorted(self.kernels)) or 'none'})"
+            )
+        return k
+
+    def front(self, fn: Callable) -> Callable:
+        """Decorator: set the out-of-place front function."""
+        self.fn = fn
+        fn.__name__ = self.name
+        fn.__qualname__ = self.name
+        fn._opdef = self
+        return fn
+
+    def inplace(self, fn: Callable) -> Callable:
+        """Decorator: set the in-place front function (bound as ``Tensor.<name>_``)."""
+        self.inplace_fn = fn
+        fn.__name__ = self.name + "_"
+        fn.__qualname__ = "Tensor." + self.name + "_"
+        fn._opdef = self
+        return fn
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.signature}>"
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def declare(signature: str, **options) -> OpDef:
+    """Declare an operator from its signature; its name is the part before ``(``."""
+    name = signature.split("(", 1)[0].strip()
+    if name in OPS:
+        raise ValueError(f"operator {name!r} is declared twice")
+    op = OpDef(name, signature, **options)
+    OPS[name] = op
+    return op
+
+
+def get_op(name: str) -> OpDef:
+    """The declaration of operator ``name``; KeyError naming it if there is none."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"flambeau has no operator named {name!r}") from None
+
+
+def register_kernel(name: str, device_type: str, kernel: Callable) -> None:
+    """Register (or replace) the kernel of operator ``name`` for ``device_type``.
+
+    This is how a kernel library adds a device or a faster kernel without touching the rest.
+    """
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
+    get_op(name).kernels[device_type] = kernel

@@ -1,0 +1,1 @@
+"""Indexing (``__getitem__``/``__setitem__``) and index operators: gather, scatter, index_select ..."""

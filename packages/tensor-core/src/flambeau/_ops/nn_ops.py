@@ -1,0 +1,1 @@
+"""Neural-network operators of tensor-core: softmax, log_softmax, embedding, dropout."""

@@ -1,0 +1,1 @@
+"""Shape and view operators: view, reshape, permute, transpose, expand, squeeze, cat, stack, split ..."""

@@ -1,0 +1,48 @@
+"""Storage: the flat buffer that tensors view.
+
+A tensor is a view (shape, strides, offset, dtype) on a storage; every view of one storage
+shares its buffer and its version counter (see Note [Version counter]). On CPU the buffer is a
+numpy array (the array an operator returned, or the one given to ``from_numpy``); on CUDA it is a
+numba device array. The storage knows nothing of shapes: tensors carry their own view arrays.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Storage"]
+
+# Note [Version counter]
+# Every in-place operator bumps ``storage._version``. autograd records the version of each
+# tensor it saves for backward and compares it when backward runs, so an in-place change to
+# saved data is detected (paper, section 4.3). The counter lives on the storage so that all views
+# of the same memory share it, as torch's VariableVersion does.
+
+
+class Storage:
+    """A device buffer shared by tensor views, with a version counter.
+
+    Attributes:
+        device: the :class:`flambeau.device` holding the memory.
+        _buffer: the backend array owning the memory (numpy ndarray on CPU).
+        _version: number of in-place modifications so far.
+    """
+
+    __slots__ = ("_buffer", "device", "_version", "__weakref__")
+
+    def __init__(self, buffer, device):
+        self._buffer = buffer
+        self.device = device
+        self._version = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the buffer in bytes."""
+        return self._buffer.nbytes
+
+    def data_ptr(self) -> int:
+        """Address of the first byte of the buffer."""
+        from flambeau._backends import backend_for
+
+        return backend_for(self.device).storage_data_ptr(self._buffer)
+
+    def __repr__(self) -> str:
+        return f"<flambeau Storage of {self.nbytes} bytes on {self.device}>"

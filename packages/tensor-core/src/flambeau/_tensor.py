@@ -1,0 +1,522 @@
+"""The Tensor: a strided view on a :class:`~flambeau._storage.Storage`, with autograd fields.
+
+Operator methods (``add``, ``sum``, ``view`` ...) are not written here: they are bound onto
+:class:`Tensor` from the operator table by ``flambeau/__init__.py``. This module holds what every
+tensor has regardless of operators: metadata, conversion to Python and numpy, device moves and
+the autograd fields that flambeau-autograd fills in (DESIGN.md, seam 2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._backends import backend
+from flambeau._device import CPU, device, to_device
+from flambeau._grad_mode import get_engine
+from flambeau._size import Size
+from flambeau._storage import Storage
+
+__all__ = ["Tensor"]
+
+_BY_NP = dt._BY_NP
+_new = object.__new__
+
+
+class Tensor:
+    """A multi-dimensional array on a device, recorded by autograd when it requires grad.
+
+    Attributes:
+        dtype: the element :class:`flambeau.dtype`.
+        grad_fn: the autograd node that produced this tensor (None for leaves).
+
+    Create tensors with factories (``flambeau.tensor``, ``flambeau.zeros``, ``flambeau.randn``...).
+    ``Tensor(data)`` is accepted as a shortcut for ``flambeau.tensor(data, dtype=float32)``.
+    """
+
+    __slots__ = ("_data", "_storage", "_device", "dtype", "_requires_grad", "_grad", "grad_fn",
+                 "_base", "_autograd_meta", "__weakref__")
+
+    def __new__(cls, *args, dtype=None, device=None):
+        from flambeau._factories import empty, tensor
+
+        if len(args) == 1 and not isinstance(args[0], int):
+            return tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
+        return empty(*args, dtype=dtype, device=device)
+
+    # --- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        """The size of each dimension, as a :class:`flambeau.Size`."""
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of dimension ``dim``."""
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    def dim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return self._data.size
+
+    nelement = numel
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements: a tuple, or the stride of dimension ``dim``."""
+        item = self.dtype.itemsize
+        if dim is None:
+            return tuple(s // item for s in self._data.strides)
+        return self._data.strides[_wrap_dim(dim, self._data.ndim)] // item
+
+    def storage_offset(self) -> int:
+        """Offset of the first element from the start of the storage, in elements."""
+        b = backend(self._device.type)
+        return (b.data_ptr(self._data) - b.storage_data_ptr(self._storage._buffer)) // self.dtype.itemsize
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.size * self.dtype.itemsize
+
+    def data_ptr(self) -> int:
+        """Address of the first element."""
+        return backend(self._device.type).data_ptr(self._data)
+
+    def untyped_storage(self) -> Storage:
+        """The storage this tensor views."""
+        return self._storage
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the elements are laid out densely in row-major order."""
+        return _is_contiguous(self._data.shape, self._data.strides, self.dtype.itemsize)
+
+    @property
+    def device(self) -> device:
+        """The :class:`flambeau.device` holding the data."""
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
+
+    def get_device(self) -> int:
+        """The CUDA ordinal, or -1 on CPU."""
+        return -1 if self._device.type == "cpu" else self._device.index
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return False
+
+    def is_signed(self) -> bool:
+        return self.dtype.is_signed
+
+    @property
+    def _version(self) -> int:
+        """Number of in-place modifications of this tensor's storage (Note [Version counter])."""
+        return self._storage._version
+
+    def _bump_version(self) -> None:
+        self._storage._version += 1
+
+    # --- autograd fields (seam 2) --------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        """Whether autograd records operations on this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place (only on leaves) and return self."""
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TypeError(f"requires_grad must be a bool, got {type(requires_grad).__name__}")
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors not produced by a recorded operation (user-created or detached)."""
+        return self.grad_fn is None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (filled in by ``backward``), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, got {list(value.shape)}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: expected {self.dtype}, got {value.dtype}")
+            if value._device is not self._device:
+                raise RuntimeError(f"assigned grad has data located on a different device: expected {self._device}, got {value._device}")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self) -> None:
+        self._grad = None
+
+    @property
+    def _base_tensor(self):
+        return self._base
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
+        """Accumulate the gradient of this tensor w.r.t. graph leaves into their ``.grad``.
+
+        Needs the flambeau-autograd package (the engine is installed through seam 2).
+        """
+        get_engine().backward((self,), None if gradient is None else (gradient,), retain_graph,
+                              create_graph, inputs)
+
+    def register_hook(self, hook):
+        """Register a hook called with this tensor's gradient; it may return a replacement."""
+        return get_engine().register_hook(self, hook)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        get_engine().retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        meta = self._autograd_meta
+        return bool(meta is not None and getattr(meta, "retains_grad", False))
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this one's storage and version counter, outside the graph."""
+        return _wrap(self._data, self._device, self._storage)
+
+    def detach_(self) -> Tensor:
+        """Detach this tensor from the graph in place and return it."""
+        if self._base is not None and self._base._requires_grad:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead."
+            )
+        self.grad_fn = None
+        self._requires_grad = False
+        self._autograd_meta = None
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        """A detached tensor sharing this one's storage; assigning replaces this tensor's data."""
+        return _wrap(self._data, self._device, self._storage)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data, self._storage, self._device, self.dtype = value._data, value._storage, value._device, value.dtype
+
+    # --- conversion ----------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """A numpy array sharing memory with this CPU tensor (``force=True`` copies from CUDA)."""
+        if self._device.type != "cpu":
+            if not force:
+                raise TypeError(
+                    f"can't convert {self._device.type} tensor to numpy. Use Tensor.cpu() to copy "
+                    "the tensor to host memory first."
+                )
+            return backend(self._device.type).to_numpy(self._data)
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy(force=True)
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=False)
+        return np.array(arr, copy=True) if copy else arr
+
+    def tolist(self):
+        """The data as (nested) Python lists of Python numbers."""
+        return self.numpy(force=True).tolist()
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
+        return self.numpy(force=True).reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self.dtype is dt.bool or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with {'no' if self._data.size == 0 else 'more than one'} "
+                "values is ambiguous"
+            )
+        return bool(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from flambeau._print import tensor_repr
+
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol):
+        # Plain pickling copies the data; flambeau.multiprocessing installs reducers that share it.
+        return (_rebuild_tensor, (np.array(self.numpy(force=True)), str(self._device), self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol"
+            )
+        new = self.clone().detach()
+        new._requires_grad = self._requires_grad
+        if self._grad is not None:
+            new._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+
+    # --- interop ---------------------------------------------------------------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if self._device.type != "cpu":
+            raise BufferError("DLPack export of CUDA tensors is not supported yet; use __cuda_array_interface__")
+        if self._requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        kwargs = {}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if copy is not None:
+            kwargs["copy"] = copy
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        if self._device.type == "cuda":
+            return (2, self._device.index)
+        return (1, 0)
+
+    @property
+    def __cuda_array_interface__(self):
+        if self._device.type != "cuda":
+            raise AttributeError(
+                f"Can't get __cuda_array_interface__ on non-CUDA tensor type: {self.dtype} on {self._device}. "
+                "If CUDA data is required use tensor.cuda() to copy tensor to device memory."
+            )
+        if self._requires_grad:
+            raise RuntimeError(
+                "Can't get __cuda_array_interface__ on Variable that requires grad. "
+                "If gradients aren't required, use var.detach() to get Variable that doesn't require grad."
+            )
+        return backend("cuda").cuda_array_interface(self._data)
+
+    # --- moves -----------------------------------------------------------------------------
+    def to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False) -> Tensor:
+        """Convert dtype and/or move device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
+
+        Returns self when nothing changes and ``copy`` is False.
+        """
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = dtype or a.dtype, device or a._device
+            elif isinstance(a, (dt.dtype, type)) or (isinstance(a, np.dtype)):
+                dtype = a
+            elif isinstance(a, (str, int, type(CPU))) and not isinstance(a, bool):
+                if isinstance(a, str) and a in dt._ALIASES and a not in ("cpu", "cuda"):
+                    dtype = a
+                else:
+                    device = a
+            else:
+                raise TypeError(f"to() received an invalid argument {a!r}: expected a dtype, a device or a Tensor")
+        new_dtype = self.dtype if dtype is None else dt.to_dtype(dtype)
+        new_device = self._device if device is None else to_device(device)
+        if new_dtype is self.dtype and new_device is self._device and not copy:
+            return self
+        from flambeau._ops.core import to_copy
+
+        return to_copy(self, dtype=new_dtype, device=new_device, non_blocking=non_blocking)
+
+    def cpu(self) -> Tensor:
+        """This tensor on the CPU (self if already there)."""
+        return self.to(device=CPU)
+
+    def cuda(self, device=None, non_blocking: bool = False) -> Tensor:
+        """This tensor on a CUDA device (the current one by default)."""
+        return self.to(device="cuda" if device is None else to_device(device), non_blocking=non_blocking)
+
+    def type(self, dtype=None):
+        """Without arguments, the type name (``'flambeau.FloatTensor'``); else ``to(dtype)``."""
+        if dtype is None:
+            return f"flambeau.{'cuda.' if self.is_cuda else ''}{_TYPE_NAMES[self.dtype]}"
+        return self.to(dtype)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dt.float16)
+
+    def long(self) -> Tensor:
+        return self.to(dt.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dt.int32)
+
+    def short(self) -> Tensor:
+        return self.to(dt.int16)
+
+    def char(self) -> Tensor:
+        return self.to(dt.int8)
+
+    def byte(self) -> Tensor:
+        return self.to(dt.uint8)
+
+    def bool(self) -> Tensor:
+        return self.to(dt.bool)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        from flambeau._factories import tensor
+
+        return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+    def _new_factory(name):
+        def method(self, *size, dtype=None, device=None, requires_grad: bool = False, **kw):
+            import flambeau._factories as f
+
+            return getattr(f, name)(*size, dtype=dtype or self.dtype, device=device or self._device,
+                                    requires_grad=requires_grad, **kw)
+
+        method.__name__ = f"new_{name}"
+        method.__doc__ = f"``flambeau.{name}`` with this tensor's dtype and device as defaults."
+        return method
+
+    new_zeros = _new_factory("zeros")
+    new_ones = _new_factory("ones")
+    new_empty = _new_factory("empty")
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        from flambeau._factories import full
+
+        return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device,
+                    requires_grad=requires_grad)
+
+    del _new_factory
+
+
+_TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
+               dt.int64: "LongTensor", dt.int32: "IntTensor", dt.int16: "ShortTensor",
+               dt.int8: "CharTensor", dt.uint8: "ByteTensor", dt.bool: "BoolTensor"}
+
+
+def _wrap(data, device=CPU, storage=None, dtype=None) -> Tensor:
+    """Wrap a backend array as a new Tensor (a fresh storage unless ``storage`` is given).
+
+    This is the constructor every operator uses, so it does as little as possible.
+    """
+    t = _new(Tensor)
+    t._data = data
+    t._storage = Storage(data, device) if storage is None else storage
+    t._device = device
+    t.dtype = _BY_NP[data.dtype] if dtype is None else dtype
+    t._requires_grad = False
+    t._grad = None
+    t.grad_fn = None
+    t._base = None
+    t._autograd_meta = None
+    return t
+
+
+def _rebuild_tensor(arr, device_str, requires_grad):
+    from flambeau._factories import from_numpy
+
+    t = from_numpy(arr)
+    if device_str != "cpu":
+        t = t.to(device_str)
+    t._requires_grad = requires_grad
+    return t
+
+
+def _is_contiguous(shape, byte_strides, itemsize) -> bool:
+    expected = itemsize
+    for n, s in zip(reversed(shape), reversed(byte_strides)):
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def _wrap_dim(dim, ndim: int) -> int:
+    """Normalise a possibly negative dimension; IndexError naming the valid range if out of it."""
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        dim = getattr(dim, "__index__", None) and dim.__index__()
+        if dim is None:
+            raise TypeError(f"dim must be an int, got {dim!r}")
+    if dim < lo or dim > hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
+    return dim + ndim if dim < 0 else dim
