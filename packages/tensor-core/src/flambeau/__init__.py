@@ -14,8 +14,9 @@ __version__ = "0.1.0"
 
 from flambeau import (  # noqa: E402
     _factories,
+    _info,
     _interop,
-    _ops,  # noqa: E402  - fills the operator table
+    _ops,  # noqa: F401  - fills the operator table
     _random,
     cuda,  # noqa: E402
 )
@@ -45,6 +46,7 @@ from flambeau._dtype import (  # noqa: E402
 )
 from flambeau._factories import *  # noqa: E402,F403
 from flambeau._grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from flambeau._info import *  # noqa: E402,F403
 from flambeau._interop import *  # noqa: E402,F403
 from flambeau._ops._registry import OPS as _OPS  # noqa: E402
 from flambeau._random import *  # noqa: E402,F403
@@ -84,6 +86,6 @@ __all__ = [
     "half", "float", "double", "short", "int", "long",
     "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    *_factories.__all__, *_interop.__all__, *_random.__all__,
+    *_factories.__all__, *_info.__all__, *_interop.__all__, *_random.__all__,
     *_bind_operators(),
 ]

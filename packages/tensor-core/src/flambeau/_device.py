@@ -53,7 +53,9 @@ class device:
         return d
 
     def __repr__(self) -> str:
-        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
 
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"

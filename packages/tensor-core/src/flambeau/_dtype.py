@@ -83,7 +83,8 @@ def from_numpy_dtype(np_dtype) -> dtype:
         return _BY_NP[np.dtype(np_dtype)]
     except (KeyError, TypeError):
         raise TypeError(
-            f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported types are: "
+            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).type.__name__}. The only supported "
+            "types are: "
             "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
         ) from None
 

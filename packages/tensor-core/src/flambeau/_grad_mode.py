@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import threading
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "install_engine", "get_engine"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "install_engine", "get_engine",
+           "load_engine"]
 
 
 class _GradState(threading.local):
@@ -40,15 +41,23 @@ def install_engine(engine) -> None:
     _engine[0] = engine
 
 
-def get_engine():
-    """The installed autograd engine; RuntimeError naming the package to install if none."""
-    engine = _engine[0]
-    if engine is None:
+def load_engine() -> None:
+    """Import flambeau-autograd if it is installed; importing it installs its engine.
+
+    Core knows the engine's distribution only by this name: it is found when first needed (the first
+    tensor that requires grad, or the first backward), so ``import flambeau`` stays light.
+    """
+    if _engine[0] is None:
         try:
-            import flambeau.autograd  # noqa: F401  - installs its engine on import, if it has one
+            import flambeau.autograd  # noqa: F401
         except ImportError:
             pass
-        engine = _engine[0]
+
+
+def get_engine():
+    """The installed autograd engine; RuntimeError naming the package to install if none."""
+    load_engine()
+    engine = _engine[0]
     if engine is None:
         raise RuntimeError(
             "flambeau has no autograd engine: backward() needs the flambeau-autograd package "

@@ -13,7 +13,7 @@ import numpy as np
 from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU, device, to_device
-from flambeau._grad_mode import get_engine
+from flambeau._grad_mode import _engine, get_engine, load_engine
 from flambeau._size import Size
 from flambeau._storage import Storage
 
@@ -36,6 +36,10 @@ class Tensor:
 
     __slots__ = ("_data", "_storage", "_device", "dtype", "_requires_grad", "_grad", "grad_fn",
                  "_base", "_autograd_meta", "__weakref__")
+
+    # numpy must defer to our reflected operators (ndarray + Tensor -> Tensor), as it does for torch.
+    __array_ufunc__ = None
+    __array_priority__ = 1000
 
     def __new__(cls, *args, dtype=None, device=None):
         from flambeau._factories import empty, tensor
@@ -145,7 +149,9 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         """Whether autograd records operations on this tensor."""
-        return self._requires_grad
+        # The engine may set _requires_grad on forward-AD dual tensors only so that operators on them reach
+        # it (seam 2); those do not require grad for users.
+        return self._requires_grad and not getattr(self._autograd_meta, "forward_only", False)
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
@@ -163,6 +169,8 @@ class Tensor:
             )
         if requires_grad and not self.dtype.is_floating_point:
             raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        if requires_grad and _engine[0] is None:
+            load_engine()  # the first tensor that requires grad brings the autograd engine in (seam 2)
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -182,11 +190,14 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
             if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, got {list(value.shape)}")
+                raise RuntimeError(f"assigned grad has data of a different size: expected {list(self.shape)}, "
+                                   f"got {list(value.shape)}")
             if value.dtype is not self.dtype:
-                raise RuntimeError(f"assigned grad has data of a different type: expected {self.dtype}, got {value.dtype}")
+                raise RuntimeError(f"assigned grad has data of a different type: expected {self.dtype}, "
+                                   f"got {value.dtype}")
             if value._device is not self._device:
-                raise RuntimeError(f"assigned grad has data located on a different device: expected {self._device}, got {value._device}")
+                raise RuntimeError(f"assigned grad has data located on a different device: expected {self._device}, "
+                                   f"got {value._device}")
         self._grad = value
 
     @grad.deleter
@@ -290,8 +301,8 @@ class Tensor:
     def __bool__(self) -> bool:
         if self._data.size != 1:
             raise RuntimeError(
-                f"Boolean value of Tensor with {'no' if self._data.size == 0 else 'more than one'} "
-                "values is ambiguous"
+                f"Boolean value of Tensor with {'no values' if self._data.size == 0 else 'more than one value'} "
+                "is ambiguous"
             )
         return bool(self.item())
 
@@ -505,7 +516,7 @@ def _is_contiguous(shape, byte_strides, itemsize) -> bool:
     for n, s in zip(reversed(shape), reversed(byte_strides)):
         if n != 1:
             if s != expected:
-                return False
+                return 0 in shape  # empty tensors are contiguous whatever their strides (as in torch)
             expected *= n
     return True
 

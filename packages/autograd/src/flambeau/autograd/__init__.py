@@ -1,6 +1,76 @@
 """Reverse-mode automatic differentiation for flambeau (section 4.3 of the PyTorch paper).
 
-The engine and the derivative table of every differentiable operator of flambeau-tensor-core
-live here; tensor-core only exposes the seam they plug into. Not implemented yet: see the
-autograd issue.
+Importing this package installs its engine into tensor-core (DESIGN.md seam 2): from then on,
+every operator that runs with grad mode on and an input that requires grad is recorded, and
+``Tensor.backward()`` works. The derivative of every differentiable operator lives in one
+table (``_formulas.TABLE``) keyed by operator name.
 """
+
+from __future__ import annotations
+
+from flambeau._grad_mode import enable_grad, install_engine, is_grad_enabled, no_grad, set_grad_enabled
+from flambeau._ops import OPS as _OPS
+from flambeau.autograd import functional, graph
+from flambeau.autograd._anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from flambeau.autograd._engine import DERIVATIVES as _DERIVATIVES
+from flambeau.autograd._engine import ENGINE as _ENGINE
+from flambeau.autograd._formulas import TABLE as _TABLE
+from flambeau.autograd._inference import inference_mode, is_inference_mode_enabled
+from flambeau.autograd.function import Function, FunctionCtx, once_differentiable
+from flambeau.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
+
+__all__ = [
+    "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "gradcheck", "gradgradcheck",
+    "GradcheckError", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "no_grad", "enable_grad",
+    "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "graph", "functional",
+]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+    """Accumulate gradients of ``tensors`` w.r.t. graph leaves into their ``.grad``.
+
+    Args:
+        tensors: tensor or sequence of tensors to differentiate.
+        grad_tensors: gradients w.r.t. each of ``tensors`` (may be omitted for scalars).
+        retain_graph: keep the graph's saved tensors for another backward (defaults to ``create_graph``).
+        create_graph: record the backward pass itself, for higher-order derivatives.
+        inputs: accumulate only into these tensors' ``.grad``.
+    """
+    _ENGINE.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused: bool | None = None, materialize_grads: bool = False):
+    """The gradients of ``outputs`` w.r.t. ``inputs`` (a tuple), without touching any ``.grad``.
+
+    Args:
+        outputs: tensor or sequence of tensors.
+        inputs: tensor or sequence of tensors that require grad.
+        grad_outputs: vectors of the vector-Jacobian product (may be omitted for scalar outputs).
+        retain_graph, create_graph: as in :func:`backward`.
+        allow_unused: return None for inputs the outputs don't depend on (else raise).
+        materialize_grads: return zeros instead of None for unused inputs.
+    """
+    return _ENGINE.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                        bool(allow_unused) or materialize_grads, materialize_grads)
+
+
+def _bind_table() -> list:
+    """Join the derivative table with the operator table by name; returns problems found (tests check it)."""
+    problems = []
+    for name, deriv in _TABLE.items():
+        op = _OPS.get(name)
+        if op is None:
+            problems.append(f"{name}: no operator of that name in tensor-core")
+            continue
+        try:
+            deriv.bind(op)
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        _DERIVATIVES[name] = deriv
+    return problems
+
+
+UNBOUND_DERIVATIVES = _bind_table()
+install_engine(_ENGINE)

@@ -28,16 +28,30 @@ Note [Out of memory]
 
 from __future__ import annotations
 
-import bisect
 import collections
 import contextlib
 import threading
+import warnings
+from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterator
 from typing import Any
 
 from ._backend import Backend, DeviceOutOfMemory
 from ._config import AllocatorConfig, check_divisions, check_gc_threshold, check_max_split_size
-from ._stats import LARGE, SMALL, DeviceStats, format_bytes, format_summary
+from ._stats import (
+    ALLOC_BYTES,
+    ALLOC_COUNT,
+    LARGE,
+    PEND_BYTES,
+    PEND_COUNT,
+    REQ_BYTES,
+    SMALL,
+    SPLIT_BYTES,
+    SPLIT_COUNT,
+    DeviceStats,
+    format_bytes,
+    format_summary,
+)
 
 __all__ = ["CachingAllocator", "OutOfMemoryError", "round_size"]
 
@@ -48,6 +62,14 @@ LARGE_BUFFER = 20 << 20  # large-pool segment size for requests under MIN_LARGE_
 MIN_LARGE_ALLOC = 10 << 20
 ROUND_LARGE = 2 << 20  # larger segments are rounded up to this
 _NO_LIMIT = 1 << 62  # max_split_size when unset: keeps the hot path free of None checks
+# A free block's sort key is size << _KEY_SHIFT | address: one int orders by (size,
+# address) and compares faster than a tuple. Device addresses fit in 64 bits.
+_KEY_SHIFT = 64
+_ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
+_get_ident = threading.get_ident
+
+
+assert (ALLOC_BYTES, ALLOC_COUNT, REQ_BYTES) == (0, 3, 6)  # unrolled in CachingAllocator.malloc
 
 
 class OutOfMemoryError(RuntimeError, MemoryError):
@@ -90,16 +112,17 @@ class _Block:
     """A run of bytes inside a segment; ``prev``/``next`` link the segment's blocks."""
 
     __slots__ = (
-        "address", "size", "requested", "stream", "small", "allocated",
+        "address", "size", "requested", "stream", "small", "free_list", "allocated",
         "prev", "next", "stream_uses", "event_count", "gc_stamp",
     )
 
-    def __init__(self, address: int, size: int, stream: Hashable, small: bool) -> None:
+    def __init__(self, address: int, size: int, stream: Hashable, small: bool, free_list: list[int]) -> None:
         self.address = address
         self.size = size
         self.requested = 0
         self.stream = stream
         self.small = small
+        self.free_list = free_list  # the sorted free list of its (stream, pool), when free
         self.allocated = False
         self.prev: _Block | None = None
         self.next: _Block | None = None
@@ -111,6 +134,28 @@ class _Block:
         if self.allocated:
             return "active_allocated"
         return "active_pending_free" if self.event_count else "inactive"
+
+
+def _bump(cur: list[int], tot: list[int], peak: list[int], base: int, pool: int, amount: int) -> None:
+    """Change counter ``base`` of ``pool`` by ``amount``; see FastCounters."""
+    i = base + pool
+    cur[i] += amount
+    cur[base] += amount
+    if amount > 0:
+        tot[i] += amount
+        if cur[i] > peak[i]:
+            peak[i] = cur[i]
+        if cur[base] > peak[base]:
+            peak[base] = cur[base]
+
+
+def _index_of(free: list[int], block: _Block) -> int:
+    """Position of ``block`` in the sorted free list ``free``."""
+    entry = block.size << _KEY_SHIFT | block.address
+    i = bisect_left(free, entry)
+    if i == len(free) or free[i] != entry:
+        raise AssertionError(f"free list lost block {block.address:#x}")  # internal invariant
+    return i
 
 
 class CachingAllocator:
@@ -141,15 +186,21 @@ class CachingAllocator:
             config = config_from_env()
         self.backend = backend
         self.device = backend.device
-        self._lock = threading.RLock()
-        self._busy = False  # set inside critical sections; see _release_deferred
+        # A plain Lock is much cheaper than an RLock; _owner (the holding thread's id)
+        # lets free() notice that it re-entered from a finalizer on the same thread.
+        self._lock = threading.Lock()
+        self._owner: int | None = None
         self._deferred: list[int] = []
         self._tls = threading.local()
         self._stats = DeviceStats()
+        self._fast = self._stats.fast
+        # (stream, key) of the last stream seen: a memo of backend.stream_key, one tuple so
+        # that threads read a consistent pair.
+        self._last_stream: tuple[Any, Hashable] = (None, None)
         self._blocks: dict[int, _Block] = {}  # start address -> block, live or free
         self._segments: dict[int, _Block] = {}  # segment address -> its first block
-        # (stream key, small?) -> sorted [(size, address)] of free blocks; see _take_free
-        self._free: dict[tuple[Hashable, bool], list[tuple[int, int]]] = {}
+        # (stream key, small?) -> sorted keys (see _KEY_SHIFT) of free blocks; see malloc
+        self._free: dict[tuple[Hashable, bool], list[int]] = {}
         self._streams: dict[Hashable, Any] = {}  # stream key -> stream object
         self._pending: dict[Hashable, collections.deque] = {}  # stream key -> (event, block)
         self._gc_clock = 0
@@ -191,7 +242,7 @@ class CachingAllocator:
         if roundup_power2_divisions is not ...:
             check_divisions(roundup_power2_divisions)
             new.roundup_power2_divisions = roundup_power2_divisions
-        with self._lock:
+        with self._locked():
             self._apply_config(new)
 
     # -- streams --------------------------------------------------------------------------
@@ -236,95 +287,126 @@ class CachingAllocator:
             raise ValueError(f"size: expected a non-negative number of bytes, got {size}")
         if stream is None:
             stream = self.current_stream()
-        key = self.backend.stream_key(stream)
-        rounded = round_size(size, self._divisions)
+        last = self._last_stream
+        if stream is last[0]:
+            key = last[1]
+        else:
+            key = self.backend.stream_key(stream)
+            self._last_stream = (stream, key)
+        if self._divisions == 1:
+            rounded = -(-size // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE or MIN_BLOCK_SIZE
+        else:
+            rounded = round_size(size, self._divisions)
         small = rounded <= SMALL_SIZE
-        with self._lock:
-            self._busy = True
-            try:
-                if key not in self._streams:
-                    self._streams[key] = stream
-                if self._pending:
-                    self._process_events()
-                block = self._take_free(key, small, rounded)
-                if block is None:
-                    block = self._new_segment(key, small, rounded, size)
-                return self._use_block(block, rounded, size)
-            finally:
-                self._busy = False
-                if self._deferred:
-                    self._release_deferred()
-
-    def _take_free(self, key: Hashable, small: bool, size: int) -> _Block | None:
-        """Remove and return the best-fitting free block of the pool, or None."""
-        free = self._free.get((key, small))
-        if not free:
-            return None
-        # (size,) sorts before every (size, address): the first block at least this big.
-        i = bisect.bisect_left(free, (size,))
-        if i == len(free):
-            return None
-        found_size, address = free[i]
-        max_split = self._max_split
-        if size < max_split:
-            if found_size >= max_split:
-                return None  # don't fragment an oversize block for a small request
-        elif found_size >= size + LARGE_BUFFER:
-            return None  # an oversize request takes an oversize block only if it nearly fits
-        del free[i]
-        return self._blocks[address]
-
-    def _use_block(self, block: _Block, size: int, requested: int) -> int:
-        stats = self._stats
-        pool = SMALL if block.small else LARGE
-        if block.prev is not None or block.next is not None:
-            # It was free inside a partly used segment; it no longer is.
-            stats.inactive_split_bytes[0].decrease(block.size)
-            stats.inactive_split_bytes[pool].decrease(block.size)
-            stats.inactive_split[0].decrease(1)
-            stats.inactive_split[pool].decrease(1)
-        remaining = block.size - size
-        if remaining >= MIN_BLOCK_SIZE if block.small else (remaining > SMALL_SIZE and size < self._max_split):
-            rest = _Block(block.address + size, remaining, block.stream, block.small)
-            rest.prev = block
-            rest.next = block.next
-            if block.next is not None:
-                block.next.prev = rest
-            block.next = rest
-            block.size = size
-            self._blocks[rest.address] = rest
-            self._insert_free(rest)
-            stats.inactive_split_bytes[0].increase(remaining)
-            stats.inactive_split_bytes[pool].increase(remaining)
-            stats.inactive_split[0].increase(1)
-            stats.inactive_split[pool].increase(1)
-        block.allocated = True
-        block.requested = requested
-        size = block.size
-        for stat in (stats.allocated_bytes, stats.active_bytes):
-            stat[0].increase(size)
-            stat[pool].increase(size)
-        for stat in (stats.allocation, stats.active):
-            stat[0].increase(1)
-            stat[pool].increase(1)
-        stats.requested_bytes[0].increase(requested)
-        stats.requested_bytes[pool].increase(requested)
-        return block.address
-
-    def _insert_free(self, block: _Block) -> None:
-        block.gc_stamp = self._gc_clock
-        free = self._free.get((block.stream, block.small))
-        if free is None:
-            free = self._free[(block.stream, block.small)] = []
-        bisect.insort(free, (block.size, block.address))
+        lock = self._lock
+        lock.acquire()
+        self._owner = _get_ident()
+        try:
+            if self._pending:
+                self._process_events()
+            # Best fit: bisect finds the smallest free block at least this big, lowest
+            # address first (see _KEY_SHIFT).
+            block = None
+            free = self._free.get((key, small))
+            if free:
+                i = bisect_left(free, rounded << _KEY_SHIFT)
+                if i < len(free):
+                    entry = free[i]
+                    found = entry >> _KEY_SHIFT
+                    max_split = self._max_split
+                    # Don't carve an oversize block for a small request; give an oversize
+                    # request an oversize block only if it nearly fits.
+                    if found < max_split if rounded < max_split else found < rounded + LARGE_BUFFER:
+                        del free[i]
+                        block = self._blocks[entry & _ADDRESS_MASK]
+            if block is None:
+                block = self._new_segment(key, small, rounded, size)
+                free = block.free_list
+            # Statistics are updated inline on this path: see FastCounters.
+            fast = self._fast
+            cur = fast.cur
+            pool = SMALL if small else LARGE
+            # Free bytes inside partly used segments ("inactive split") change by the
+            # block leaving them, if its segment was split, and by the rest it leaves.
+            was_split = block.prev is not None or block.next is not None
+            remaining = block.size - rounded
+            if remaining >= MIN_BLOCK_SIZE if small else remaining > SMALL_SIZE and rounded < self._max_split:
+                rest = _Block(block.address + rounded, remaining, key, small, free)
+                rest.prev = block
+                nxt = rest.next = block.next
+                if nxt is not None:
+                    nxt.prev = rest
+                block.next = rest
+                block.size = rounded
+                self._blocks[rest.address] = rest
+                rest.gc_stamp = self._gc_clock
+                insort(free, remaining << _KEY_SHIFT | rest.address)
+                if was_split:  # net change: -(rest + rounded) + rest, one block for another
+                    cur[SPLIT_BYTES + pool] -= rounded
+                    cur[SPLIT_BYTES] -= rounded
+                else:  # a whole segment becomes split: one more inactive split block
+                    tot, peak = fast.tot, fast.peak
+                    i = SPLIT_BYTES + pool
+                    cur[i] += remaining
+                    cur[SPLIT_BYTES] += remaining
+                    tot[i] += remaining
+                    if cur[i] > peak[i]:
+                        peak[i] = cur[i]
+                    if cur[SPLIT_BYTES] > peak[SPLIT_BYTES]:
+                        peak[SPLIT_BYTES] = cur[SPLIT_BYTES]
+                    i = SPLIT_COUNT + pool
+                    cur[i] += 1
+                    cur[SPLIT_COUNT] += 1
+                    tot[i] += 1
+                    if cur[i] > peak[i]:
+                        peak[i] = cur[i]
+                    if cur[SPLIT_COUNT] > peak[SPLIT_COUNT]:
+                        peak[SPLIT_COUNT] = cur[SPLIT_COUNT]
+            elif was_split:
+                cur[SPLIT_BYTES + pool] -= block.size
+                cur[SPLIT_BYTES] -= block.size
+                cur[SPLIT_COUNT + pool] -= 1
+                cur[SPLIT_COUNT] -= 1
+            block.allocated = True
+            block.requested = size
+            # Unrolled for speed: allocated bytes (0), allocations (3), requested (6).
+            tot, peak = fast.tot, fast.peak
+            amount = block.size
+            cur[pool] += amount
+            cur[0] += amount
+            tot[pool] += amount
+            if cur[pool] > peak[pool]:
+                peak[pool] = cur[pool]
+            if cur[0] > peak[0]:
+                peak[0] = cur[0]
+            i = 3 + pool
+            cur[i] += 1
+            cur[3] += 1
+            tot[i] += 1
+            if cur[i] > peak[i]:
+                peak[i] = cur[i]
+            if cur[3] > peak[3]:
+                peak[3] = cur[3]
+            i = 6 + pool
+            cur[i] += size
+            cur[6] += size
+            tot[i] += size
+            if cur[i] > peak[i]:
+                peak[i] = cur[i]
+            if cur[6] > peak[6]:
+                peak[6] = cur[6]
+            if cur[PEND_COUNT]:
+                fast.note_active(pool)
+            return block.address
+        finally:
+            self._owner = None
+            lock.release()
+            if self._deferred:
+                self._release_deferred()
 
     def _remove_free(self, block: _Block) -> None:
-        free = self._free[(block.stream, block.small)]
-        entry = (block.size, block.address)
-        i = bisect.bisect_left(free, entry)
-        if i == len(free) or free[i] != entry:
-            raise AssertionError(f"free list lost block {block.address:#x}")  # internal invariant
-        del free[i]
+        free = block.free_list
+        del free[_index_of(free, block)]
 
     # -- growing ----------------------------------------------------------------------------
 
@@ -339,12 +421,15 @@ class CachingAllocator:
         if address is None:
             self._stats.num_alloc_retries += 1
             self._synchronize_events()
-            self._release_cached(lambda block: True)
+            self._release_cached()
             address = self._raw_malloc(alloc_size)
         if address is None:
             self._stats.num_ooms += 1
             raise OutOfMemoryError(self._oom_message(requested, alloc_size))
-        block = _Block(address, alloc_size, key, small)
+        free = self._free.get((key, small))
+        if free is None:
+            free = self._free[(key, small)] = []
+        block = _Block(address, alloc_size, key, small, free)
         self._blocks[address] = block
         self._segments[address] = block
         pool = SMALL if small else LARGE
@@ -368,7 +453,8 @@ class CachingAllocator:
             return False
         target = max(size, self._max_split)
         free = self._free.get((key, False), [])
-        oversize = [self._blocks[a] for s, a in reversed(free) if s >= self._max_split]
+        limit = self._max_split << _KEY_SHIFT
+        oversize = [self._blocks[k & _ADDRESS_MASK] for k in reversed(free) if k >= limit]
         released = 0
         for block in oversize:  # largest first
             if released >= target:
@@ -378,16 +464,13 @@ class CachingAllocator:
                 self._release_segment(block)
         return released >= target
 
-    def _release_cached(self, wanted) -> int:
-        """Free every cached segment that holds no live block and satisfies ``wanted``."""
-        released = 0
-        for free in list(self._free.values()):
-            for _, address in list(free):
-                block = self._blocks[address]
-                if block.prev is None and block.next is None and wanted(block):
-                    released += block.size
+    def _release_cached(self) -> None:
+        """Free every cached segment that holds no live block, on every stream."""
+        for free in self._free.values():
+            for entry in list(free):
+                block = self._blocks[entry & _ADDRESS_MASK]
+                if block.prev is None and block.next is None:  # a whole segment
                     self._release_segment(block)
-        return released
 
     def _release_segment(self, block: _Block) -> None:
         self._remove_free(block)
@@ -411,10 +494,10 @@ class CachingAllocator:
         if excess <= 0:
             return
         candidates = [
-            self._blocks[a]
+            self._blocks[entry & _ADDRESS_MASK]
             for (_, small), free in self._free.items()
             if not small
-            for _, a in free
+            for entry in free
         ]
         candidates = [b for b in candidates if b.prev is None and b.next is None]
         candidates.sort(key=lambda b: b.gc_stamp)  # oldest first
@@ -432,84 +515,126 @@ class CachingAllocator:
         Raises:
             ValueError: ``address`` is not a live block of this allocator.
         """
-        with self._lock:
-            if self._busy:
+        lock = self._lock
+        if not lock.acquire(False):
+            if self._owner == _get_ident():
                 # Re-entered from a finalizer run by the garbage collector in the middle of
-                # malloc/free on this thread; finish that operation first.
+                # an operation on this thread; free once that operation is done.
                 self._deferred.append(address)
                 return
-            self._busy = True
-            try:
-                self._free_address(address)
-            finally:
-                self._busy = False
-                if self._deferred:
-                    self._release_deferred()
+            lock.acquire()
+        self._owner = _get_ident()
+        try:
+            block = self._blocks.get(address)
+            if block is None or not block.allocated:
+                raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
+            block.allocated = False
+            cur = self._fast.cur
+            pool = SMALL if block.small else LARGE
+            size = block.size
+            cur[ALLOC_BYTES + pool] -= size
+            cur[ALLOC_BYTES] -= size
+            cur[ALLOC_COUNT + pool] -= 1
+            cur[ALLOC_COUNT] -= 1
+            cur[REQ_BYTES + pool] -= block.requested
+            cur[REQ_BYTES] -= block.requested
+            if block.stream_uses:
+                self._insert_events(block)
+            else:
+                self._free_block(block)
+        finally:
+            self._owner = None
+            lock.release()
+            if self._deferred:
+                self._release_deferred()
 
     def _release_deferred(self) -> None:
+        # These frees came from finalizers; like an exception in a finalizer, a failure
+        # is reported, not raised into the operation that happened to run them.
         while self._deferred:
-            self.free(self._deferred.pop())
+            address = self._deferred.pop()
+            try:
+                self.free(address)
+            except Exception as exc:  # noqa: BLE001
+                warnings.warn(f"flambeau.cuda_alloc: deferred free of {address:#x} failed: {exc}",
+                              RuntimeWarning, stacklevel=2)
 
-    def _free_address(self, address: int) -> None:
-        block = self._blocks.get(address)
-        if block is None or not block.allocated:
-            raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
-        block.allocated = False
-        stats = self._stats
-        pool = SMALL if block.small else LARGE
-        size = block.size
-        stats.allocated_bytes[0].decrease(size)
-        stats.allocated_bytes[pool].decrease(size)
-        stats.allocation[0].decrease(1)
-        stats.allocation[pool].decrease(1)
-        stats.requested_bytes[0].decrease(block.requested)
-        stats.requested_bytes[pool].decrease(block.requested)
-        if block.stream_uses:
-            self._insert_events(block)
-        else:
-            self._free_block(block)
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The lock, for the methods off the hot path (malloc and free inline it)."""
+        self._lock.acquire()
+        self._owner = _get_ident()
+        try:
+            yield
+        finally:
+            self._owner = None
+            self._lock.release()
+            if self._deferred:
+                self._release_deferred()
+
+    def free_entries(self) -> list[tuple[Hashable, bool, int, int]]:
+        """``(stream key, small pool?, size, address)`` of every cached free block, each
+        pool in best-fit order (for tests and debugging)."""
+        with self._locked():
+            return [
+                (key, small, entry >> _KEY_SHIFT, entry & _ADDRESS_MASK)
+                for (key, small), free in self._free.items()
+                for entry in free
+            ]
 
     def _free_block(self, block: _Block) -> None:
         """Merge a block no stream still uses with its free neighbours and cache it."""
-        stats = self._stats
-        pool = SMALL if block.small else LARGE
-        stats.active_bytes[0].decrease(block.size)
-        stats.active_bytes[pool].decrease(block.size)
-        stats.active[0].decrease(1)
-        stats.active[pool].decrease(1)
-        merged = 0
+        free = block.free_list  # neighbours share it: same stream, same pool
+        blocks = self._blocks
+        # Split statistics move by the net change: merged neighbours leave the count.
+        split_bytes = split_count = 0
         nxt = block.next
         if nxt is not None and not nxt.allocated and not nxt.event_count:
-            self._remove_free(nxt)
-            merged += nxt.size
-            stats.inactive_split[0].decrease(1)
-            stats.inactive_split[pool].decrease(1)
+            entry = nxt.size << _KEY_SHIFT | nxt.address
+            i = bisect_left(free, entry)
+            if free[i] != entry:
+                raise AssertionError(f"free list lost block {nxt.address:#x}")  # internal invariant
+            del free[i]
+            del blocks[nxt.address]
+            split_bytes -= nxt.size
+            split_count -= 1
             block.size += nxt.size
-            block.next = nxt.next
-            if nxt.next is not None:
-                nxt.next.prev = block
-            del self._blocks[nxt.address]
+            block.next = after = nxt.next
+            if after is not None:
+                after.prev = block
         prev = block.prev
         if prev is not None and not prev.allocated and not prev.event_count:
-            self._remove_free(prev)
-            merged += prev.size
-            stats.inactive_split[0].decrease(1)
-            stats.inactive_split[pool].decrease(1)
+            entry = prev.size << _KEY_SHIFT | prev.address
+            i = bisect_left(free, entry)
+            if free[i] != entry:
+                raise AssertionError(f"free list lost block {prev.address:#x}")  # internal invariant
+            del free[i]
+            del blocks[block.address]
+            split_bytes -= prev.size
+            split_count -= 1
             prev.size += block.size
-            prev.next = block.next
-            if block.next is not None:
-                block.next.prev = prev
-            del self._blocks[block.address]
+            prev.next = after = block.next
+            if after is not None:
+                after.prev = prev
             block = prev
-        if merged:
-            stats.inactive_split_bytes[0].decrease(merged)
-            stats.inactive_split_bytes[pool].decrease(merged)
         if block.prev is not None or block.next is not None:
-            stats.inactive_split_bytes[0].increase(block.size)
-            stats.inactive_split_bytes[pool].increase(block.size)
-            stats.inactive_split[0].increase(1)
-            stats.inactive_split[pool].increase(1)
-        self._insert_free(block)
+            split_bytes += block.size
+            split_count += 1
+        if split_bytes > 0:  # the block stays inside a partly used segment
+            pool = SMALL if block.small else LARGE
+            fast = self._fast
+            _bump(fast.cur, fast.tot, fast.peak, SPLIT_BYTES, pool, split_bytes)
+            if split_count:
+                _bump(fast.cur, fast.tot, fast.peak, SPLIT_COUNT, pool, split_count)
+        elif split_bytes:  # the segment is whole again: a decrease needs no peak
+            pool = SPLIT_BYTES + (SMALL if block.small else LARGE)
+            cur = self._fast.cur
+            cur[pool] += split_bytes
+            cur[SPLIT_BYTES] += split_bytes
+            cur[pool + SPLIT_COUNT - SPLIT_BYTES] += split_count
+            cur[SPLIT_COUNT] += split_count
+        block.gc_stamp = self._gc_clock
+        insort(free, block.size << _KEY_SHIFT | block.address)
 
     # -- cross-stream use ------------------------------------------------------------------
 
@@ -520,7 +645,7 @@ class CachingAllocator:
         to the free has completed (like ``Tensor.record_stream`` in PyTorch).
         """
         key = self.backend.stream_key(stream)
-        with self._lock:
+        with self._locked():
             block = self._blocks.get(address)
             if block is None or not block.allocated:
                 raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
@@ -540,6 +665,10 @@ class CachingAllocator:
             queue.append((event, block))
             block.event_count += 1
         block.stream_uses = None
+        pool = SMALL if block.small else LARGE
+        self._fast.add(PEND_BYTES, pool, block.size)
+        self._fast.add(PEND_COUNT, pool, 1)
+        self._fast.note_active(pool)
 
     def _process_events(self) -> None:
         """Return blocks whose recorded events have all completed to their pools."""
@@ -551,6 +680,9 @@ class CachingAllocator:
                 _, block = queue.popleft()
                 block.event_count -= 1
                 if block.event_count == 0:
+                    pool = SMALL if block.small else LARGE
+                    self._fast.add(PEND_BYTES, pool, -block.size)
+                    self._fast.add(PEND_COUNT, pool, -1)
                     self._free_block(block)
             if not queue:
                 del self._pending[key]
@@ -568,17 +700,17 @@ class CachingAllocator:
     def empty_cache(self) -> None:
         """Wait for pending cross-stream events, then return every cached segment that
         holds no live block to the device. Live blocks are untouched."""
-        with self._lock:
+        with self._locked():
             self._synchronize_events()
-            self._release_cached(lambda block: True)
+            self._release_cached()
 
     def memory_allocated(self) -> int:
         """Bytes in live blocks (rounded sizes)."""
-        return self._stats.allocated_bytes[0].current
+        return self._fast.cur[ALLOC_BYTES]
 
     def max_memory_allocated(self) -> int:
         """Peak of :meth:`memory_allocated` since start or the last peak reset."""
-        return self._stats.allocated_bytes[0].peak
+        return self._fast.peak[ALLOC_BYTES]
 
     def memory_reserved(self) -> int:
         """Bytes held from the device in segments, live or cached."""
@@ -590,12 +722,12 @@ class CachingAllocator:
 
     def reset_peak_memory_stats(self) -> None:
         """Set every peak statistic to its current value."""
-        with self._lock:
+        with self._locked():
             self._stats.reset_peak()
 
     def reset_accumulated_memory_stats(self) -> None:
         """Zero the running totals (``*.allocated``, ``*.freed``, retries, OOMs, mallocs)."""
-        with self._lock:
+        with self._locked():
             self._stats.reset_accumulated()
 
     def memory_stats(self) -> dict[str, int]:
@@ -608,12 +740,12 @@ class CachingAllocator:
         ``num_sync_all_streams``, ``num_device_alloc``, ``num_device_free`` (raw
         mallocs and frees). Sizes are in bytes.
         """
-        with self._lock:
+        with self._locked():
             return dict(self._stats.as_dict())
 
     def memory_summary(self) -> str:
         """A readable table of :meth:`memory_stats`, like ``torch.cuda.memory_summary()``."""
-        with self._lock:
+        with self._locked():
             return format_summary(self._stats, self.device)
 
     def memory_snapshot(self) -> list[dict[str, Any]]:
@@ -623,10 +755,11 @@ class CachingAllocator:
             A list of dicts with ``device``, ``address``, ``total_size``,
             ``allocated_size``, ``active_size``, ``requested_size``, ``stream`` (the
             stream's key), ``segment_type`` (``"small"`` or ``"large"``) and ``blocks``:
-            dicts with ``address``, ``size``, ``requested_size`` and ``state``
-            (``"active_allocated"``, ``"active_pending_free"`` or ``"inactive"``).
+            dicts with ``address``, ``size``, ``requested_size``, ``state``
+            (``"active_allocated"``, ``"active_pending_free"`` or ``"inactive"``) and
+            ``stream``.
         """
-        with self._lock:
+        with self._locked():
             segments = []
             for address in sorted(self._segments):
                 head = self._segments[address]
@@ -638,6 +771,7 @@ class CachingAllocator:
                         "size": block.size,
                         "requested_size": block.requested if block.allocated else 0,
                         "state": block.state(),
+                        "stream": block.stream,
                     })
                     block = block.next
                 segments.append({
@@ -655,7 +789,7 @@ class CachingAllocator:
 
     def block_size(self, address: int) -> int:
         """Size in bytes of the live block at ``address`` (its rounded size)."""
-        with self._lock:
+        with self._locked():
             block = self._blocks.get(address)
             if block is None or not block.allocated:
                 raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
@@ -664,12 +798,14 @@ class CachingAllocator:
     def segment_of(self, address: int) -> tuple[int, int]:
         """``(address, size)`` in bytes of the segment holding ``address``, which may lie
         anywhere inside a live block (a view's pointer, say)."""
-        with self._lock:
+        with self._locked():
             block = self._blocks.get(address)
             if block is None:
                 block = self._block_containing(address)
             if block is None or not block.allocated:
-                raise ValueError(f"address: expected an address in a live block of this allocator, got {address:#x}")
+                raise ValueError(
+                    f"address: expected an address in a live block of this allocator, got {address:#x}"
+                )
             while block.prev is not None:
                 block = block.prev
             size = 0
@@ -691,7 +827,7 @@ class CachingAllocator:
 
     def _oom_message(self, requested: int, alloc_size: int) -> str:
         free, total = self.backend.mem_get_info()
-        allocated = self._stats.allocated_bytes[0].current
+        allocated = self._fast.cur[ALLOC_BYTES]
         reserved = self._stats.reserved_bytes[0].current
         return (
             f"CUDA out of memory. Tried to allocate {format_bytes(requested)} "

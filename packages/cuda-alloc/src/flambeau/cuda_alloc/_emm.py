@@ -43,15 +43,16 @@ def _free_pinned(pinned: PinnedMemoryAllocator, address: int) -> Any:
     return finalize
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def memory_manager_class(
     allocator: CachingAllocator | None = None, pinned: PinnedMemoryAllocator | None = None
 ) -> type:
     """The EMM plugin class, bound to ``allocator`` and ``pinned`` if given.
 
     Args:
-        allocator: Serve device memory from this allocator; by default from
-            :func:`get_allocator` of the context's device.
+        allocator: Serve device memory from this allocator; by default from the
+            allocator registered for the context's device (:func:`set_allocator`), or a new
+            one over :class:`NumbaDriverBackend` in that context, registered for it.
         pinned: Serve unmapped pinned host memory from this cache; by default a
             :class:`PinnedMemoryAllocator` per device over the allocator's backend.
 
@@ -78,9 +79,11 @@ def memory_manager_class(
                 return
             alloc = self._bound_allocator
             if alloc is None:
-                from ._registry import get_allocator
+                from ._numba_backend import NumbaDriverBackend
+                from ._registry import _get_or_create
 
-                alloc = get_allocator(self.context.device.id)
+                context, index = self.context, self.context.device.id
+                alloc = _get_or_create(index, lambda: CachingAllocator(NumbaDriverBackend(index, context)))
             cache = self._bound_pinned
             if cache is None:
                 cache = _pinned_allocators.get(alloc.device)

@@ -33,13 +33,16 @@ class NumbaDriverBackend(Backend):
     """Raw device memory of one GPU, through numba-cuda's driver bindings.
 
     Args:
-        device: Index of the GPU. Its primary context is made current on first use.
+        device: Index of the GPU.
+        context: The numba ``Context`` to allocate in; by default the device's primary
+            context, looked up on first use. The memory-manager plugin passes its own,
+            because it is built while numba is still creating that context.
     """
 
-    def __init__(self, device: int = 0) -> None:
+    def __init__(self, device: int = 0, context: Any = None) -> None:
         self.device = device
-        self._context: Any = None
-        self._mod: Any = None
+        self._context: Any = context
+        self._mod: Any = _driver() if context is not None else None
 
     def _ctx(self) -> Any:
         # Touch CUDA only on first use: numba builds plugins before a context exists.

@@ -8,6 +8,7 @@ functions below mirror ``torch.cuda.memory_allocated`` and friends.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ._allocator import CachingAllocator
@@ -55,6 +56,15 @@ def get_allocator(device: int | None = None) -> CachingAllocator:
             from ._numba_backend import NumbaDriverBackend
 
             allocator = _allocators[index] = CachingAllocator(NumbaDriverBackend(index))
+        return allocator
+
+
+def _get_or_create(index: int, factory: Callable[[], CachingAllocator]) -> CachingAllocator:
+    """The allocator of device ``index``, made by ``factory`` if there is none yet."""
+    with _lock:
+        allocator = _allocators.get(index)
+        if allocator is None:
+            allocator = _allocators[index] = factory()
         return allocator
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["DeviceStats", "Stat", "format_bytes", "format_summary"]
+__all__ = ["DeviceStats", "FastCounters", "Stat", "format_bytes", "format_summary"]
 
 POOL_NAMES = ("all", "small_pool", "large_pool")
 SMALL, LARGE = 1, 2  # indices into a statistic's triple; 0 is "all"
@@ -53,35 +53,136 @@ class Stat:
         self.freed += amount
 
 
+# Counters kept in flat lists for the allocator's hot path, at ``base + pool`` with pool
+# 0 (all), 1 (small) or 2 (large). Active memory is not counted: it is allocated memory
+# plus memory freed but waiting for other streams' events ("pending").
+ALLOC_BYTES, ALLOC_COUNT, REQ_BYTES, SPLIT_BYTES, SPLIT_COUNT, PEND_BYTES, PEND_COUNT = range(0, 21, 3)
+_FAST = {
+    "allocated_bytes": ALLOC_BYTES,
+    "allocation": ALLOC_COUNT,
+    "requested_bytes": REQ_BYTES,
+    "inactive_split_bytes": SPLIT_BYTES,
+    "inactive_split": SPLIT_COUNT,
+}
+
+
+class FastCounters:
+    """Flat lists ``cur``, ``tot`` (sum of increases), ``peak`` and ``off`` (see
+    :meth:`freed`) indexed by ``base + pool``; the allocator updates them inline.
+
+    Invariants the allocator keeps: ``cur[base] == cur[base + 1] + cur[base + 2]`` and
+    ``peak[base]`` is the peak of ``cur[base]``; ``tot[base]`` is unused (the sum of the
+    pools' totals). ``active_peak`` holds peaks of active bytes (0-2) and active blocks
+    (3-5), recorded only while blocks are pending: otherwise active equals allocated.
+    """
+
+    __slots__ = ("cur", "tot", "peak", "off", "active_peak", "active_off")
+
+    def __init__(self) -> None:
+        self.cur = [0] * 21
+        self.tot = [0] * 21
+        self.peak = [0] * 21
+        self.off = [0] * 21
+        self.active_peak = [0] * 6
+        self.active_off = [0] * 6
+
+    def add(self, base: int, pool: int, amount: int) -> None:
+        """Change counter ``base`` of ``pool`` (and of all) by ``amount`` (may be negative)."""
+        cur, i = self.cur, base + pool
+        cur[i] += amount
+        cur[base] += amount
+        if amount > 0:
+            self.tot[i] += amount
+            peak = self.peak
+            if cur[i] > peak[i]:
+                peak[i] = cur[i]
+            if cur[base] > peak[base]:
+                peak[base] = cur[base]
+
+    def note_active(self, pool: int) -> None:
+        """Record the active peaks of ``pool`` and of all while some blocks are pending."""
+        cur, peaks = self.cur, self.active_peak
+        for p in (0, pool):
+            for j, (alloc, pend) in enumerate(((ALLOC_BYTES, PEND_BYTES), (ALLOC_COUNT, PEND_COUNT))):
+                value = cur[alloc + p] + cur[pend + p]
+                if value > peaks[3 * j + p]:
+                    peaks[3 * j + p] = value
+
+    def stat(self, base: int, pool: int) -> Stat:
+        """The :class:`Stat` of counter ``base`` of ``pool``."""
+        i = base + pool
+        out = Stat()
+        out.current = self.cur[i]
+        out.peak = self.peak[i]
+        out.allocated = self.tot[i] if pool else self.tot[base + 1] + self.tot[base + 2]
+        # freed = sum of decreases = increases - (current - current at the last reset)
+        out.freed = out.allocated - out.current + self.off[i]
+        return out
+
+    def active_stat(self, count: bool, pool: int) -> Stat:
+        """The :class:`Stat` of active blocks (``count``) or bytes of ``pool``."""
+        alloc, pend = (ALLOC_COUNT, PEND_COUNT) if count else (ALLOC_BYTES, PEND_BYTES)
+        base = self.stat(alloc, pool)
+        out = Stat()
+        out.current = base.current + self.cur[pend + pool]
+        out.peak = max(base.peak, self.active_peak[3 * count + pool])
+        out.allocated = base.allocated  # a block becomes active when it is allocated
+        out.freed = out.allocated - out.current + self.active_off[3 * count + pool]
+        return out
+
+    def reset_peak(self) -> None:
+        self.peak[:] = self.cur
+        for p in range(3):
+            self.active_peak[p] = self.cur[ALLOC_BYTES + p] + self.cur[PEND_BYTES + p]
+            self.active_peak[3 + p] = self.cur[ALLOC_COUNT + p] + self.cur[PEND_COUNT + p]
+
+    def reset_accumulated(self) -> None:
+        self.tot[:] = [0] * 21
+        self.off[:] = self.cur
+        for p in range(3):
+            self.active_off[p] = self.cur[ALLOC_BYTES + p] + self.cur[PEND_BYTES + p]
+            self.active_off[3 + p] = self.cur[ALLOC_COUNT + p] + self.cur[PEND_COUNT + p]
+
+
 class DeviceStats:
     """All counters of one device's allocator.
 
-    Attributes named in ``ARRAY_STATS`` are triples of :class:`Stat` indexed by pool
-    (0 all, 1 small, 2 large). Scalar counters: ``num_alloc_retries``, ``num_ooms``,
+    ``fast`` holds the hot-path counters (:class:`FastCounters`); ``segment`` and
+    ``reserved_bytes`` are triples of :class:`Stat` indexed by pool (0 all, 1 small,
+    2 large). Scalar counters: ``num_alloc_retries``, ``num_ooms``,
     ``num_sync_all_streams``, ``num_device_alloc``, ``num_device_free``.
     """
 
     def __init__(self) -> None:
-        for name in ARRAY_STATS:
-            setattr(self, name, (Stat(), Stat(), Stat()))
+        self.fast = FastCounters()
+        self.segment = (Stat(), Stat(), Stat())
+        self.reserved_bytes = (Stat(), Stat(), Stat())
         self.num_alloc_retries = 0
         self.num_ooms = 0
         self.num_sync_all_streams = 0
         self.num_device_alloc = 0
         self.num_device_free = 0
 
+    def triple(self, name: str) -> tuple[Stat, Stat, Stat]:
+        """The (all, small, large) :class:`Stat` triple of statistic ``name``."""
+        if name in ("segment", "reserved_bytes"):
+            return getattr(self, name)
+        if name in ("active", "active_bytes"):
+            return tuple(self.fast.active_stat(name == "active", p) for p in range(3))
+        return tuple(self.fast.stat(_FAST[name], p) for p in range(3))
+
     def reset_peak(self) -> None:
         """Set every peak to its current value."""
-        for name in ARRAY_STATS:
-            for stat in getattr(self, name):
-                stat.peak = stat.current
+        self.fast.reset_peak()
+        for stat in (*self.segment, *self.reserved_bytes):
+            stat.peak = stat.current
 
     def reset_accumulated(self) -> None:
         """Zero the running sums and the scalar counters; keep current values and peaks."""
-        for name in ARRAY_STATS:
-            for stat in getattr(self, name):
-                stat.allocated = 0
-                stat.freed = 0
+        self.fast.reset_accumulated()
+        for stat in (*self.segment, *self.reserved_bytes):
+            stat.allocated = 0
+            stat.freed = 0
         self.num_alloc_retries = 0
         self.num_ooms = 0
         self.num_sync_all_streams = 0
@@ -92,7 +193,7 @@ class DeviceStats:
         """Flat ``{"allocated_bytes.all.current": ..., ...}`` mapping, sorted by key."""
         out: dict[str, int] = {}
         for name in ARRAY_STATS:
-            for pool, stat in zip(POOL_NAMES, getattr(self, name)):
+            for pool, stat in zip(POOL_NAMES, self.triple(name)):
                 for field in Stat.__slots__:
                     out[f"{name}.{pool}.{field}"] = getattr(stat, field)
         for name in ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
@@ -140,7 +241,7 @@ def format_summary(stats: DeviceStats, device: int) -> str:
     for title, name, in_bytes in rows:
         lines.append(thin)
         fmt = format_bytes if in_bytes else str
-        for pool, stat in zip(("", "  from large pool", "  from small pool"), _reorder(getattr(stats, name))):
+        for pool, stat in zip(("", "  from large pool", "  from small pool"), _reorder(stats.triple(name))):
             label = title if not pool else pool
             lines.append(
                 f"| {label:<25}| {fmt(stat.current):>11} | {fmt(stat.peak):>11} | "

@@ -10,8 +10,9 @@ from flambeau._grad_mode import _engine
 from flambeau._grad_mode import state as grad_state
 from flambeau._tensor import Tensor, _wrap, _wrap_dim
 
-__all__ = ["record", "record_if_needed", "common_device", "wrap_dim", "dims_arg", "broadcast_error",
-           "Tensor", "_wrap", "grad_state", "check_tensor", "broadcast_shapes", "normalize_shape"]
+__all__ = ["record", "record_if_needed", "inplace_needs_engine", "inplace_by_engine", "common_device",
+           "wrap_dim", "dims_arg", "broadcast_error", "Tensor", "_wrap", "grad_state", "check_tensor",
+           "broadcast_shapes", "normalize_shape"]
 
 wrap_dim = _wrap_dim
 
@@ -31,14 +32,35 @@ def record_if_needed(op, inputs: tuple, attrs: dict, outputs) -> None:
     if not grad_state.enabled or _engine[0] is None:
         return
     for x in inputs:
-        if x.__class__ is Tensor:
+        if isinstance(x, Tensor):
             if x._requires_grad:
                 break
-        elif isinstance(x, (list, tuple)) and any(t.__class__ is Tensor and t._requires_grad for t in x):
+        elif isinstance(x, (list, tuple)) and any(isinstance(t, Tensor) and t._requires_grad for t in x):
             break
     else:
         return
     _engine[0].record(op, inputs, attrs, outputs)
+
+
+def inplace_needs_engine(self: Tensor, *others) -> bool:
+    """Whether in-place operator on ``self`` with ``others`` must be handed to the autograd engine.
+
+    See Note [In-place operators under autograd] in flambeau-autograd: the engine then runs the
+    operator itself, so that it can keep the old value and check leaves before anything changes.
+    """
+    if not grad_state.enabled or _engine[0] is None:
+        return False
+    if self._requires_grad:
+        return True
+    for x in others:
+        if isinstance(x, Tensor) and x._requires_grad:
+            return True
+    return False
+
+
+def inplace_by_engine(op, inputs: tuple, attrs: dict):
+    """Run in-place ``op`` through the autograd engine (after :func:`inplace_needs_engine` said so)."""
+    return _engine[0].apply_inplace(op, inputs, attrs)
 
 
 def check_tensor(x, argname: str, opname: str) -> Tensor:

@@ -5,12 +5,27 @@ CPU kernel) and its dtype rule; the factory builds the ``flambeau.<name>`` funct
 ``Tensor.<name>_`` and the operator dunders, all sharing one fast path (this is the hottest code
 in flambeau: see benchmarks/ops.py).
 
+In-place variants validate their arguments, then hand the operator to the autograd engine when
+it must be recorded (Note [In-place operators under autograd] in flambeau-autograd: the engine
+runs ``op.fn`` out of place and copies the result into ``self``); otherwise they run the kernel
+with ``out=self`` and bump the version counter.
+
 Kernel convention (every device):
     binary: ``kernel(a, b, dtype, out=None) -> array``; ``a``/``b`` are backend arrays or Python
         scalars, computation happens in flambeau dtype ``dtype`` and the result is written into
         ``out`` when given (in-place variants).
     unary:  ``kernel(a, dtype, out=None) -> array``.
 Comparison and logical kernels return bool arrays whatever ``dtype`` is.
+
+Note [Dunders and foreign operands]
+    ``Tensor.__add__`` & co. return ``NotImplemented`` for operands that are neither tensors nor
+    numbers, so Python raises its usual ``TypeError`` (and ``t == None`` is False, as in torch);
+    the ``flambeau.add`` function raises torch's ``TypeError`` naming the argument instead.
+
+Note [Scalars out of range]
+    torch wraps a Python int that does not fit the integer result dtype (``uint8 + 300`` adds
+    ``44``); numpy raises OverflowError. Kernels catch that (it costs nothing on the fast path)
+    and retry with the scalar cast, wrapping, to the result dtype.
 """
 
 from __future__ import annotations
@@ -18,10 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._ops._common import Tensor, _wrap, broadcast_error, common_device, grad_state, record
+from flambeau._grad_mode import _engine
+from flambeau._ops._common import Tensor, _wrap, broadcast_error, common_device, grad_state, inplace_by_engine, record
 from flambeau._ops._registry import declare
 
-__all__ = ["binary_op", "unary_op", "cpu_binary_kernel", "cpu_unary_kernel", "DTYPE_RULES"]
+__all__ = ["binary_op", "unary_op", "cpu_binary_kernel", "cpu_unary_kernel", "DTYPE_RULES", "type_name",
+           "not_implemented_for", "check_inplace_cast"]
 
 _ndarray = np.ndarray
 _result_type = dt.result_type
@@ -37,44 +54,83 @@ def _rule_float(d):
     return d if d.is_floating_point else dt._default[0]
 
 
-def _rule_no_bool(d):
-    return d
+def _rule_double(d):
+    return dt.float64
 
 
-DTYPE_RULES = {"promote": _rule_promote, "float": _rule_float}
+DTYPE_RULES = {"promote": _rule_promote, "float": _rule_float, "double": _rule_double}
 
 
 # --- CPU kernels from numpy ufuncs -------------------------------------------------------------
+def _wrap_scalar(x, npdt):
+    """A Python int cast to ``npdt`` with wrap-around, as torch does (Note [Scalars out of range])."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return np.array(x, dtype=np.int64).astype(npdt)  # OverflowError beyond int64, like torch
+    return x
+
+
+_INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in dt.ALL_DTYPES if d._category == 1}
+
+
 def cpu_binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
     """A CPU kernel computing ``ufunc`` in the requested dtype.
 
     ``quiet``: silence numpy's floating-point warnings (division by zero etc.), which torch
     does not emit; it costs about 1 µs, so only operators that hit them routinely ask for it.
+    ``bool_out``: a comparison or logical ufunc; operands are compared in ``dtype``, as torch does.
     """
+    if bool_out:
+        return _bool_kernel(ufunc)
 
     def kernel(a, b, dtype, out=None):
         npdt = dtype.np
-        if out is not None:
-            if quiet:
+        try:
+            if out is not None:
+                if quiet:
+                    with np.errstate(all="ignore"):
+                        ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
+                else:
+                    ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
+                return out
+            if getattr(a, "dtype", None) is npdt and getattr(b, "dtype", None) is npdt:
+                if quiet:
+                    with np.errstate(all="ignore"):
+                        r = ufunc(a, b)
+                else:
+                    r = ufunc(a, b)  # the fast path: no dtype, no casting, no errstate
+            elif quiet:
                 with np.errstate(all="ignore"):
-                    ufunc(a, b, out=out, dtype=None if bool_out else npdt, casting="unsafe")
+                    r = ufunc(a, b, dtype=npdt, casting="unsafe")
             else:
-                ufunc(a, b, out=out, dtype=None if bool_out else npdt, casting="unsafe")
-            return out
-        if bool_out or (getattr(a, "dtype", None) is npdt and getattr(b, "dtype", None) is npdt):
-            r = _call2(ufunc, a, b, None, quiet)
-        else:
-            r = _call2(ufunc, a, b, npdt, quiet)
+                # casting="unsafe": torch's promotion chose ``npdt`` (uint8 tensor * int8 0-dim
+                # tensor is uint8, which numpy's "same_kind" refuses)
+                r = ufunc(a, b, dtype=npdt, casting="unsafe")
+        except OverflowError:
+            return kernel(_wrap_scalar(a, npdt), _wrap_scalar(b, npdt), dtype, out)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
     return kernel
 
 
-def _call2(ufunc, a, b, npdt, quiet):
-    if quiet:
-        with np.errstate(all="ignore"):
-            return ufunc(a, b) if npdt is None else ufunc(a, b, dtype=npdt)
-    return ufunc(a, b) if npdt is None else ufunc(a, b, dtype=npdt)
+def _bool_kernel(ufunc):
+    def kernel(a, b, dtype, out=None):
+        npdt = dtype.np
+        # torch compares in the promoted dtype: uint8 < (int16 0-dim -1) compares with 255
+        if b.__class__ is int and dtype._category == 1:
+            lo, hi = _INT_BOUNDS[dtype]
+            if not lo <= b <= hi:
+                b = _wrap_scalar(b, npdt)
+        if a.__class__ is _ndarray and a.dtype is not npdt:
+            a = a.astype(npdt)
+        if b.__class__ is _ndarray and b.dtype is not npdt:
+            b = b.astype(npdt)
+        if out is not None:
+            ufunc(a, b, out=out, casting="unsafe")
+            return out
+        r = ufunc(a, b)
+        return r if r.__class__ is _ndarray else np.asarray(r)
+
+    return kernel
 
 
 def cpu_unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
@@ -82,7 +138,7 @@ def cpu_unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
     def kernel(a, dtype, out=None):
         npdt = dtype.np
-        kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt}
+        kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt, "casting": "unsafe"}
         if out is not None:
             kw["casting"] = "unsafe"
             kw["out"] = out
@@ -96,44 +152,96 @@ def cpu_unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
     return kernel
 
 
+# --- dtype checks ---------------------------------------------------------------------------------
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+
+
+def type_name(d) -> str:
+    """torch's scalar-type name of ``d`` (``Float``, ``Long``, ``Bool`` ...) used in error messages."""
+    return _TYPE_NAME[d]
+
+
+_type_name = type_name
+
+
+def not_implemented_for(kernel_name: str, reject):
+    """A dtype check raising torch's ``"<kernel_name>" not implemented for '<Type>'`` when ``reject(d)``.
+
+    ``reject`` is ``"bool"``, ``"integral"`` (ints and bool), ``"float"`` or a predicate on dtypes.
+    """
+    pred = {"bool": lambda d: d is dt.bool, "integral": lambda d: not d.is_floating_point,
+            "float": lambda d: d.is_floating_point}.get(reject, reject)
+
+    def check(d):
+        if pred(d):
+            raise NotImplementedError(f'"{kernel_name}" not implemented for \'{type_name(d)}\'')
+
+    return check
+
+
+def check_inplace_cast(res, self_dtype) -> None:
+    """torch's error when an in-place result of dtype ``res`` can't be written into ``self_dtype``."""
+    if not dt.can_cast(res, self_dtype):
+        raise RuntimeError(f"result type {type_name(res)} can't be cast to the desired output "
+                           f"type {type_name(self_dtype)}")
+
+
+def _allowed_check(name: str, allowed):
+    if allowed is None or callable(allowed):
+        return allowed
+    if allowed == "integral":
+        return not_implemented_for(f"{name}_cpu", "float")
+    if allowed == "float":
+        return not_implemented_for(f"{name}_cpu", "integral")
+    if allowed == "no_bool":
+        return not_implemented_for(f"{name}_cpu", "bool")
+    raise ValueError(f"unknown dtype restriction {allowed!r}")
+
+
 # --- binary operators ----------------------------------------------------------------------------
 def binary_op(signature: str, cpu_kernel, *, rule: str = "promote", bool_out: bool = False,
               inplace: bool = True, dunders: tuple = (), rdunders: tuple = (), differentiable: bool = True,
-              category: str = "pointwise", allowed: str | None = None, function: bool = True):
+              category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
+              aliases: tuple = (), check_operands=None):
     """Declare a binary elementwise operator ``name(input, other)`` and build its fronts.
 
     Args:
         signature: the schema; its name becomes ``flambeau.<name>``.
         cpu_kernel: the CPU kernel (see module docstring).
         rule: ``"promote"`` computes in the promoted dtype, ``"float"`` turns integer results into
-            the default float dtype.
+            the default float dtype, ``"double"`` always computes in float64.
         bool_out: the result is bool (comparisons, logical ops).
-        dunders / rdunders: operator methods bound to ``fn(self, other)`` / ``fn(other, self)``.
-        allowed: ``"integral"`` to reject floating inputs (bitwise ops), ``"float"`` to reject
-            integers (ops torch defines only for floats).
+        dunders / rdunders: operator methods bound to ``fn(self, other)`` / ``fn(other, self)``;
+            ``__i*__`` names bind the in-place variant.
+        allowed: a check called with the promoted dtype that raises for unsupported dtypes
+            (see :func:`not_implemented_for`), or ``"integral"`` / ``"float"`` / ``"no_bool"``.
+        aliases: other names bound to the same function, method and in-place method.
+        check_operands: ``check(input, other)`` raising for unsupported operands (``sub`` of bools).
     """
     op = declare(signature, differentiable=differentiable and not bool_out, category=category,
-                 kernels={"cpu": cpu_kernel}, function=function)
+                 kernels={"cpu": cpu_kernel}, function=function, method=method, aliases=aliases)
     kernels = op.kernels
     name = op.name
     to_compute = DTYPE_RULES[rule]
     bool_ = dt.bool
+    check = _allowed_check(name, allowed)
 
-    def _prepare(input, other):
+    def _prepare(input, other, checked=True):  # checked=False: in-place checks the cast first
         """Arrays or scalars, compute dtype and device of ``input op other``."""
         if input.__class__ is Tensor or isinstance(input, Tensor):
             a = input._data
             if other.__class__ is Tensor or isinstance(other, Tensor):
                 dev = input._device
+                d = input.dtype if input.dtype is other.dtype else _result_type(input, other)
+                b = other._data
                 if other._device is not dev:
                     dev = common_device(input, other)
-                    if dev.type == "cuda":  # a 0-dim CPU tensor joins a CUDA op as a scalar
+                    if dev.type == "cuda":  # a 0-dim CPU tensor joins a CUDA op as a scalar (dtype kept above)
                         if input._device is not dev:
                             a = input.item()
                         if other._device is not dev:
-                            other = other.item()
-                d = input.dtype if input.dtype is other.dtype else _result_type(input, other)
-                b = other._data if other.__class__ is Tensor or isinstance(other, Tensor) else other
+                            b = other.item()
             else:
                 dev = input._device
                 d = _result_type(input, other)
@@ -145,67 +253,103 @@ def binary_op(signature: str, cpu_kernel, *, rule: str = "promote", bool_out: bo
         else:
             raise TypeError(f"{name}(): expected at least one Tensor argument, got "
                             f"{type(input).__name__} and {type(other).__name__}")
-        if allowed is not None:
-            _check_allowed(d)
+        if checked:
+            if check is not None:
+                check(d)
+            if check_operands is not None:
+                check_operands(input, other)
         return a, b, to_compute(d), dev
 
-    def _check_allowed(d):
-        if allowed == "integral" and d.is_floating_point:
-            raise RuntimeError(f'"{name}" is only defined for integer and bool tensors, got {d}')
-        if allowed == "float" and not d.is_floating_point:
-            raise RuntimeError(f'"{name}" is only defined for floating-point tensors, got {d}')
+    def _bad_operand(input, other):
+        # Only reached when promotion rejected an operand: name the argument as torch does.
+        bad, pos, arg = (other, 2, "other") if isinstance(input, Tensor) else (input, 1, "input")
+        return TypeError(f"{name}(): argument '{arg}' (position {pos}) must be Tensor, not {type(bad).__name__}")
 
-    def fn(input, other):
-        a, b, d, dev = _prepare(input, other)
-        try:
-            arr = kernels[dev.type](a, b, d)
-        except ValueError as e:
-            raise _as_broadcast_error(e, input, other) from None
-        except KeyError:
-            arr = op.kernel(dev.type)(a, b, d)
-        out = _wrap(arr, dev, None, bool_ if bool_out else None)
-        if grad_state.enabled and ((input.__class__ is Tensor and input._requires_grad)
-                                   or (other.__class__ is Tensor and other._requires_grad)):
-            record(op, (input, other), {}, out)
-        return out
+    def make_front(dunder: bool):
+        def fn(input, other):
+            try:
+                a, b, d, dev = _prepare(input, other)
+            except TypeError:
+                if isinstance(input, np.ndarray) or isinstance(other, np.ndarray):
+                    # ndarray op Tensor: the array joins as a tensor (numpy defers to us: __array_ufunc__).
+                    return fn(_from_array(input), _from_array(other))
+                if dunder:
+                    return NotImplemented  # Note [Dunders and foreign operands]
+                raise _bad_operand(input, other) from None
+            try:
+                arr = kernels[dev.type](a, b, d)
+            except ValueError as e:
+                raise _as_broadcast_error(e, input, other) from None
+            except KeyError:
+                arr = op.kernel(dev.type)(a, b, d)
+            out = _wrap(arr, dev, None, bool_ if bool_out else None)
+            # isinstance, not a class check: subclasses (nn.Parameter) must be recorded too.
+            if grad_state.enabled and ((isinstance(input, Tensor) and input._requires_grad)
+                                       or (isinstance(other, Tensor) and other._requires_grad)):
+                record(op, (input, other), {}, out)
+            return out
 
-    fn.__doc__ = f"Elementwise ``{signature}`` with broadcasting and type promotion."
+        return fn
+
+    fn = make_front(False)
+    dfn = make_front(True)
+    fn.__doc__ = (f"Elementwise ``{signature}`` with broadcasting and type promotion.\n\n"
+                  f"``input`` and ``other`` are tensors or numbers (at least one a tensor) of broadcastable "
+                  f"shapes; the result has the broadcast shape and "
+                  + ("dtype bool." if bool_out else "torch's promoted dtype."))
     op.front(fn)
+    dfn.__doc__ = f"Operator form of :func:`flambeau.{name}` (``NotImplemented`` for foreign operands)."
+    dfn.__name__ = dfn.__qualname__ = name
 
     if inplace:
         def fn_(self, other):
-            a, b, d, dev = _prepare(self, other)
-            res = bool_ if bool_out else d
-            if not dt.can_cast(res, self.dtype):
-                raise RuntimeError(f"result type {_type_name(res)} can't be cast to the desired output "
-                                   f"type {_type_name(self.dtype)}")
+            try:
+                a, b, d, dev = _prepare(self, other, False)
+            except TypeError:
+                raise _bad_operand(self, other) from None
+            # torch checks the cast before the dtype support of the kernel
+            check_inplace_cast(bool_ if bool_out else d, self.dtype)
+            if check is not None:
+                check(_result_type(self, other))
+            if check_operands is not None:
+                check_operands(self, other)
             if dev is not self._device:
                 raise RuntimeError(f"Expected all tensors to be on the same device, but found at least "
                                    f"two devices, {self._device} and {dev}!")
             _check_inplace_shape(self, other)
+            if grad_state.enabled and (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad)) \
+                    and _engine[0] is not None:
+                return inplace_by_engine(op, (self, other), {"inplace": True})
             op.kernel(dev.type)(a, b, d, out=self._data)
             self._storage._version += 1
-            if grad_state.enabled and (self._requires_grad or (other.__class__ is Tensor and other._requires_grad)):
-                record(op, (self, other), {"inplace": True}, self)
             return self
 
-        fn_.__doc__ = f"In-place version of :func:`flambeau.{name}`."
+        fn_.__doc__ = f"In-place version of :func:`flambeau.{name}`; returns ``self``."
         op.inplace(fn_)
         for d_name in dunders:
             if d_name.startswith("__i"):
                 op.dunders[d_name] = fn_
     for d_name in dunders:
         if not d_name.startswith("__i"):
-            op.dunders[d_name] = fn
+            op.dunders[d_name] = dfn
     for d_name in rdunders:
-        op.dunders[d_name] = _reflected(fn)
+        op.dunders[d_name] = _reflected(dfn)
     return op
+
+
+def _from_array(x):
+    if isinstance(x, np.ndarray):
+        from flambeau._factories import tensor
+
+        return tensor(x)
+    return x
 
 
 def _reflected(fn):
     def rfn(self, other):
         return fn(other, self)
 
+    rfn.__doc__ = f"Reflected operator form of :func:`flambeau.{fn.__name__}` (``other op self``)."
     return rfn
 
 
@@ -235,34 +379,29 @@ def _as_broadcast_error(e: ValueError, input, other):
     return broadcast_error(sa, sb)
 
 
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
-
-
-def _type_name(d) -> str:
-    return _TYPE_NAME[d]
-
-
 # --- unary operators -----------------------------------------------------------------------------
 def unary_op(signature: str, cpu_kernel, *, rule: str = "promote", bool_out: bool = False,
              inplace: bool = True, dunders: tuple = (), differentiable: bool = True,
-             category: str = "pointwise", allowed: str | None = None):
-    """Declare a unary elementwise operator ``name(input)``; see :func:`binary_op` for the arguments."""
+             category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
+             aliases: tuple = ()):
+    """Declare a unary elementwise operator ``name(input)``; see :func:`binary_op` for the arguments.
+
+    ``allowed`` checks the *input* dtype.
+    """
     op = declare(signature, differentiable=differentiable and not bool_out, category=category,
-                 kernels={"cpu": cpu_kernel})
+                 kernels={"cpu": cpu_kernel}, function=function, method=method, aliases=aliases)
     kernels = op.kernels
     name = op.name
     to_compute = DTYPE_RULES[rule]
     bool_ = dt.bool
+    check = _allowed_check(name, allowed)
 
     def _check(input):
         if not isinstance(input, Tensor):
-            raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
         d = input.dtype
-        if allowed == "no_bool" and d is bool_:
-            raise RuntimeError(f"{name}(): not supported for bool tensors; use logical_not() or ~ instead")
-        if allowed == "integral" and d.is_floating_point:
-            raise RuntimeError(f'"{name}" is only defined for integer and bool tensors, got {d}')
+        if check is not None:
+            check(d)
         return to_compute(d)
 
     def fn(input):
@@ -274,22 +413,22 @@ def unary_op(signature: str, cpu_kernel, *, rule: str = "promote", bool_out: boo
             record(op, (input,), {}, out)
         return out
 
-    fn.__doc__ = f"Elementwise ``{signature}``."
+    fn.__doc__ = (f"Elementwise ``{signature}``.\n\n``input`` is a tensor of any shape; the result has "
+                  f"its shape and " + ("dtype bool." if bool_out else
+                                       "its dtype." if rule == "promote" else
+                                       "its dtype, or the default float dtype for integer and bool inputs."))
     op.front(fn)
     if inplace:
         def fn_(self):
             d = _check(self)
-            res = bool_ if bool_out else d
-            if not dt.can_cast(res, self.dtype):
-                raise RuntimeError(f"result type {_type_name(res)} can't be cast to the desired output "
-                                   f"type {_type_name(self.dtype)}")
+            check_inplace_cast(bool_ if bool_out else d, self.dtype)
+            if self._requires_grad and grad_state.enabled and _engine[0] is not None:
+                return inplace_by_engine(op, (self,), {"inplace": True})
             op.kernel(self._device.type)(self._data, d, out=self._data)
             self._storage._version += 1
-            if self._requires_grad and grad_state.enabled:
-                record(op, (self,), {"inplace": True}, self)
             return self
 
-        fn_.__doc__ = f"In-place version of :func:`flambeau.{name}`."
+        fn_.__doc__ = f"In-place version of :func:`flambeau.{name}`; returns ``self``."
         op.inplace(fn_)
     for d_name in dunders:
         op.dunders[d_name] = fn

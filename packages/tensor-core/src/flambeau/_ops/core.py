@@ -13,7 +13,15 @@ from __future__ import annotations
 import numpy as np
 
 from flambeau._backends import backend
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record, record_if_needed
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    check_tensor,
+    grad_state,
+    inplace_by_engine,
+    inplace_needs_engine,
+    record,
+)
 from flambeau._ops._registry import declare
 
 __all__ = ["to_copy", "clone", "contiguous", "copy_", "fill_", "zero_"]
@@ -88,6 +96,8 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy ``src`` (broadcastable, any dtype and device) into ``self`` in place and return self."""
     from flambeau._ops._common import broadcast_shapes
 
+    if inplace_needs_engine(self, src):
+        return inplace_by_engine(COPY, (self, src), {"non_blocking": non_blocking})
     if isinstance(src, Tensor):
         if broadcast_shapes(self._data.shape, src._data.shape) != tuple(self._data.shape):
             raise RuntimeError(
@@ -101,7 +111,6 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
         data = src
     COPY.kernel(self._device.type)(self._data, data)
     self._storage._version += 1
-    record_if_needed(COPY, (self, src), {"inplace": True}, self)
     return self
 
 
@@ -116,15 +125,17 @@ FILL = declare("fill_(Tensor self, Scalar value) -> Tensor", function=False, cat
 @FILL.front
 def fill_(self: Tensor, value) -> Tensor:
     """Fill ``self`` with ``value`` (a number or a one-element tensor) in place."""
+    if inplace_needs_engine(self, value):
+        return inplace_by_engine(FILL, (self, value), {})
     if isinstance(value, Tensor):
         if value.dim() != 0:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} dimensions.")
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "
+                               "dimensions.")
         v = value.item()
     else:
         v = value
     FILL.kernel(self._device.type)(self._data, v)
     self._storage._version += 1
-    record_if_needed(FILL, (self, value), {"inplace": True}, self)
     return self
 
 
@@ -135,8 +146,9 @@ ZERO = declare("zero_(Tensor self) -> Tensor", function=False, category="convers
 @ZERO.front
 def zero_(self: Tensor) -> Tensor:
     """Fill ``self`` with zeros in place."""
+    if inplace_needs_engine(self):
+        return inplace_by_engine(ZERO, (self,), {})
     ZERO.kernel(self._device.type)(self._data)
     self._storage._version += 1
-    record_if_needed(ZERO, (self,), {"inplace": True}, self)
     return self
 

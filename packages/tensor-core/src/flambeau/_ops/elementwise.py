@@ -1,43 +1,1091 @@
-"""Elementwise operators: arithmetic, math, comparisons and logical operators.
+"""Elementwise operators: arithmetic, math, activations, comparisons, logical and bitwise operators.
 
-Each is declared once through the factories of ``_elementwise_base``; CUDA kernels are
-registered for the same names by ``flambeau._backends.cuda_kernels``.
+Most are declared once through the factories of ``_elementwise_base`` (one numpy ufunc or small
+numpy expression as CPU kernel, a dtype rule, the dunders); operators with extra arguments
+(``clamp``, ``where``, ``lerp``, ``addcmul`` ...) have hand-written fronts following the same
+pattern. CUDA kernels are registered for the same names by ``flambeau._backends.cuda_kernels``.
+
+Kernel conventions (every device; arrays in, array out):
+    binary ops:        ``kernel(a, b, dtype, out=None)`` (see ``_elementwise_base``).
+    unary ops:         ``kernel(a, dtype, out=None)``; ops with parameters take them after
+                       ``dtype``: ``round(a, dtype, decimals)``, ``softplus(a, dtype, beta, threshold)``,
+                       ``gelu(a, dtype, approximate)``, ``logit(a, dtype, eps)``,
+                       ``nan_to_num(a, dtype, nan, posinf, neginf)``.
+    clamp:             ``kernel(a, min, max, dtype, out=None)``; ``min``/``max`` arrays, scalars or None.
+    where:             ``kernel(condition, a, b, dtype)``.
+    lerp:              ``kernel(a, end, weight, dtype, out=None)``.
+    addcmul/addcdiv:   ``kernel(a, t1, t2, value, dtype, out=None)``.
+    isclose:           ``kernel(a, b, rtol, atol, equal_nan) -> bool array``.
+``dtype`` is the flambeau dtype to compute and return in; ``a``/``b``... may be Python scalars.
+
+Composite operators (``add``/``sub`` with ``alpha``, ``rsub``, ``div`` with a rounding mode,
+``square``, ``positive``, ``clamp_min``/``clamp_max``, ``allclose``, ``equal``) are built from the
+primitives above and are recorded by autograd through them; they are declared
+``differentiable=False`` because they need no derivative of their own.
+
+Integer division by zero (``//``, ``%``, ``fmod``, ``div(rounding_mode=...)``) raises
+``RuntimeError("ZeroDivisionError")`` as torch does on CPU.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
-from flambeau._ops._elementwise_base import binary_op, unary_op
+from flambeau import _dtype as dt
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    broadcast_shapes,
+    common_device,
+    grad_state,
+    inplace_by_engine,
+    inplace_needs_engine,
+    record,
+    record_if_needed,
+)
+from flambeau._ops._elementwise_base import (
+    _wrap_scalar,
+    binary_op,
+    check_inplace_cast,
+    not_implemented_for,
+    type_name,
+    unary_op,
+)
 from flambeau._ops._elementwise_base import cpu_binary_kernel as _b
 from flambeau._ops._elementwise_base import cpu_unary_kernel as _u
+from flambeau._ops._registry import OPS, declare
+
+_bool = dt.bool
+
+
+def _arr(x):
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _is_int_scalar(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _is_float_scalar(x) -> bool:
+    return isinstance(x, (float, np.floating))
+
 
 # --- arithmetic ----------------------------------------------------------------------------------
-ADD = binary_op("add(Tensor input, Tensor other) -> Tensor", _b(np.add),
+def _no_bool_sub(input, other):
+    a_bool = getattr(input, "dtype", None) is _bool or isinstance(input, (bool, np.bool_))
+    b_bool = getattr(other, "dtype", None) is _bool or isinstance(other, (bool, np.bool_))
+    if a_bool and b_bool:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    if a_bool or b_bool:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+ADD = binary_op("add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", _b(np.add),
                 dunders=("__add__", "__iadd__"), rdunders=("__radd__",), category="arithmetic")
-SUB = binary_op("sub(Tensor input, Tensor other) -> Tensor", _b(np.subtract),
-                dunders=("__sub__", "__isub__"), rdunders=("__rsub__",), category="arithmetic")
+SUB = binary_op("sub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", _b(np.subtract),
+                dunders=("__sub__", "__isub__"), rdunders=("__rsub__",), category="arithmetic",
+                check_operands=_no_bool_sub, aliases=("subtract",))
 MUL = binary_op("mul(Tensor input, Tensor other) -> Tensor", _b(np.multiply),
-                dunders=("__mul__", "__imul__"), rdunders=("__rmul__",), category="arithmetic")
-DIV = binary_op("div(Tensor input, Tensor other) -> Tensor", _b(np.true_divide, quiet=True), rule="float",
-                dunders=("__truediv__", "__itruediv__"), rdunders=("__rtruediv__",), category="arithmetic")
+                dunders=("__mul__", "__imul__"), rdunders=("__rmul__",), category="arithmetic",
+                aliases=("multiply",))
+DIV = binary_op("div(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor",
+                _b(np.true_divide, quiet=True), rule="float", dunders=("__truediv__", "__itruediv__"),
+                rdunders=("__rtruediv__",), category="arithmetic", aliases=("divide", "true_divide"))
+
+
+def _check_alpha(d, alpha, argname="alpha"):
+    if isinstance(alpha, (bool, np.bool_)):
+        if d is not _bool:
+            raise RuntimeError(f"Boolean {argname} only supported for Boolean results.")
+    elif not d.is_floating_point and _is_float_scalar(alpha):
+        raise RuntimeError(f"For integral input tensors, argument {argname} must not be a floating point number.")
+
+
+def _scaled(input, other, alpha):
+    """``alpha * other`` computed in the dtype of ``input op other`` (torch scales after promotion)."""
+    d = dt.result_type(input, other)
+    _check_alpha(d, alpha)
+    if not isinstance(other, Tensor):
+        return other * alpha if d is not _bool else bool(other) and bool(alpha)
+    if d is _bool:  # bool results: alpha only decides whether other counts
+        return other if alpha else False
+    if other.dtype is not d:
+        other = other.to(d)
+    return mul(other, alpha)
+
+
+def _alpha_front(op, fast, fast_, sign: str):
+    """``op(input, other, *, alpha=1)`` = ``input {sign} alpha * other``; alpha == 1 is the fast front."""
+
+    def front(input, other, *, alpha=1):
+        if alpha.__class__ is int and alpha == 1:
+            return fast(input, other)
+        if op is SUB:
+            _no_bool_sub(input, other)
+        return fast(input, _scaled(input, other, alpha))
+
+    def front_(self, other, *, alpha=1):
+        if alpha.__class__ is int and alpha == 1:
+            return fast_(self, other)
+        if op is SUB:
+            _no_bool_sub(self, other)
+        return fast_(self, _scaled(self, other, alpha))
+
+    front.__doc__ = (f"``input {sign} alpha * other`` elementwise, with broadcasting and type promotion.\n\n"
+                     "``input`` and ``other`` are tensors or numbers (at least one a tensor); ``alpha`` is a "
+                     "number, which must not be a float for integer results. Returns a tensor of the broadcast "
+                     "shape and promoted dtype.")
+    front_.__doc__ = f"In-place version of :func:`flambeau.{op.name}`; returns ``self``."
+    op.front(front)
+    op.inplace(front_)
+    return front
+
+
+add = _alpha_front(ADD, ADD.fn, ADD.inplace_fn, "+")
+sub = _alpha_front(SUB, SUB.fn, SUB.inplace_fn, "-")
+mul = MUL.fn
+
+RSUB = declare("rsub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", method=False,
+               differentiable=False, category="arithmetic")
+
+
+@RSUB.front
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input`` (``sub`` with its operands swapped); same shapes and dtypes as :func:`sub`."""
+    return sub(other, input, alpha=alpha)
+
+
+def _nonzero_divisor(b) -> bool:
+    return bool(b.all()) if isinstance(b, np.ndarray) else b != 0
+
+
+def _int_div_checked(kernel):
+    """Wrap a division-like kernel with torch's integer division-by-zero error."""
+
+    def k(a, b, dtype, out=None):
+        if not dtype.is_floating_point and not _nonzero_divisor(b):
+            raise RuntimeError("ZeroDivisionError")
+        return kernel(a, b, dtype, out)
+
+    return k
+
+
+FLOOR_DIVIDE = binary_op("floor_divide(Tensor input, Tensor other) -> Tensor",
+                         _int_div_checked(_b(np.floor_divide, quiet=True)),
+                         dunders=("__floordiv__", "__ifloordiv__"), rdunders=("__rfloordiv__",),
+                         category="arithmetic", allowed=not_implemented_for("div_floor_cpu", "bool"),
+                         differentiable=False)
+REMAINDER = binary_op("remainder(Tensor input, Tensor other) -> Tensor",
+                      _int_div_checked(_b(np.remainder, quiet=True)), dunders=("__mod__", "__imod__"),
+                      rdunders=("__rmod__",), category="arithmetic",
+                      allowed=not_implemented_for("remainder_cpu", "bool"))
+FMOD = binary_op("fmod(Tensor input, Tensor other) -> Tensor", _int_div_checked(_b(np.fmod, quiet=True)),
+                 category="arithmetic", allowed=not_implemented_for("fmod_cpu", "bool"))
+floor_divide, remainder, fmod = FLOOR_DIVIDE.fn, REMAINDER.fn, FMOD.fn
+_true_div, _true_div_ = DIV.fn, DIV.inplace_fn
+
+
+def _rounded_div(input, other, rounding_mode):
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        if dt.result_type(input, other).is_floating_point:
+            return trunc(_true_div(input, other))
+        # Exact for integers: input - fmod(input, other) is a multiple of other.
+        r = fmod(input, other)
+        return floor_divide(add(input, neg(r)) if isinstance(input, Tensor) else input - r, other)
+    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                       f"'{rounding_mode}'")
+
+
+@DIV.front
+def div(input, other, *, rounding_mode=None) -> Tensor:
+    """``input / other`` elementwise, with broadcasting and type promotion.
+
+    ``rounding_mode=None`` is true division (integer inputs give the default float dtype);
+    ``'trunc'`` rounds towards zero and ``'floor'`` towards minus infinity, keeping integer dtypes
+    (integer division by zero raises ``RuntimeError: ZeroDivisionError``).
+    """
+    if rounding_mode is None:
+        return _true_div(input, other)
+    return _rounded_div(input, other, rounding_mode)
+
+
+@DIV.inplace
+def div_(self, other, *, rounding_mode=None) -> Tensor:
+    """In-place version of :func:`flambeau.div`; returns ``self``."""
+    if rounding_mode is None:
+        return _true_div_(self, other)
+    result = _rounded_div(self, other, rounding_mode)
+    check_inplace_cast(result.dtype, self.dtype)
+    return self.copy_(result)
+
+
+def _cpu_pow(a, b, dtype, out=None):
+    npdt = dtype.np
+    if dtype is _bool:  # bool tensor ** Python bool
+        r = a.copy() if b else np.ones(a.shape, np.bool_)
+        if out is not None:
+            np.copyto(out, r)
+            return out
+        return r
+    with np.errstate(all="ignore"):
+        if dtype.is_floating_point:
+            return _pow_float(a, b, dtype, out)
+        if not isinstance(b, np.ndarray):
+            if b < 0:
+                raise RuntimeError("Integers to negative integer powers are not allowed.")
+            return _pow_float(a, b, dtype, out)  # same ufunc call; the name is historical
+        if b.dtype != npdt:
+            b = b.astype(npdt)  # torch casts the exponent to the result dtype first (uint8 wraps)
+        neg = b < 0
+        if not neg.any():
+            return _pow_float(a, b, dtype, out)
+        # torch: 1 ** -n == 1, (-1) ** -n == +-1, anything else ** -n == 0 (truncated).
+        r = np.power(a, np.where(neg, 0, b), dtype=npdt, casting="unsafe")
+        r = np.where(neg, np.where(np.equal(a, 1), 1, np.where(np.equal(a, -1), 1 - 2 * (b & 1), 0)), r)
+        r = r.astype(npdt, copy=False)
+        if out is not None:
+            np.copyto(out, r, casting="unsafe")
+            return out
+        return r
+
+
+_pow_float = _b(np.power)
+
+
+def _pow_check(input, other):
+    # bool ** bool is only defined for a tensor base and a Python bool exponent, as in torch
+    if (getattr(input, "dtype", None) is _bool or isinstance(input, (bool, np.bool_))) and (
+            getattr(other, "dtype", None) is _bool or (isinstance(other, (bool, np.bool_))
+                                                        and not isinstance(input, Tensor))):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+
+
+POW = binary_op("pow(Tensor input, Tensor exponent) -> Tensor", _cpu_pow, dunders=("__pow__", "__ipow__"),
+                rdunders=("__rpow__",), category="arithmetic", check_operands=_pow_check)
+FLOAT_POWER = binary_op("float_power(Tensor input, Tensor exponent) -> Tensor", _b(np.power, quiet=True),
+                        rule="double", category="arithmetic")
+pow = POW.fn  # noqa: A001 - torch's name
+float_power = FLOAT_POWER.fn
+_float_power_ = FLOAT_POWER.inplace_fn
+
+
+@FLOAT_POWER.inplace
+def float_power_(self, exponent) -> Tensor:
+    """In-place version of :func:`flambeau.float_power`; ``self`` must be float64."""
+    if isinstance(self, Tensor) and self.dtype is not dt.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {type_name(self.dtype)} but the "
+                           "operation's result requires dtype Double")
+    return _float_power_(self, exponent)
+
+
+# --- unary arithmetic ----------------------------------------------------------------------------
+def _no_bool_neg(d):
+    if d is _bool:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _sign_kernel(a, dtype, out=None):
+    # (a > 0) - (a < 0) gives 0 for NaN, as torch does (np.sign gives NaN)
+    r = a.copy() if a.dtype == np.bool_ else (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
+    if out is not None:
+        np.copyto(out, r, casting="unsafe")
+        return out
+    return np.asarray(r)
+
+
+NEG = unary_op("neg(Tensor input) -> Tensor", _u(np.negative), dunders=("__neg__",), allowed=_no_bool_neg,
+               category="arithmetic", aliases=("negative",))
+ABS = unary_op("abs(Tensor input) -> Tensor", _u(np.abs), dunders=("__abs__",), category="arithmetic",
+               allowed=not_implemented_for("abs_cpu", "bool"), aliases=("absolute",))
+RECIPROCAL = unary_op("reciprocal(Tensor input) -> Tensor", _u(np.reciprocal, quiet=True), rule="float",
+                      category="arithmetic")
+SIGN = unary_op("sign(Tensor input) -> Tensor", _sign_kernel, category="arithmetic")
+SGN = unary_op("sgn(Tensor input) -> Tensor", _sign_kernel, category="arithmetic", differentiable=False)
+neg, abs, reciprocal, sign, sgn = NEG.fn, ABS.fn, RECIPROCAL.fn, SIGN.fn, SGN.fn  # noqa: A001
+
+SQUARE = declare("square(Tensor input) -> Tensor", differentiable=False, category="arithmetic")
+
+
+@SQUARE.front
+def square(input) -> Tensor:
+    """``input ** 2`` elementwise (bool inputs give int64, as in torch); same shape as ``input``."""
+    return pow(input, 2)
+
+
+@SQUARE.inplace
+def square_(self) -> Tensor:
+    """In-place version of :func:`flambeau.square`; returns ``self``."""
+    return self.pow_(2)
+
+
+POSITIVE = declare("positive(Tensor input) -> Tensor", differentiable=False, category="arithmetic")
+
+
+@POSITIVE.front
+def positive(input) -> Tensor:
+    """``input`` itself (``+input``); bool tensors are rejected as in torch."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"positive(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if input.dtype is _bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+POSITIVE.dunders["__pos__"] = positive
+
 
 # --- unary math ----------------------------------------------------------------------------------
-NEG = unary_op("neg(Tensor input) -> Tensor", _u(np.negative), dunders=("__neg__",), allowed="no_bool",
-               category="arithmetic")
-EXP = unary_op("exp(Tensor input) -> Tensor", _u(np.exp, quiet=True), rule="float", category="math")
-LOG = unary_op("log(Tensor input) -> Tensor", _u(np.log, quiet=True), rule="float", category="math")
+def _expr_kernel(f, keep_int: bool = False):
+    """A unary kernel computing numpy expression ``f(a)`` in ``dtype`` (float16 through float32).
 
-# --- comparisons ---------------------------------------------------------------------------------
-EQ = binary_op("eq(Tensor input, Tensor other) -> Tensor", _b(np.equal, bool_out=True), bool_out=True,
-               dunders=("__eq__",), category="comparison")
-NE = binary_op("ne(Tensor input, Tensor other) -> Tensor", _b(np.not_equal, bool_out=True), bool_out=True,
-               dunders=("__ne__",), category="comparison")
-LT = binary_op("lt(Tensor input, Tensor other) -> Tensor", _b(np.less, bool_out=True), bool_out=True,
-               dunders=("__lt__",), category="comparison")
-LE = binary_op("le(Tensor input, Tensor other) -> Tensor", _b(np.less_equal, bool_out=True), bool_out=True,
-               dunders=("__le__",), category="comparison")
-GT = binary_op("gt(Tensor input, Tensor other) -> Tensor", _b(np.greater, bool_out=True), bool_out=True,
-               dunders=("__gt__",), category="comparison")
-GE = binary_op("ge(Tensor input, Tensor other) -> Tensor", _b(np.greater_equal, bool_out=True), bool_out=True,
-               dunders=("__ge__",), category="comparison")
+    ``keep_int``: integer and bool inputs are returned as a copy (floor, ceil, trunc ...).
+    """
+
+    def kernel(a, dtype, *params, out=None):
+        npdt = dtype.np
+        if keep_int and not dtype.is_floating_point:
+            r = a.copy()
+        else:
+            x = a.astype(np.float32 if npdt == np.float16 else npdt, copy=False)
+            with np.errstate(all="ignore"):
+                r = np.asarray(f(x, *params)).astype(npdt, copy=False)
+        if out is not None:
+            np.copyto(out, r, casting="unsafe")
+            return out
+        return r
+
+    return kernel
+
+
+@functools.cache
+def _numba_special():
+    """erf, erfc and erfinv as numba ufuncs (compiled on first use, cached on disk)."""
+    from numba import vectorize
+
+    sigs = ["float32(float32)", "float64(float64)"]
+
+    @vectorize(sigs, cache=True)
+    def erf(x):
+        return math.erf(x)
+
+    @vectorize(sigs, cache=True)
+    def erfc(x):
+        return math.erfc(x)
+
+    @vectorize(sigs, cache=True)
+    def erfinv(y):
+        # Giles' single-precision approximation refined by two Newton steps on erf.
+        if y != y or y < -1.0 or y > 1.0:
+            return math.nan
+        if y == 1.0:
+            return math.inf
+        if y == -1.0:
+            return -math.inf
+        w = -math.log((1.0 - y) * (1.0 + y))
+        if w < 5.0:
+            w = w - 2.5
+            p = 2.81022636e-08
+            p = 3.43273939e-07 + p * w
+            p = -3.5233877e-06 + p * w
+            p = -4.39150654e-06 + p * w
+            p = 0.00021858087 + p * w
+            p = -0.00125372503 + p * w
+            p = -0.00417768164 + p * w
+            p = 0.246640727 + p * w
+            p = 1.50140941 + p * w
+        else:
+            w = math.sqrt(w) - 3.0
+            p = -0.000200214257
+            p = 0.000100950558 + p * w
+            p = 0.00134934322 + p * w
+            p = -0.00367342844 + p * w
+            p = 0.00573950773 + p * w
+            p = -0.0076224613 + p * w
+            p = 0.00943887047 + p * w
+            p = 1.00167406 + p * w
+            p = 2.83297682 + p * w
+        x = p * y
+        for _ in range(2):
+            x = x - (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))
+        return x
+
+    return {"erf": erf, "erfc": erfc, "erfinv": erfinv}
+
+
+def _special(name):
+    return lambda x: _numba_special()[name](x)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+_FLOAT_MATH = {
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "log2": np.log2,
+    "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
+    "acosh": np.arccosh, "atanh": np.arctanh, "tanh": np.tanh, "deg2rad": np.deg2rad, "rad2deg": np.rad2deg,
+}
+_ALIASES = {"asin": ("arcsin",), "acos": ("arccos",), "atan": ("arctan",), "asinh": ("arcsinh",),
+            "acosh": ("arccosh",), "atanh": ("arctanh",)}
+for _name, _ufunc in _FLOAT_MATH.items():
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _u(_ufunc, quiet=True), rule="float",
+                                category="math", aliases=_ALIASES.get(_name, ())).fn
+for _name, _f in {"rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid, "erf": _special("erf"),
+                  "erfc": _special("erfc"), "erfinv": _special("erfinv")}.items():
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _expr_kernel(_f), rule="float",
+                                category="math").fn
+del _name, _ufunc, _f
+
+
+# --- rounding --------------------------------------------------------------------------------------
+FLOOR = unary_op("floor(Tensor input) -> Tensor", _expr_kernel(np.floor, keep_int=True), category="rounding",
+                 allowed=not_implemented_for("floor", "bool"))
+CEIL = unary_op("ceil(Tensor input) -> Tensor", _expr_kernel(np.ceil, keep_int=True), category="rounding",
+                allowed=not_implemented_for("ceil", "bool"))
+TRUNC = unary_op("trunc(Tensor input) -> Tensor", _expr_kernel(np.trunc, keep_int=True), category="rounding",
+                 allowed=not_implemented_for("trunc_vml_cpu", "bool"), aliases=("fix",))
+FRAC = unary_op("frac(Tensor input) -> Tensor", _expr_kernel(lambda x: x - np.trunc(x)), category="rounding",
+                allowed=not_implemented_for("frac_cpu", "integral"))
+floor, ceil, trunc, frac = FLOOR.fn, CEIL.fn, TRUNC.fn, FRAC.fn
+
+_round_kernel = _expr_kernel(lambda x, decimals: np.round(x, decimals), keep_int=True)
+ROUND = declare("round(Tensor input, *, int decimals=0) -> Tensor", category="rounding",
+                kernels={"cpu": _round_kernel})
+
+
+def _check_tensor_arg(x, opname, argname="input", pos=1):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{opname}(): argument '{argname}' (position {pos}) must be Tensor, not {type(x).__name__}")
+
+
+def _unary_with(op, input, d, params, attrs, inplace: bool):
+    """Run a parametrised unary kernel out of place or into ``input`` and call the autograd seam."""
+    dev = input._device
+    k = op.kernel(dev.type)
+    if inplace:
+        check_inplace_cast(d, input.dtype)
+        if inplace_needs_engine(input):
+            return inplace_by_engine(op, (input,), {"inplace": True, **attrs})
+        k(input._data, d, *params, out=input._data)
+        input._storage._version += 1
+        return input
+    out = _wrap(k(input._data, d, *params), dev)
+    if input._requires_grad and grad_state.enabled:
+        record(op, (input,), attrs, out)
+    return out
+
+
+def _round_dtype(input, decimals):
+    _check_tensor_arg(input, "round")
+    d = input.dtype
+    if d is _bool or (decimals != 0 and not d.is_floating_point):
+        raise NotImplementedError(f"\"round{'_vml' if decimals == 0 else ''}_cpu\" not implemented for "
+                                  f"'{type_name(d)}'")
+    return d
+
+
+@ROUND.front
+def round(input, *, decimals: int = 0) -> Tensor:  # noqa: A001 - torch's name
+    """Round half to even, to ``decimals`` decimal places; same shape and dtype as ``input``
+    (integer tensors are returned unchanged as a copy)."""
+    return _unary_with(ROUND, input, _round_dtype(input, decimals), (decimals,), {"decimals": decimals}, False)
+
+
+@ROUND.inplace
+def round_(self, *, decimals: int = 0) -> Tensor:
+    """In-place version of :func:`flambeau.round`; returns ``self``."""
+    return _unary_with(ROUND, self, _round_dtype(self, decimals), (decimals,), {"decimals": decimals}, True)
+
+
+# --- activations -------------------------------------------------------------------------------------
+def _relu_check(d):
+    if d is _bool:
+        raise RuntimeError("Boolean inputs not supported for relu")
+
+
+def _relu_kernel(a, dtype, out=None):
+    return np.maximum(a, a.dtype.type(0), out=out)
+
+
+RELU = unary_op("relu(Tensor input) -> Tensor", _relu_kernel, allowed=_relu_check, category="activation")
+SILU = unary_op("silu(Tensor input) -> Tensor", _expr_kernel(lambda x: x * _sigmoid(x)), category="activation",
+                allowed=not_implemented_for("silu_cpu", "integral"), method=False, inplace=False)
+relu, silu = RELU.fn, SILU.fn
+
+
+def _float_only(opname, input, kname):
+    _check_tensor_arg(input, opname)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"{kname}" not implemented for \'{type_name(input.dtype)}\'')
+    return input.dtype
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    return 0.5 * x * (1 + _numba_special()["erf"](x * np.sqrt(0.5).astype(x.dtype)))
+
+
+GELU = declare("gelu(Tensor input, *, str approximate='none') -> Tensor", method=False, category="activation",
+               kernels={"cpu": _expr_kernel(_gelu)})
+
+
+@GELU.front
+def gelu(input, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit ``x * Phi(x)`` (``approximate='tanh'``: the tanh approximation).
+
+    ``input``: a floating-point tensor of any shape; the result has its shape and dtype.
+    """
+    d = _float_only("gelu", input, "GeluKernelImpl")
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return _unary_with(GELU, input, d, (approximate,), {"approximate": approximate}, False)
+
+
+SOFTPLUS = declare("softplus(Tensor input, Scalar beta=1, Scalar threshold=20) -> Tensor", method=False,
+                   category="activation",
+                   kernels={"cpu": _expr_kernel(lambda x, beta, thr: np.where(
+                       x * beta > thr, x, np.log1p(np.exp(x * beta)) / beta))})
+
+
+@SOFTPLUS.front
+def softplus(input, beta=1.0, threshold=20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``.
+
+    ``input``: a floating-point tensor of any shape; the result has its shape and dtype.
+    """
+    d = _float_only("softplus", input, "softplus_cpu")
+    return _unary_with(SOFTPLUS, input, d, (beta, threshold), {"beta": beta, "threshold": threshold}, False)
+
+
+def _logit(x, eps):
+    if eps is not None:
+        x = np.clip(x, eps, 1 - eps)
+    return np.log(x / (1 - x))
+
+
+LOGIT = declare("logit(Tensor input, float? eps=None) -> Tensor", category="math",
+                kernels={"cpu": _expr_kernel(_logit)})
+
+
+@LOGIT.front
+def logit(input, eps=None) -> Tensor:
+    """``log(x / (1 - x))``, with ``x`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given.
+
+    Integer and bool inputs give the default float dtype; same shape as ``input``.
+    """
+    _check_tensor_arg(input, "logit")
+    d = input.dtype if input.dtype.is_floating_point else dt.get_default_dtype()
+    return _unary_with(LOGIT, input, d, (eps,), {"eps": eps}, False)
+
+
+@LOGIT.inplace
+def logit_(self, eps=None) -> Tensor:
+    """In-place version of :func:`flambeau.logit`; returns ``self``."""
+    _check_tensor_arg(self, "logit_")
+    d = self.dtype if self.dtype.is_floating_point else dt.get_default_dtype()
+    return _unary_with(LOGIT, self, d, (eps,), {"eps": eps}, True)
+
+
+# --- floating-point classification and cleanup ---------------------------------------------------------
+def _classify(f, int_value: bool):
+    def kernel(a, dtype, out=None):
+        if a.dtype.kind == "f":
+            return f(a)
+        return np.full(a.shape, int_value, dtype=np.bool_)
+
+    return kernel
+
+
+def _signbit(a, dtype, out=None):
+    if a.dtype.kind == "f":
+        return np.signbit(a)
+    return np.less(a, 0) if a.dtype.kind == "i" else np.zeros(a.shape, np.bool_)
+
+
+for _name, _f, _v in (("isnan", np.isnan, False), ("isinf", np.isinf, False), ("isposinf", np.isposinf, False),
+                      ("isneginf", np.isneginf, False), ("isfinite", np.isfinite, True)):
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _classify(_f, _v), bool_out=True,
+                                inplace=False, category="comparison").fn
+del _name, _f, _v
+signbit = unary_op("signbit(Tensor input) -> Tensor", _signbit, bool_out=True, inplace=False,
+                   category="comparison").fn
+
+
+def _nan_to_num_kernel(a, dtype, nan, posinf, neginf, out=None):
+    if a.dtype.kind != "f":
+        r = a.copy()
+    else:
+        r = np.nan_to_num(a, copy=True, nan=nan, posinf=posinf, neginf=neginf)
+    if out is not None:
+        np.copyto(out, r, casting="unsafe")
+        return out
+    return r
+
+
+NAN_TO_NUM = declare("nan_to_num(Tensor input, float? nan=0.0, float? posinf=None, float? neginf=None) -> Tensor",
+                     category="math", kernels={"cpu": _nan_to_num_kernel})
+
+
+def _nan_to_num(input, nan, posinf, neginf, inplace):
+    _check_tensor_arg(input, "nan_to_num")
+    attrs = {"nan": nan, "posinf": posinf, "neginf": neginf}
+    return _unary_with(NAN_TO_NUM, input, input.dtype, (0.0 if nan is None else nan, posinf, neginf), attrs,
+                       inplace)
+
+
+@NAN_TO_NUM.front
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Tensor:
+    """Replace NaN by ``nan``, +inf by ``posinf`` and -inf by ``neginf`` (defaults: 0 and the largest
+    and lowest finite values of the dtype); same shape and dtype as ``input``."""
+    return _nan_to_num(input, nan, posinf, neginf, False)
+
+
+@NAN_TO_NUM.inplace
+def nan_to_num_(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
+    """In-place version of :func:`flambeau.nan_to_num`; returns ``self``."""
+    return _nan_to_num(self, nan, posinf, neginf, True)
+
+
+# --- binary math -------------------------------------------------------------------------------------
+def _xlogy(a, b, dtype, out=None):
+    npdt = dtype.np
+    with np.errstate(all="ignore"):
+        x, y = np.asarray(a, dtype=npdt), np.asarray(b, dtype=npdt)
+        r = np.where((x == 0) & ~np.isnan(y), npdt.type(0), x * np.log(y)).astype(npdt, copy=False)
+    if out is not None:
+        np.copyto(out, r, casting="unsafe")
+        return out
+    return r
+
+
+ATAN2 = binary_op("atan2(Tensor input, Tensor other) -> Tensor", _b(np.arctan2, quiet=True), rule="float",
+                  category="math", aliases=("arctan2",))
+HYPOT = binary_op("hypot(Tensor input, Tensor other) -> Tensor", _b(np.hypot, quiet=True), category="math",
+                  allowed=not_implemented_for("hypot_cpu", "integral"))
+LOGADDEXP = binary_op("logaddexp(Tensor input, Tensor other) -> Tensor", _b(np.logaddexp, quiet=True),
+                      category="math", allowed=not_implemented_for("logaddexp_cpu", "integral"), inplace=False)
+LOGADDEXP2 = binary_op("logaddexp2(Tensor input, Tensor other) -> Tensor", _b(np.logaddexp2, quiet=True),
+                       category="math", allowed=not_implemented_for("logaddexp2_cpu", "integral"), inplace=False)
+XLOGY = binary_op("xlogy(Tensor input, Tensor other) -> Tensor", _xlogy, rule="float", category="math")
+COPYSIGN = binary_op("copysign(Tensor input, Tensor other) -> Tensor", _b(np.copysign), rule="float",
+                     category="math")
+MAXIMUM = binary_op("maximum(Tensor input, Tensor other) -> Tensor", _b(np.maximum), inplace=False,
+                    category="math")
+MINIMUM = binary_op("minimum(Tensor input, Tensor other) -> Tensor", _b(np.minimum), inplace=False,
+                    category="math")
+FMAX = binary_op("fmax(Tensor input, Tensor other) -> Tensor", _b(np.fmax), inplace=False, category="math")
+FMIN = binary_op("fmin(Tensor input, Tensor other) -> Tensor", _b(np.fmin), inplace=False, category="math")
+atan2, hypot, xlogy, copysign = ATAN2.fn, HYPOT.fn, XLOGY.fn, COPYSIGN.fn
+logaddexp, logaddexp2 = LOGADDEXP.fn, LOGADDEXP2.fn
+maximum, minimum, fmax, fmin = MAXIMUM.fn, MINIMUM.fn, FMAX.fn, FMIN.fn
+
+
+# --- clamp -------------------------------------------------------------------------------------------
+def _cpu_clamp(a, lo, hi, dtype, out=None):
+    npdt = dtype.np
+    try:
+        if lo is not None:
+            a = np.maximum(a, lo, dtype=npdt, casting="unsafe")
+        if hi is not None:
+            a = np.minimum(a, hi, dtype=npdt, casting="unsafe")
+    except OverflowError:
+        return _cpu_clamp(a, _wrap_scalar(lo, npdt), _wrap_scalar(hi, npdt), dtype, out)
+    if out is not None:
+        np.copyto(out, a, casting="unsafe")
+        return out
+    return np.asarray(a)
+
+
+CLAMP = declare("clamp(Tensor input, Scalar? min=None, Scalar? max=None) -> Tensor", category="math",
+                kernels={"cpu": _cpu_clamp}, aliases=("clip",))
+
+
+def _clamp(opname, input, min, max, inplace):
+    _check_tensor_arg(input, opname)
+    if min is None and max is None:
+        raise RuntimeError(f"{opname}: At least one of 'min' or 'max' must not be None")
+    bounds = [x for x in (min, max) if x is not None]
+    try:
+        d = dt.result_type(input, *bounds)
+    except TypeError:
+        bad = next(x for x in bounds if not isinstance(x, Tensor))
+        raise TypeError(f"{opname}(): 'min' and 'max' must be numbers or Tensors, not {type(bad).__name__}") from None
+    if d is _bool and (len(bounds) == 2 or not isinstance(bounds[0], Tensor)):
+        kname = "clamp" if len(bounds) == 2 else "clamp_min" if max is None else "clamp_max"
+        kind = "" if all(isinstance(x, Tensor) for x in bounds) else "_scalar"
+        raise NotImplementedError(f"\"{kname}{kind}_cpu\" not implemented for 'Bool'")
+    dev = common_device(input, *bounds)
+    k = CLAMP.kernel(dev.type)
+    shape = input._data.shape
+    if any(isinstance(x, Tensor) for x in bounds):
+        shape = broadcast_shapes(shape, *(x._data.shape for x in bounds if isinstance(x, Tensor)))
+    if inplace:
+        check_inplace_cast(d, input.dtype)
+        if shape != input._data.shape:
+            raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast "
+                               f"shape {list(shape)}")
+        if inplace_needs_engine(input, min, max):
+            return inplace_by_engine(CLAMP, (input, min, max), {"inplace": True})
+        k(input._data, _arr(min), _arr(max), d, out=input._data)
+        input._storage._version += 1
+        return input
+    out = _wrap(k(input._data, _arr(min), _arr(max), d), dev)
+    record_if_needed(CLAMP, (input, min, max), {}, out)
+    return out
+
+
+@CLAMP.front
+def clamp(input, min=None, max=None) -> Tensor:  # noqa: A002 - torch's names
+    """Clamp every element into ``[min, max]``; ``min``/``max`` are numbers, broadcastable tensors or None
+    (not both). The result has the broadcast shape and the promoted dtype of all operands."""
+    return _clamp("clamp", input, min, max, False)
+
+
+@CLAMP.inplace
+def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002
+    """In-place version of :func:`flambeau.clamp`; returns ``self``."""
+    return _clamp("clamp", self, min, max, True)
+
+
+CLAMP_MIN = declare("clamp_min(Tensor input, Scalar min) -> Tensor", category="math", differentiable=False)
+CLAMP_MAX = declare("clamp_max(Tensor input, Scalar max) -> Tensor", category="math", differentiable=False)
+
+
+@CLAMP_MIN.front
+def clamp_min(input, min) -> Tensor:  # noqa: A002
+    """``clamp(input, min=min)``."""
+    return _clamp("clamp_min", input, min, None, False)
+
+
+@CLAMP_MIN.inplace
+def clamp_min_(self, min) -> Tensor:  # noqa: A002
+    """In-place version of :func:`flambeau.clamp_min`; returns ``self``."""
+    return _clamp("clamp_min", self, min, None, True)
+
+
+@CLAMP_MAX.front
+def clamp_max(input, max) -> Tensor:  # noqa: A002
+    """``clamp(input, max=max)``."""
+    return _clamp("clamp_max", input, None, max, False)
+
+
+@CLAMP_MAX.inplace
+def clamp_max_(self, max) -> Tensor:  # noqa: A002
+    """In-place version of :func:`flambeau.clamp_max`; returns ``self``."""
+    return _clamp("clamp_max", self, None, max, True)
+
+
+# --- where, lerp, addcmul, addcdiv ------------------------------------------------------------------------
+def _cpu_where(cond, a, b, dtype):
+    npdt = dtype.np
+    try:
+        return np.asarray(np.where(cond, a, b)).astype(npdt, copy=False)
+    except OverflowError:
+        return _cpu_where(cond, _wrap_scalar(a, npdt), _wrap_scalar(b, npdt), dtype)
+
+
+WHERE = declare("where(Tensor condition, Tensor input, Tensor other) -> Tensor", category="indexing",
+                method=False, kernels={"cpu": _cpu_where})
+
+
+@WHERE.front
+def where(condition, input=None, other=None) -> Tensor:
+    """Elements of ``input`` where ``condition`` is True, else of ``other``.
+
+    ``condition`` is a bool tensor; ``input``/``other`` are tensors or numbers; all three broadcast.
+    The result has the broadcast shape and the promoted dtype of ``input`` and ``other``.
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
+    """
+    if input is None and other is None:
+        if "nonzero" not in OPS:
+            raise NotImplementedError("where(condition) needs the nonzero operator, which is not available")
+        return OPS["nonzero"].fn(condition, as_tuple=True)
+    _check_tensor_arg(condition, "where", "condition")
+    if condition.dtype is not _bool:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{type_name(condition.dtype)}")
+    try:
+        d = dt.result_type(input, other)
+    except TypeError:
+        bad, arg = (other, "other") if isinstance(input, Tensor) or input is not None else (input, "input")
+        raise TypeError(f"where(): argument '{arg}' must be Tensor or a number, not {type(bad).__name__}") from None
+    shapes = [x._data.shape for x in (condition, input, other) if isinstance(x, Tensor)]
+    broadcast_shapes(*shapes)  # torch's error for incompatible shapes
+    dev = common_device(condition, input, other)
+    out = _wrap(WHERE.kernel(dev.type)(condition._data, _arr(input), _arr(other), d), dev)
+    record_if_needed(WHERE, (condition, input, other), {}, out)
+    return out
+
+
+def _tensor_where(self, condition, other) -> Tensor:
+    """``Tensor.where(condition, other)``: ``flambeau.where(condition, self, other)``."""
+    return where(condition, self, other)
+
+
+WHERE.dunders["where"] = _tensor_where
+
+
+def _cpu_lerp(a, e, w, dtype, out=None):
+    with np.errstate(all="ignore"):
+        diff = np.subtract(e, a, dtype=dtype.np, casting="unsafe")
+        # torch's formula: exact at both ends (weight 0 gives start, weight 1 gives end).
+        r = np.where(np.abs(w) < 0.5, a + w * diff, e - diff * (1 - np.asarray(w))).astype(dtype.np, copy=False)
+    if out is not None:
+        np.copyto(out, r, casting="unsafe")
+        return out
+    return r
+
+
+LERP = declare("lerp(Tensor input, Tensor end, Tensor weight) -> Tensor", category="math",
+               kernels={"cpu": _cpu_lerp})
+
+
+def _lerp(input, end, weight, inplace):
+    _check_tensor_arg(input, "lerp")
+    _check_tensor_arg(end, "lerp", "end", 2)
+    d = input.dtype
+    kname = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+    if not d.is_floating_point:
+        raise NotImplementedError(f'"{kname}" not implemented for \'{type_name(d)}\'')
+    for arg, x in (("end", end), ("weight", weight)):
+        if isinstance(x, Tensor) and x.dtype is not d:
+            raise RuntimeError(f"expected dtype {d.name.replace('float32', 'float').replace('float64', 'double')} "
+                               f"for `{arg}` but got dtype "
+                               f"{x.dtype.name.replace('float32', 'float').replace('float64', 'double')}")
+    if not isinstance(weight, Tensor) and not isinstance(weight, (int, float, np.number)):
+        raise TypeError(f"lerp(): argument 'weight' must be Tensor or a number, not {type(weight).__name__}")
+    shape = broadcast_shapes(*(x._data.shape for x in (input, end, weight) if isinstance(x, Tensor)))
+    dev = common_device(input, end, weight)
+    k = LERP.kernel(dev.type)
+    if inplace:
+        if shape != input._data.shape:
+            raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast "
+                               f"shape {list(shape)}")
+        if inplace_needs_engine(input, end, weight):
+            return inplace_by_engine(LERP, (input, end, weight), {"inplace": True})
+        k(input._data, end._data, _arr(weight), d, out=input._data)
+        input._storage._version += 1
+        return input
+    out = _wrap(k(input._data, end._data, _arr(weight), d), dev)
+    record_if_needed(LERP, (input, end, weight), {}, out)
+    return out
+
+
+@LERP.front
+def lerp(input, end, weight) -> Tensor:
+    """``input + weight * (end - input)``; ``input`` and ``end`` are floating tensors of one dtype,
+    ``weight`` a number or a tensor of that dtype; all broadcast. Returns the broadcast shape."""
+    return _lerp(input, end, weight, False)
+
+
+@LERP.inplace
+def lerp_(self, end, weight) -> Tensor:
+    """In-place version of :func:`flambeau.lerp`; returns ``self``."""
+    return _lerp(self, end, weight, True)
+
+
+def _addc_kernel(ufunc):
+    def kernel(a, t1, t2, value, dtype, out=None):
+        npdt = dtype.np
+        with np.errstate(all="ignore"):
+            r = ufunc(t1, t2, dtype=npdt, casting="unsafe")
+            if not (value.__class__ is int and value == 1):
+                r = np.multiply(r, _wrap_scalar(value, npdt), dtype=npdt)
+            r = np.add(a, r, dtype=npdt, casting="unsafe")
+        if out is not None:
+            np.copyto(out, r, casting="unsafe")
+            return out
+        return np.asarray(r)
+
+    return kernel
+
+
+ADDCMUL = declare("addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+                  category="math", kernels={"cpu": _addc_kernel(np.multiply)})
+ADDCDIV = declare("addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+                  category="math", kernels={"cpu": _addc_kernel(np.true_divide)})
+
+
+def _addc(op, input, tensor1, tensor2, value, inplace):
+    name = op.name
+    for pos, (arg, x) in enumerate((("input", input), ("tensor1", tensor1), ("tensor2", tensor2)), 1):
+        _check_tensor_arg(x, name, arg, pos)
+    d = dt.result_type(input, tensor1, tensor2)
+    if op is ADDCDIV and not d.is_floating_point:
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
+            "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented "
+            "as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+            "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+            "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+    if d is _bool:
+        raise NotImplementedError(f"\"{name}_cpu_out\" not implemented for 'Bool'")
+    if not d.is_floating_point:
+        value = int(value)  # torch truncates the value for integer results
+    shape = broadcast_shapes(input._data.shape, tensor1._data.shape, tensor2._data.shape)
+    dev = common_device(input, tensor1, tensor2)
+    k = op.kernel(dev.type)
+    attrs = {"value": value}
+    if inplace:
+        check_inplace_cast(d, input.dtype)
+        if shape != input._data.shape:
+            raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the broadcast "
+                               f"shape {list(shape)}")
+        if inplace_needs_engine(input, tensor1, tensor2):
+            return inplace_by_engine(op, (input, tensor1, tensor2), {"inplace": True, **attrs})
+        k(input._data, tensor1._data, tensor2._data, value, d, out=input._data)
+        input._storage._version += 1
+        return input
+    out = _wrap(k(input._data, tensor1._data, tensor2._data, value, d), dev)
+    record_if_needed(op, (input, tensor1, tensor2), attrs, out)
+    return out
+
+
+@ADDCMUL.front
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 * tensor2`` with broadcasting and type promotion of the three tensors."""
+    return _addc(ADDCMUL, input, tensor1, tensor2, value, False)
+
+
+@ADDCMUL.inplace
+def addcmul_(self, tensor1, tensor2, *, value=1) -> Tensor:
+    """In-place version of :func:`flambeau.addcmul`; returns ``self``."""
+    return _addc(ADDCMUL, self, tensor1, tensor2, value, True)
+
+
+@ADDCDIV.front
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` with broadcasting; floating-point results only."""
+    return _addc(ADDCDIV, input, tensor1, tensor2, value, False)
+
+
+@ADDCDIV.inplace
+def addcdiv_(self, tensor1, tensor2, *, value=1) -> Tensor:
+    """In-place version of :func:`flambeau.addcdiv`; returns ``self``."""
+    return _addc(ADDCDIV, self, tensor1, tensor2, value, True)
+
+
+# --- comparisons -----------------------------------------------------------------------------------------
+def _cmp(signature, ufunc, dunder, aliases=()):
+    return binary_op(signature, _b(ufunc, bool_out=True), bool_out=True, dunders=(dunder,), category="comparison",
+                     aliases=aliases).fn
+
+
+eq = _cmp("eq(Tensor input, Tensor other) -> Tensor", np.equal, "__eq__")
+ne = _cmp("ne(Tensor input, Tensor other) -> Tensor", np.not_equal, "__ne__", ("not_equal",))
+lt = _cmp("lt(Tensor input, Tensor other) -> Tensor", np.less, "__lt__", ("less",))
+le = _cmp("le(Tensor input, Tensor other) -> Tensor", np.less_equal, "__le__", ("less_equal",))
+gt = _cmp("gt(Tensor input, Tensor other) -> Tensor", np.greater, "__gt__", ("greater",))
+ge = _cmp("ge(Tensor input, Tensor other) -> Tensor", np.greater_equal, "__ge__", ("greater_equal",))
+
+
+def _cpu_isclose(a, b, rtol, atol, equal_nan):
+    if a.dtype == np.bool_:
+        return np.equal(a, b)
+    with np.errstate(all="ignore"):
+        close = np.equal(a, b)
+        if equal_nan and a.dtype.kind == "f":
+            close |= np.isnan(a) & np.isnan(b)
+        x = a.astype(np.float64) if a.dtype.kind != "f" else a
+        y = b.astype(np.float64) if b.dtype.kind != "f" else b
+        err = np.abs(x - y)
+        close |= np.isfinite(err) & (err <= atol + np.abs(rtol * y))
+    return close
+
+
+ISCLOSE = declare("isclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) "
+                  "-> Tensor", differentiable=False, category="comparison", kernels={"cpu": _cpu_isclose})
+
+
+@ISCLOSE.front
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """``|input - other| <= atol + rtol * |other|`` elementwise (or equal); tensors of one dtype that
+    broadcast. Returns a bool tensor of the broadcast shape."""
+    _check_tensor_arg(input, "isclose")
+    _check_tensor_arg(other, "isclose", "other", 2)
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"{type_name(input.dtype)} did not match {type_name(other.dtype)}")
+    if rtol < 0:
+        raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol}")
+    if atol < 0:
+        raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol}")
+    broadcast_shapes(input._data.shape, other._data.shape)
+    dev = common_device(input, other)
+    return _wrap(np.asarray(ISCLOSE.kernel(dev.type)(input._data, other._data, rtol, atol, equal_nan)), dev)
+
+
+ALLCLOSE = declare("allclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) "
+                   "-> bool", differentiable=False, category="comparison")
+
+
+@ALLCLOSE.front
+def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Python bool: whether :func:`isclose` holds for every element."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).numpy(force=True).all())
+
+
+EQUAL = declare("equal(Tensor input, Tensor other) -> bool", differentiable=False, category="comparison")
+
+
+@EQUAL.front
+def equal(input, other) -> bool:
+    """Python bool: True if both tensors have the same shape and the same values (NaN never equal)."""
+    _check_tensor_arg(input, "equal")
+    _check_tensor_arg(other, "equal", "other", 2)
+    if input._data.shape != other._data.shape:
+        return False
+    return bool(np.array_equal(input.numpy(force=True), other.numpy(force=True)))
+
+
+# --- logical and bitwise -----------------------------------------------------------------------------------
+def _logical(signature, ufunc):
+    return binary_op(signature, _b(ufunc, bool_out=True), bool_out=True, category="logical").fn
+
+
+logical_and = _logical("logical_and(Tensor input, Tensor other) -> Tensor", np.logical_and)
+logical_or = _logical("logical_or(Tensor input, Tensor other) -> Tensor", np.logical_or)
+logical_xor = _logical("logical_xor(Tensor input, Tensor other) -> Tensor", np.logical_xor)
+logical_not = unary_op("logical_not(Tensor input) -> Tensor", _u(np.logical_not, bool_out=True), bool_out=True,
+                       category="logical").fn
+
+
+def _bitwise(name, ufunc, sym, kname=None, no_bool=False):
+    kname = kname or f"{name}_cpu"
+    reject = (lambda d: d.is_floating_point or d is _bool) if no_bool else "float"
+    return binary_op(f"{name}(Tensor input, Tensor other) -> Tensor", _b(ufunc), category="logical",
+                     differentiable=False, allowed=not_implemented_for(kname, reject),
+                     dunders=(f"__{sym}__", f"__i{sym}__"), rdunders=(f"__r{sym}__",)).fn
+
+
+bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "and")
+bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "or")
+bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "xor")
+bitwise_left_shift = _bitwise("bitwise_left_shift", np.left_shift, "lshift", "lshift_cpu", no_bool=True)
+bitwise_right_shift = _bitwise("bitwise_right_shift", np.right_shift, "rshift", "rshift_cpu", no_bool=True)
+
+BITWISE_NOT = unary_op("bitwise_not(Tensor input) -> Tensor", _u(np.invert), category="logical",
+                       differentiable=False, allowed=not_implemented_for("bitwise_not_cpu", "float"))
+bitwise_not = BITWISE_NOT.fn
+
+
+def _invert(self) -> Tensor:
+    """``~self``: bitwise not of an integer or bool tensor."""
+    if self.dtype.is_floating_point:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return bitwise_not(self)
+
+
+BITWISE_NOT.dunders["__invert__"] = _invert

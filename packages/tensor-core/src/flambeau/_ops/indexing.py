@@ -1,1 +1,1482 @@
-"""Indexing (``__getitem__``/``__setitem__``) and index operators: gather, scatter, index_select ..."""
+"""Indexing (``__getitem__``/``__setitem__``) and index operators: gather, scatter, index_select ...
+
+``t[key]`` is the operator ``index``: ints, slices (positive steps), ``None`` and ``...`` give a
+VIEW of ``t`` (shared storage, numpy basic indexing on CPU, Note [Device-agnostic views] in
+``shape.py`` elsewhere); integer/bool tensors, lists and arrays (advanced indexing, with numpy's
+rules which torch shares) give a copy. ``t[key] = value`` is the in-place operator ``index_put``
+(recorded with ``inplace=True``); ``index_put_(indices, values, accumulate)`` is its tensor-only form.
+A key is recorded for autograd as a tuple whose entries are ints, slices, None, Ellipsis or
+Tensors (lists are turned into int64/bool tensors).
+
+Kernel convention (arrays in, array out; every device):
+    index: ``kernel(array, key) -> array`` for advanced keys (entries: int, slice, None, Ellipsis,
+        backend integer/bool arrays).  index_put: ``kernel(array, key, values, accumulate)`` in place;
+        ``values`` is a backend array or a Python scalar.
+    gather: ``kernel(array, dim, index) -> array``;  scatter: ``kernel(out, dim, index, src, reduce)``
+        in place, ``src`` an array or scalar, ``reduce`` None/'add'/'multiply';
+    scatter_reduce: ``kernel(out, dim, index, src, reduce, include_self)`` in place;
+    index_select: ``kernel(array, dim, index) -> array``;  index_add: ``kernel(out, dim, index, src, alpha)``;
+    index_copy: ``kernel(out, dim, index, src)``;  index_fill: ``kernel(out, dim, index, value)`` in place;
+    take: ``kernel(array, index) -> array``;  put: ``kernel(out, index, src, accumulate)`` in place;
+    masked_fill: ``kernel(array, mask, value, out_dtype) -> array``; masked_fill_: ``kernel(out, mask, value)``;
+    masked_select: ``kernel(array, mask) -> array``;  masked_scatter: ``kernel(out, mask, src)`` in place;
+    nonzero: ``kernel(array) -> (n, ndim) int64 array``.
+Index bounds are checked by the front functions (on the host), so kernels may assume valid indices.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._backends import backend
+from flambeau._device import CPU
+from flambeau._ops import shape as _shape
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    broadcast_shapes,
+    check_tensor,
+    common_device,
+    grad_state,
+    inplace_by_engine,
+    inplace_needs_engine,
+    record,
+    record_if_needed,
+    wrap_dim,
+)
+from flambeau._ops._registry import declare
+
+__all__ = [
+    "getitem", "setitem", "index_put", "index_put_", "nonzero", "argwhere", "masked_fill", "masked_select",
+    "masked_scatter", "gather", "scatter", "scatter_add", "scatter_reduce", "index_select", "index_add",
+    "index_copy", "index_fill", "take", "put_",
+]
+
+_ndarray = np.ndarray
+_int64 = dt.int64
+_bool = dt.bool
+_mkview = _shape._mkview
+_src = _shape._src
+
+
+def _host(x: Tensor) -> np.ndarray:
+    return x._data if x._device is CPU else backend(x._device.type).to_numpy(x._data)
+
+
+def _bounds(idx, size: int, dim: int, negative_ok: bool, msg=None):
+    """Raise torch's IndexError/RuntimeError if an index in ``idx`` (host array) is out of range."""
+    if idx.size == 0:
+        return
+    lo, hi = int(idx.min()), int(idx.max())
+    bad = hi if hi >= size else (lo if (lo < -size if negative_ok else lo < 0) else None)
+    if bad is not None:
+        if msg is not None:
+            raise msg(bad)
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _check_index_dtype(index: Tensor, opname: str, argname: str = "index") -> None:
+    if index.dtype.is_floating_point or index.dtype is _bool:
+        raise RuntimeError(f"{opname}(): Expected dtype int64 for {argname}, but got {index.dtype}")
+
+
+# --- numba kernels, built on first use (never at import) ------------------------------------------
+_NUMBA_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+                                                np.uint8))
+
+
+@functools.cache
+def _nb():
+    import numba
+
+    @numba.njit(cache=True)
+    def scatter_nd(out, out_strides, dim, dimsize, index, src, src_step, shape, mode):
+        # out: 1-D over the output's memory; index/src: C-order ravel of ``shape``; mode 0 set, 1 add, 2 mul.
+        nd = shape.shape[0]
+        coord = np.zeros(nd, np.int64)
+        base = 0
+        sd = out_strides[dim]
+        for i in range(index.shape[0]):
+            j = index[i]
+            if j < 0 or j >= dimsize:
+                return i
+            p = base + j * sd
+            v = src[i * src_step]
+            if mode == 0:
+                out[p] = v
+            elif mode == 1:
+                out[p] += v
+            else:
+                out[p] *= v
+            k = nd - 1
+            while k >= 0:
+                coord[k] += 1
+                if k != dim:
+                    base += out_strides[k]
+                if coord[k] < shape[k]:
+                    break
+                if k != dim:
+                    base -= out_strides[k] * shape[k]
+                coord[k] = 0
+                k -= 1
+        return -1
+
+    @numba.njit(cache=True)
+    def index_add_3d(out, index, src, alpha):
+        # out (P, M, Q) += alpha * src (P, L, Q) scattered by index (L,) along axis 1.
+        P, M, Q = out.shape
+        for p in range(P):
+            for i in range(index.shape[0]):
+                j = index[i]
+                if j < 0:
+                    j += M
+                for q in range(Q):
+                    out[p, j, q] += alpha * src[p, i, q]
+
+    @numba.njit(cache=True)
+    def gather_nd(src, src_strides, dim, dimsize, index, shape, out):
+        # out[i] = src[offset of index coordinate i with dim replaced by index[i]]; C-order ravel of ``shape``.
+        nd = shape.shape[0]
+        coord = np.zeros(nd, np.int64)
+        base = 0
+        sd = src_strides[dim]
+        for i in range(index.shape[0]):
+            j = index[i]
+            if j < 0 or j >= dimsize:
+                return i
+            out[i] = src[base + j * sd]
+            k = nd - 1
+            while k >= 0:
+                coord[k] += 1
+                if k != dim:
+                    base += src_strides[k]
+                if coord[k] < shape[k]:
+                    break
+                if k != dim:
+                    base -= src_strides[k] * shape[k]
+                coord[k] = 0
+                k -= 1
+        return -1
+
+    @numba.njit(cache=True)
+    def scatter_3d(out, index, src, src_step, mode):
+        # out (P, D, Q)[p, index[p, i, q], q] (op)= src[p, i, q]; the common case of scatter, collapsed to 3-d.
+        P, L, Q = index.shape
+        D = out.shape[1]
+        for p in range(P):
+            for i in range(L):
+                for q in range(Q):
+                    j = index[p, i, q]
+                    if j < 0 or j >= D:
+                        return (p * L + i) * Q + q
+                    v = src[p * src_step, i * src_step, q * src_step]
+                    if mode == 0:
+                        out[p, j, q] = v
+                    elif mode == 1:
+                        out[p, j, q] += v
+                    else:
+                        out[p, j, q] *= v
+        return -1
+
+    @numba.njit(cache=True)
+    def gather_3d(src, index, out):
+        # out (P, L, Q)[p, i, q] = src (P, D, Q)[p, index[p, i, q], q]
+        P, L, Q = index.shape
+        D = src.shape[1]
+        for p in range(P):
+            for i in range(L):
+                for q in range(Q):
+                    j = index[p, i, q]
+                    if j < 0 or j >= D:
+                        return (p * L + i) * Q + q
+                    out[p, i, q] = src[p, j, q]
+        return -1
+
+    return scatter_nd, index_add_3d, gather_nd, scatter_3d, gather_3d
+
+
+# Note [Parallel index kernels]
+# torch runs gather/scatter/index_select on all its threads; so do we for large inputs. The
+# operands are collapsed to (P, D, Q) around the indexed dim and work is split into blocks of
+# (one P row, a range of Q): no two blocks write the same output element, even for scatters,
+# since the indexed dim never crosses blocks. A bad index stops its block and is reported by
+# position (err[block]). 1-d problems (P = Q = 1) stay serial.
+_PAR_MIN = 1 << 15
+_QBLOCK = 256
+
+
+@functools.cache
+def _nb_par():
+    import numba
+
+    @numba.njit(parallel=True, cache=True)
+    def gather_3d_par(src, index, out, qblock, err):
+        P, L, Q = index.shape
+        D = src.shape[1]
+        nqb = (Q + qblock - 1) // qblock
+        for b in numba.prange(P * nqb):
+            p = b // nqb
+            q0 = (b - p * nqb) * qblock
+            q1 = min(q0 + qblock, Q)
+            for i in range(L):
+                stop = False
+                for q in range(q0, q1):
+                    j = index[p, i, q]
+                    if j < 0 or j >= D:
+                        err[b] = (p * L + i) * Q + q
+                        stop = True
+                        break
+                    out[p, i, q] = src[p, j, q]
+                if stop:
+                    break
+
+    @numba.njit(parallel=True, cache=True)
+    def scatter_3d_par(out, index, src, src_step, mode, qblock, err):
+        P, L, Q = index.shape
+        D = out.shape[1]
+        nqb = (Q + qblock - 1) // qblock
+        for b in numba.prange(P * nqb):
+            p = b // nqb
+            q0 = (b - p * nqb) * qblock
+            q1 = min(q0 + qblock, Q)
+            for i in range(L):
+                stop = False
+                for q in range(q0, q1):
+                    j = index[p, i, q]
+                    if j < 0 or j >= D:
+                        err[b] = (p * L + i) * Q + q
+                        stop = True
+                        break
+                    v = src[p * src_step, i * src_step, q * src_step]
+                    if mode == 0:
+                        out[p, j, q] = v
+                    elif mode == 1:
+                        out[p, j, q] += v
+                    else:
+                        out[p, j, q] *= v
+                if stop:
+                    break
+
+    @numba.njit(parallel=True, cache=True)
+    def index_add_3d_par(out, index, src, alpha, qblock):
+        P, M, Q = out.shape
+        L = index.shape[0]
+        nqb = (Q + qblock - 1) // qblock
+        for b in numba.prange(P * nqb):
+            p = b // nqb
+            q0 = (b - p * nqb) * qblock
+            q1 = min(q0 + qblock, Q)
+            for i in range(L):
+                j = index[i]
+                if j < 0:
+                    j += M
+                for q in range(q0, q1):
+                    out[p, j, q] += alpha * src[p, i, q]
+
+    # Q == 1 (the indexed dim is the last): 2-d kernels without the inner loop, split over rows.
+    @numba.njit(parallel=True, cache=True)
+    def gather_2d_par(src, index, out, err):
+        P, L = index.shape
+        D = src.shape[1]
+        for p in numba.prange(P):
+            for i in range(L):
+                j = index[p, i]
+                if j < 0 or j >= D:
+                    err[p] = p * L + i
+                    break
+                out[p, i] = src[p, j]
+
+    @numba.njit(parallel=True, cache=True)
+    def scatter_2d_par(out, index, src, src_step, mode, err):
+        P, L = index.shape
+        D = out.shape[1]
+        for p in numba.prange(P):
+            for i in range(L):
+                j = index[p, i]
+                if j < 0 or j >= D:
+                    err[p] = p * L + i
+                    break
+                v = src[p * src_step, i * src_step]
+                if mode == 0:
+                    out[p, j] = v
+                elif mode == 1:
+                    out[p, j] += v
+                else:
+                    out[p, j] *= v
+
+    @numba.njit(parallel=True, cache=True)
+    def index_add_2d_par(out, index, src, alpha):
+        P, M = out.shape
+        L = index.shape[0]
+        for p in numba.prange(P):
+            for i in range(L):
+                j = index[i]
+                if j < 0:
+                    j += M
+                out[p, j] += alpha * src[p, i]
+
+    @numba.njit(parallel=True, cache=True)
+    def take_par(src, index, out, err):
+        # out (P, L, Q) = src (P, M, Q)[:, index, :]; split over index entries (one row) or over rows.
+        # Q == 1 has its own loops: an inner loop of length 1 costs twice the copy.
+        P, M, Q = src.shape
+        L = index.shape[0]
+        if P == 1:
+            for i in numba.prange(L):
+                j = index[i]
+                if j < 0 or j >= M:
+                    err[i] = i
+                elif Q == 1:
+                    out[0, i, 0] = src[0, j, 0]
+                else:
+                    for q in range(Q):
+                        out[0, i, q] = src[0, j, q]
+        else:
+            for p in numba.prange(P):
+                if Q == 1:
+                    s2 = src[p, :, 0]
+                    o2 = out[p, :, 0]
+                    for i in range(L):
+                        j = index[i]
+                        if j < 0 or j >= M:
+                            err[p] = i
+                            break
+                        o2[i] = s2[j]
+                else:
+                    for i in range(L):
+                        j = index[i]
+                        if j < 0 or j >= M:
+                            err[p] = i
+                            break
+                        for q in range(Q):
+                            out[p, i, q] = src[p, j, q]
+
+    @numba.njit(parallel=True, cache=True)
+    def take_1d_par(src, index, out, err):
+        # racing writes to err[0] are benign: any bad position will do for the message
+        M = src.shape[0]
+        for i in numba.prange(index.shape[0]):
+            j = index[i]
+            if j < 0 or j >= M:
+                err[0] = i
+            else:
+                out[i] = src[j]
+
+    return (gather_3d_par, scatter_3d_par, index_add_3d_par, gather_2d_par, scatter_2d_par, index_add_2d_par,
+            take_par, take_1d_par)
+
+
+def _raise_err(err, flat_index=None):
+    bad = err[err >= 0]
+    if bad.size:
+        pos = int(bad.min())
+        raise _OutOfBounds(int(flat_index[pos]) if flat_index is not None else pos)
+
+
+# Copies move bits: numba sees every dtype as the unsigned int of its size (float16 and bool
+# included), so a copy kernel compiles once per item size, not once per dtype.
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _bits(a):
+    return a.view(_BITS[a.itemsize])
+
+
+def _flat_out(arr):
+    """A 1-D array over ``arr``'s memory span and ``arr``'s element strides (non-negative)."""
+    item = arr.itemsize
+    strides = np.array([s // item for s in arr.strides], np.int64)
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1), strides
+    span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides)) if arr.size else 0
+    return np.lib.stride_tricks.as_strided(arr, (span,), (item,)), strides
+
+
+# --- __getitem__ ----------------------------------------------------------------------------------
+_STEP_ERR = "step must be greater than zero"
+_BASIC = (int, slice, type(None), type(Ellipsis))
+
+
+def _np_key(self: Tensor, key):
+    """numpy's form of ``key`` (device arrays for tensors) and whether it needs advanced indexing."""
+    items = key if key.__class__ is tuple else (key,)
+    out = []
+    advanced = False
+    dev = self._device
+    for k in items:
+        c = k.__class__
+        if c is int or c is type(None) or k is Ellipsis:
+            out.append(k)
+        elif c is slice:
+            if k.step is not None and k.step.__index__() <= 0:
+                raise ValueError(_STEP_ERR)
+            out.append(k)
+        elif isinstance(k, Tensor):
+            if k._device is not dev and k._device is not CPU:
+                raise RuntimeError(
+                    f"indices should be either on cpu or on the same device as the indexed tensor ({dev})"
+                )
+            if k.dtype.is_floating_point:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            data = k._data if k._device is dev else k.to(device=dev)._data
+            if k.dtype is dt.uint8:
+                data = data.astype(np.bool_) if dev is CPU else k.to(device=dev, dtype=_bool)._data
+            out.append(data)
+            advanced = True
+        elif c is bool or isinstance(k, (np.bool_,)):
+            out.append(bool(k))
+            advanced = True
+        elif isinstance(k, (np.integer,)):
+            out.append(int(k))
+        elif isinstance(k, (list, tuple, np.ndarray)):
+            arr = np.asarray(k) if not (isinstance(k, list) and any(isinstance(e, Tensor) for e in k)) \
+                else np.asarray([int(e) for e in k])
+            if arr.dtype.kind == "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            if arr.dtype.kind not in "biu" and arr.size:
+                raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+                                 f"are valid indices (got {type(k).__name__})")
+            if arr.dtype.kind != "b":
+                arr = arr.astype(np.int64, copy=False)
+            out.append(arr if dev is CPU else backend(dev.type).from_numpy(arr, dev))
+            advanced = True
+        elif hasattr(k, "__index__"):
+            out.append(k.__index__())
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are "
+                             f"valid indices (got {type(k).__name__})")
+    return tuple(out), advanced
+
+
+# numpy messages rewritten as torch's; re compiles them on the first error, not at import
+_RE_BOUNDS = r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)"
+_RE_TOO_MANY = r"array is (\d+)-dimensional, but (\d+) were indexed"
+_RE_MASK = r"along axis (\d+); size of axis is (\d+) but size of corresponding boolean axis is (\d+)"
+_RE_BCAST = r"broadcast together with shapes (.*)$"
+
+
+def _index_error(e: Exception, shape) -> Exception:
+    """numpy's indexing error rewritten as torch's."""
+    msg = str(e)
+    m = re.search(_RE_BOUNDS, msg)
+    if m:
+        return IndexError(f"index {m[1]} is out of bounds for dimension {m[2]} with size {m[3]}")
+    m = re.search(_RE_TOO_MANY, msg)
+    if m or "too many indices" in msg:
+        return IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    m = re.search(_RE_MASK, msg)
+    if m:
+        return IndexError(f"The shape of the mask [{m[3]}] at index {m[1]} does not match the shape of the indexed "
+                          f"tensor [{m[2]}] at index {m[1]}")
+    m = re.search(_RE_BCAST, msg)
+    if m:
+        shapes = ", ".join("[" + s.strip("()").rstrip(",").replace(",", ", ").replace("  ", " ") + "]"
+                           for s in m[1].split())
+        return IndexError(f"shape mismatch: indexing tensors could not be broadcast together with shapes {shapes}")
+    return IndexError(msg)
+
+
+def _key_for_record(key):
+    items = key if key.__class__ is tuple else (key,)
+    out = []
+    for k in items:
+        if isinstance(k, (list, np.ndarray)) or (k.__class__ is tuple):
+            from flambeau._factories import tensor
+
+            arr = np.asarray(k)
+            out.append(tensor(arr, dtype=_bool if arr.dtype.kind == "b" else _int64))
+        elif isinstance(k, np.integer):
+            out.append(int(k))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
+def _cpu_index(arr, key):
+    r = arr[key]
+    return r if r.flags.c_contiguous else np.ascontiguousarray(r)
+
+
+def _with_new_axes(src, key):
+    """``src[key]`` for a basic key holding None, with torch's strides for the new axes.
+
+    numpy gives new axes stride 0; torch inserts them one at a time (``unsqueeze``), each with
+    ``size * stride`` of the next dim not yet indexed (1 past the last dim).
+    """
+    rest = tuple(k for k in key if k is not None)
+    arr = src[rest if any(k is Ellipsis for k in rest) else rest + (Ellipsis,)]
+    nconsume = sum(1 for k in key if k is not None and k is not Ellipsis)
+    shape, strides = [], []
+    od = 0  # next dim of src not yet indexed
+    rd = 0  # next dim of arr
+    for k in key:
+        if k is None:
+            shape.append(1)
+            strides.append(src.shape[od] * src.strides[od] if od < src.ndim else src.itemsize)
+        elif k is Ellipsis:
+            n = src.ndim - nconsume
+            shape.extend(arr.shape[rd:rd + n])
+            strides.extend(arr.strides[rd:rd + n])
+            rd += n
+            od += n
+        elif k.__class__ is slice:
+            shape.append(arr.shape[rd])
+            strides.append(arr.strides[rd])
+            rd += 1
+            od += 1
+        else:
+            od += 1
+    shape.extend(arr.shape[rd:])
+    strides.extend(arr.strides[rd:])
+    return _shape._strided(arr, tuple(shape), tuple(strides))
+
+
+INDEX = declare("index(Tensor self, Tensor?[] indices) -> Tensor", function=False, method=False, category="indexing",
+                kernels={"cpu": _cpu_index})
+
+
+@INDEX.front
+def getitem(self: Tensor, key) -> Tensor:
+    """``self[key]``: a view for ints, slices, None and ``...``; a copy for tensor/list/bool indices."""
+    kc = key.__class__
+    if self._device is CPU and (kc is int or (kc is slice and key.step is None)):
+        # fast path: t[i], t[a:b]
+        data = self._data
+        try:
+            arr = data[key]
+        except IndexError as e:
+            raise _index_error(e, data.shape) from None
+        if arr.__class__ is not _ndarray:
+            arr = data[key, ...]
+        out = _wrap(arr, CPU, self._storage, self.dtype)
+        base = self._base
+        out._base = self if base is None else base
+        if self._requires_grad and grad_state.enabled:
+            record(INDEX, (self, (key,)), {}, out)
+        return out
+    npkey, advanced = _np_key(self, key)
+    dev = self._device
+    try:
+        if not advanced:
+            src = _src(self)
+            arr = src[npkey]
+            if arr.__class__ is not _ndarray:
+                arr = src[npkey + (Ellipsis,)]
+            if None in npkey:
+                arr = _with_new_axes(src, npkey)
+            out = _mkview(self, arr)
+        else:
+            out = _wrap(INDEX.kernel(dev.type)(self._data, npkey), dev, dtype=self.dtype)
+    except IndexError as e:
+        raise _index_error(e, self._data.shape) from None
+    if self._requires_grad and grad_state.enabled:
+        record(INDEX, (self, _key_for_record(key)), {}, out)
+    return out
+
+
+INDEX.dunders["__getitem__"] = getitem
+
+
+# --- __setitem__ / index_put ----------------------------------------------------------------------
+def _cpu_index_put(arr, key, values, accumulate):
+    if not accumulate:
+        arr[key] = values
+    else:
+        _accumulate(arr, key, values)
+
+
+def _accumulate(arr, key, values):
+    """``arr[key] += values`` with repeated indices adding up (numba for the common layouts)."""
+    adv = [i for i, k in enumerate(key) if isinstance(k, np.ndarray)]
+    ok = (arr.dtype in _NUMBA_DTYPES and adv and adv == list(range(adv[0], adv[0] + len(adv)))
+          and all(k.dtype.kind in "iu" for k in (key[i] for i in adv))
+          and all((isinstance(k, slice) and k == slice(None)) for i, k in enumerate(key) if i not in adv)
+          and not any(k is Ellipsis or k is None for k in key) and adv[-1] + 1 <= arr.ndim)
+    if not ok:
+        np.add.at(arr, key, values)
+        return
+    a0, a1 = adv[0], adv[-1] + 1
+    idx_arrays = np.broadcast_arrays(*(key[i] for i in adv))
+    dims = arr.shape[a0:a1]
+    lin = np.ravel_multi_index(tuple(i.reshape(-1) for i in idx_arrays), dims, mode="wrap") if len(adv) > 1 \
+        else idx_arrays[0].reshape(-1)
+    pre, post = arr.shape[:a0], arr.shape[a1:]
+    P, M, Q = int(np.prod(pre)), int(np.prod(dims)), int(np.prod(post))
+    target_shape = pre + idx_arrays[0].shape + post
+    vals = np.broadcast_to(np.asarray(values, dtype=arr.dtype), target_shape).reshape(P, lin.size, Q)
+    work = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+    _nb()[1](work.reshape(P, M, Q), lin.astype(np.int64, copy=False), vals, arr.dtype.type(1))
+    if work is not arr:
+        arr[...] = work
+
+
+INDEX_PUT = declare("index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor",
+                    category="indexing", kernels={"cpu": _cpu_index_put})
+
+
+def _setitem_error(self, npkey, vshape, advanced):
+    try:
+        target = _src(self)[npkey].shape if not advanced else (self._data[npkey].shape if self._device is CPU else None)
+    except IndexError as e:
+        return _index_error(e, self._data.shape)
+    if target is not None and not advanced:
+        try:
+            _shape._expand_shape(tuple(vshape)[-len(target):] if len(vshape) > len(target) else tuple(vshape),
+                                 tuple(target), lambda: "")
+        except RuntimeError as e:
+            return e
+    return RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast to indexing "
+                        f"result of shape {list(target) if target is not None else '?'}")
+
+
+def _values_data(self: Tensor, value):
+    if isinstance(value, Tensor):
+        if value._device is not self._device and not (value._device is CPU and value._data.ndim == 0):
+            value = value.to(device=self._device)
+        if value._device is not self._device:
+            return value.item()
+        return value._data
+    if isinstance(value, (int, float, bool, np.number, np.bool_)):
+        return value
+    return np.asarray(value)
+
+
+def setitem(self: Tensor, key, value) -> None:
+    """``self[key] = value``: write ``value`` (a number or broadcastable tensor of any dtype) in place."""
+    if inplace_needs_engine(self, value):
+        inplace_by_engine(INDEX_PUT, (self, _key_for_record(key), value), {"accumulate": False})
+        return
+    dev = self._device
+    vdata = _values_data(self, value)
+    kc = key.__class__
+    if dev is CPU and (kc is int or (kc is slice and key.step is None)):
+        npkey, advanced = key, False
+    else:
+        npkey, advanced = _np_key(self, key)
+    try:
+        if dev is CPU:
+            self._data[npkey] = vdata
+        elif not advanced:
+            view = _mkview(self, _src(self)[npkey + (Ellipsis,) if isinstance(npkey, tuple) else npkey])
+            backend(dev.type).copy_(view._data, vdata)
+        else:
+            INDEX_PUT.kernel(dev.type)(self._data, npkey, vdata, False)
+    except IndexError as e:
+        raise _index_error(e, self._data.shape) from None
+    except ValueError as e:
+        if "broadcast" not in str(e):
+            raise
+        raise _setitem_error(self, npkey if isinstance(npkey, tuple) else (npkey,), np.shape(vdata), advanced) \
+            from None
+    self._storage._version += 1
+    if grad_state.enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
+        record(INDEX_PUT, (self, _key_for_record(key), value), {"inplace": True, "accumulate": False}, self)
+
+
+INDEX_PUT.dunders["__setitem__"] = setitem
+
+
+def _indices_key(self: Tensor, indices) -> tuple:
+    if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
+        raise TypeError("index_put(): argument 'indices' must be tuple of Tensors")
+    if len(indices) > self._data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {self._data.ndim} (got {len(indices)})")
+    # None means a whole dim, as in torch; ints, slices and ``...`` are accepted too (what ``t[key] = v``
+    # hands to autograd through this operator)
+    return tuple(slice(None) if k is None else k for k in indices)
+
+
+@INDEX_PUT.inplace
+def index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """``self[indices] = values`` (``+=`` with repeated indices adding up when ``accumulate``).
+
+    ``indices``: a tuple of integer/bool tensors (or None for a whole dim), one per leading dim.
+    """
+    if inplace_needs_engine(self, values):
+        return inplace_by_engine(INDEX_PUT, (self, tuple(indices), values), {"accumulate": bool(accumulate)})
+    key = _indices_key(self, indices)
+    if not accumulate:
+        setitem(self, key, values)
+        return self
+    npkey, _ = _np_key(self, key)
+    npkey = tuple(np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype == np.bool_ else (k,) for k in npkey)
+    npkey = tuple(x for group in npkey for x in group)
+    for i, k in enumerate(npkey):
+        if isinstance(k, np.ndarray):
+            _bounds(k, self._data.shape[i], i, True)
+    vdata = _values_data(self, values)
+    try:
+        INDEX_PUT.kernel(self._device.type)(self._data, npkey, vdata, True)
+    except ValueError as e:
+        if "broadcast" not in str(e):
+            raise
+        raise _setitem_error(self, npkey, np.shape(vdata), True) from None
+    self._storage._version += 1
+    record_if_needed(INDEX_PUT, (self, tuple(indices), values), {"inplace": True, "accumulate": True}, self)
+    return self
+
+
+@INDEX_PUT.front
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:
+    """Out-of-place :meth:`Tensor.index_put_`: a copy of ``input`` with ``values`` put at ``indices``."""
+    with _shape._no_record():
+        out = input.clone()
+        index_put_(out, indices, values, accumulate)
+    out._storage._version = 0
+    record_if_needed(INDEX_PUT, (input, tuple(indices), values), {"accumulate": bool(accumulate)}, out)
+    return out
+
+
+# --- nonzero --------------------------------------------------------------------------------------
+def _cpu_nonzero(arr):
+    return np.argwhere(arr).astype(np.int64, copy=False)
+
+
+NONZERO = declare("nonzero(Tensor input, *, bool as_tuple=False) -> Tensor", differentiable=False,
+                  category="indexing", kernels={"cpu": _cpu_nonzero})
+
+
+@NONZERO.front
+def nonzero(input: Tensor, *, as_tuple: bool = False):
+    """Indices of the non-zero entries: an int64 ``(n, ndim)`` tensor, or (``as_tuple``) one 1-d
+    tensor per dim (a 0-d input counts as 1-d). ``where(condition)`` is ``nonzero(condition, as_tuple=True)``."""
+    check_tensor(input, "input", "nonzero")
+    dev = input._device
+    arr = NONZERO.kernel(dev.type)(input._data)
+    out = _wrap(arr, dev, dtype=_int64)
+    if not as_tuple:
+        return out
+    if input._data.ndim == 0:
+        return (_wrap(np.zeros(arr.shape[0], np.int64) if dev is CPU else arr.reshape(-1), dev, dtype=_int64),)
+    return tuple(_shape.select(out, 1, i).contiguous() for i in range(input._data.ndim))
+
+
+ARGWHERE = declare("argwhere(Tensor input) -> Tensor", differentiable=False, category="indexing")
+
+
+@ARGWHERE.front
+def argwhere(input: Tensor) -> Tensor:
+    """``nonzero(input)``: an int64 ``(n, ndim)`` tensor of the indices of non-zero entries."""
+    return nonzero(input)
+
+
+# --- masked ops -----------------------------------------------------------------------------------
+def _check_mask(mask, opname: str) -> None:
+    check_tensor(mask, "mask", opname)
+    if mask.dtype is not _bool:
+        raise RuntimeError(f"{opname} only supports boolean masks, but got mask with dtype {mask.dtype}")
+
+
+def _fill_value(value, opname: str):
+    if isinstance(value, Tensor):
+        if value._data.ndim != 0:
+            raise RuntimeError(f"{opname} only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value._data.ndim} dimension(s).")
+        return value.item()
+    return value
+
+
+def _cpu_masked_fill(arr, mask, value, np_dtype):
+    return np.where(mask, np.asarray(value).astype(np_dtype), arr).astype(np_dtype, copy=False)
+
+
+def _cpu_masked_fill_(out, mask, value):
+    np.copyto(out, value, casting="unsafe", where=mask)
+
+
+MASKED_FILL = declare("masked_fill(Tensor input, Tensor mask, Scalar value) -> Tensor", category="indexing",
+                      kernels={"cpu": _cpu_masked_fill})
+MASKED_FILL_INPLACE_KERNELS = {"cpu": _cpu_masked_fill_}
+
+
+@MASKED_FILL.front
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
+    """``input`` with entries where ``mask`` (bool, broadcastable) is True set to ``value``."""
+    _check_mask(mask, "masked_fill_")
+    v = _fill_value(value, "masked_fill_")
+    dev = common_device(input, mask)
+    broadcast_shapes(input._data.shape, mask._data.shape)
+    out = _wrap(MASKED_FILL.kernel(dev.type)(input._data, mask._data, v, input.dtype.np), dev, dtype=input.dtype)
+    record_if_needed(MASKED_FILL, (input, mask, value), {}, out)
+    return out
+
+
+@MASKED_FILL.inplace
+def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
+    """Set the entries of ``self`` where ``mask`` (bool, broadcastable to ``self``) is True to ``value``."""
+    if inplace_needs_engine(self, value):
+        return inplace_by_engine(MASKED_FILL, (self, mask, value), {})
+    _check_mask(mask, "masked_fill_")
+    v = _fill_value(value, "masked_fill_")
+    common_device(self, mask)
+    if broadcast_shapes(self._data.shape, mask._data.shape) != self._data.shape:
+        raise RuntimeError(f"The expanded size of the mask {list(mask.shape)} must match the size of the tensor "
+                           f"{list(self.shape)}")
+    MASKED_FILL_INPLACE_KERNELS[self._device.type](self._data, mask._data, v)
+    self._storage._version += 1
+    record_if_needed(MASKED_FILL, (self, mask, value), {"inplace": True}, self)
+    return self
+
+
+def _cpu_masked_select(arr, mask):
+    a, m = np.broadcast_arrays(arr, mask)
+    return a[m]
+
+
+MASKED_SELECT = declare("masked_select(Tensor input, Tensor mask) -> Tensor", category="indexing",
+                        kernels={"cpu": _cpu_masked_select})
+
+
+@MASKED_SELECT.front
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
+    """A 1-d tensor of the entries of ``input`` where ``mask`` (bool, broadcast together) is True."""
+    _check_mask(mask, "masked_select:")
+    dev = common_device(input, mask)
+    broadcast_shapes(input._data.shape, mask._data.shape)
+    out = _wrap(MASKED_SELECT.kernel(dev.type)(input._data, mask._data), dev, dtype=input.dtype)
+    record_if_needed(MASKED_SELECT, (input, mask), {}, out)
+    return out
+
+
+def _cpu_masked_scatter(out, mask, src):
+    m = np.broadcast_to(mask, out.shape)
+    n = int(np.count_nonzero(m))
+    out[m] = src.reshape(-1)[:n]
+
+
+MASKED_SCATTER = declare("masked_scatter(Tensor input, Tensor mask, Tensor source) -> Tensor", category="indexing",
+                         kernels={"cpu": _cpu_masked_scatter})
+
+
+@MASKED_SCATTER.inplace
+def masked_scatter_(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """Copy consecutive entries of ``source`` into ``self`` where ``mask`` is True, in place."""
+    if inplace_needs_engine(self, source):
+        return inplace_by_engine(MASKED_SCATTER, (self, mask, source), {})
+    _check_mask(mask, "masked_scatter_")
+    check_tensor(source, "source", "masked_scatter_")
+    common_device(self, mask, source)
+    if broadcast_shapes(self._data.shape, mask._data.shape) != self._data.shape:
+        raise RuntimeError(f"masked_scatter_: expected mask {list(mask.shape)} to be broadcastable to self "
+                           f"{list(self.shape)}")
+    n = int(np.count_nonzero(_host(mask)))
+    if n and np.broadcast_to(_host(mask), self._data.shape).sum() > source._data.size:
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
+    if source.dtype is not self.dtype:
+        raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but got {self.dtype} and "
+                           f"{source.dtype}")
+    MASKED_SCATTER.kernel(self._device.type)(self._data, mask._data, source._data)
+    self._storage._version += 1
+    record_if_needed(MASKED_SCATTER, (self, mask, source), {"inplace": True}, self)
+    return self
+
+
+@MASKED_SCATTER.front
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """Out-of-place :meth:`Tensor.masked_scatter_` (``input`` and ``mask`` broadcast together)."""
+    shape = broadcast_shapes(input._data.shape, mask._data.shape)
+    with _shape._no_record():
+        out = _shape.expand(input, shape).contiguous().clone()
+        masked_scatter_(out, mask, source)
+    out._storage._version = 0
+    record_if_needed(MASKED_SCATTER, (input, mask, source), {}, out)
+    return out
+
+
+# --- gather / scatter -----------------------------------------------------------------------------
+def _check_gather_shapes(opname, input_shape, dim, index_shape, src_shape=None):
+    nd = len(input_shape)
+    if len(index_shape) != nd and not (nd == 0 and len(index_shape) <= 1) and not (len(index_shape) == 0 and nd <= 1):
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if src_shape is not None and len(src_shape) != len(index_shape) and len(index_shape) > 0 and len(src_shape) > 0:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    for d in range(len(index_shape)):
+        if d != dim and nd and index_shape[d] > input_shape[d]:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index_shape)} to be no "
+                               f"larger than self {list(input_shape)} apart from dimension {dim}")
+        if src_shape is not None and src_shape and index_shape[d] > src_shape[d]:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index_shape)} to be no "
+                               f"larger than src {list(src_shape)}")
+
+
+def _collapse(arr, dim, index):
+    """(P, D, Q) and (P, L, Q) when ``arr`` is C-contiguous and matches ``index`` outside ``dim``, else None."""
+    if not arr.flags.c_contiguous or arr.shape[:dim] != index.shape[:dim] or \
+            arr.shape[dim + 1:] != index.shape[dim + 1:]:
+        return None
+    P = int(np.prod(arr.shape[:dim]))
+    Q = int(np.prod(arr.shape[dim + 1:]))
+    return (P, arr.shape[dim], Q), (P, index.shape[dim], Q)
+
+
+def _cpu_gather(arr, dim, index):
+    out = np.empty(index.shape, arr.dtype)
+    if index.size == 0:
+        return out
+    idx = np.ascontiguousarray(index, dtype=np.int64)
+    shapes = _collapse(arr, dim, index)
+    if shapes is not None and index.size >= _PAR_MIN and shapes[1][2] == 1 and shapes[1][0] > 1:
+        P, L, _ = shapes[1]
+        err = np.full(P, -1, np.int64)
+        _nb_par()[3](_bits(arr).reshape(P, shapes[0][1]), idx.reshape(P, L), _bits(out).reshape(P, L), err)
+        _raise_err(err, idx.reshape(-1))
+        return out
+    if shapes is not None and index.size >= _PAR_MIN and shapes[1][0] * shapes[1][2] > 1:
+        P, L, Q = shapes[1]
+        err = np.full(P * ((Q + _QBLOCK - 1) // _QBLOCK), -1, np.int64)
+        _nb_par()[0](_bits(arr).reshape(shapes[0]), idx.reshape(shapes[1]), _bits(out).reshape(shapes[1]), _QBLOCK,
+                     err)
+        _raise_err(err, idx.reshape(-1))
+        return out
+    if shapes is not None:
+        bad = _nb()[4](_bits(arr).reshape(shapes[0]), idx.reshape(shapes[1]), _bits(out).reshape(shapes[1]))
+    else:
+        flat, strides = _flat_out(arr)
+        bad = _nb()[2](_bits(flat), strides, dim, arr.shape[dim], idx.reshape(-1), np.array(index.shape, np.int64),
+                       _bits(out.reshape(-1)))
+    if bad >= 0:
+        raise _OutOfBounds(int(idx.reshape(-1)[bad]))
+    return out
+
+
+def _check_host_bounds(index, size: int) -> None:
+    if index.size:
+        lo, hi = index.min(), index.max()
+        if lo < 0 or hi >= size:
+            raise _OutOfBounds(int(lo) if lo < 0 else int(hi))
+
+
+class _OutOfBounds(Exception):
+    """A kernel met an out-of-range index (the front turns it into torch's message)."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+GATHER = declare("gather(Tensor input, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
+                 category="indexing", kernels={"cpu": _cpu_gather})
+
+
+def _as_nd(x: Tensor):
+    return x._data if x._data.ndim else x._data.reshape(1)
+
+
+@GATHER.front
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """``out[i][j][k] = input[index[i][j][k]][j][k]`` (for ``dim=0``); out has ``index``'s shape."""
+    check_tensor(index, "index", "gather")
+    _check_index_dtype(index, "gather")
+    dev = common_device(input, index)
+    nd = max(input._data.ndim, 1)
+    d = wrap_dim(dim, nd)
+    arr, idx = _as_nd(input), _as_nd(index)
+    _check_gather_shapes("gather", arr.shape, d, idx.shape)
+    if dev is not CPU:
+        _bounds(_host(index), arr.shape[d], d, False, lambda b: RuntimeError(_oob_msg(b, d, arr.shape[d])))
+    try:
+        res = GATHER.kernel(dev.type)(arr, d, idx)
+    except _OutOfBounds as e:
+        raise RuntimeError(f"index {e.index} is out of bounds for dimension {d} with size {arr.shape[d]}") from None
+    out = _wrap(res.reshape(index._data.shape) if index._data.ndim == 0 else res, dev, dtype=input.dtype)
+    record_if_needed(GATHER, (input, d, index), {"sparse_grad": sparse_grad}, out)
+    return out
+
+
+def _cpu_scatter(out, dim, index, src, reduce):
+    if index.size == 0:
+        return
+    mode = {None: 0, "add": 1, "multiply": 2}[reduce]
+    scalar = not isinstance(src, np.ndarray)
+    if out.dtype in _NUMBA_DTYPES:
+        idx = np.ascontiguousarray(index, dtype=np.int64)
+        shapes = _collapse(out, dim, index)
+        if scalar:
+            srcf, step = np.array([src], dtype=out.dtype), 0
+        else:
+            sl = tuple(slice(0, n) for n in index.shape)
+            srcf, step = np.ascontiguousarray(src[sl], dtype=out.dtype), 1
+        if shapes is not None and index.size >= _PAR_MIN and shapes[1][2] == 1 and shapes[1][0] > 1:
+            P, L, _ = shapes[1]
+            err = np.full(P, -1, np.int64)
+            _nb_par()[4](out.reshape(P, shapes[0][1]), idx.reshape(P, L), srcf.reshape((P, L) if step else (1, 1)),
+                         step, mode, err)
+            _raise_err(err, idx.reshape(-1))
+            return
+        if shapes is not None and index.size >= _PAR_MIN and shapes[1][0] * shapes[1][2] > 1:
+            P, L, Q = shapes[1]
+            err = np.full(P * ((Q + _QBLOCK - 1) // _QBLOCK), -1, np.int64)
+            _nb_par()[1](out.reshape(shapes[0]), idx.reshape(shapes[1]), srcf.reshape(shapes[1] if step else (1, 1, 1)),
+                         step, mode, _QBLOCK, err)
+            _raise_err(err, idx.reshape(-1))
+            return
+        if shapes is not None:
+            bad = _nb()[3](out.reshape(shapes[0]), idx.reshape(shapes[1]),
+                           srcf.reshape(shapes[1] if step else (1, 1, 1)), step, mode)
+        else:
+            flat, strides = _flat_out(out)
+            bad = _nb()[0](flat, strides, dim, out.shape[dim], idx.reshape(-1), srcf.reshape(-1), step,
+                           np.array(index.shape, np.int64), mode)
+        if bad >= 0:
+            raise _OutOfBounds(int(idx.reshape(-1)[bad]))
+        return
+    _check_host_bounds(index, out.shape[dim])
+    coords = list(np.indices(index.shape, sparse=True))
+    coords[dim] = index
+    key = tuple(coords)
+    vals = src if scalar else src[tuple(slice(0, n) for n in index.shape)]
+    if mode == 0:
+        out[key] = vals
+    elif mode == 1:
+        np.add.at(out, key, vals)
+    else:
+        np.multiply.at(out, key, vals)
+
+
+SCATTER = declare("scatter(Tensor input, int dim, Tensor index, Tensor src, *, str? reduce=None) -> Tensor",
+                  category="indexing", kernels={"cpu": _cpu_scatter})
+
+
+def _scatter_args(self: Tensor, dim, index, src, opname):
+    check_tensor(index, "index", opname)
+    _check_index_dtype(index, opname)
+    nd = max(self._data.ndim, 1)
+    d = wrap_dim(dim, nd)
+    out_arr, idx = _as_nd(self), _as_nd(index)
+    if isinstance(src, Tensor):
+        common_device(self, index, src)
+        s = src._data if src._data.ndim else src._data.reshape(1)
+        _check_gather_shapes(opname, out_arr.shape, d, idx.shape, s.shape)
+        if src.dtype is not self.dtype:
+            raise RuntimeError(f"{opname}(): Expected self.dtype to be equal to src.dtype")
+    else:
+        common_device(self, index)
+        _check_gather_shapes(opname, out_arr.shape, d, idx.shape)
+        s = src
+    if self._device is not CPU:  # CPU kernels check as they go (raising _OutOfBounds)
+        _bounds(_host(index), out_arr.shape[d], d, False, lambda b: RuntimeError(_oob_msg(b, d, out_arr.shape[d])))
+    return d, out_arr, idx, s
+
+
+def _oob_msg(index: int, dim: int, size: int) -> str:
+    return f"index {index} is out of bounds for dimension {dim} with size {size}"
+
+
+def _run_checked(kernel, d, size, *args):
+    try:
+        kernel(*args)
+    except _OutOfBounds as e:
+        raise RuntimeError(_oob_msg(e.index, d, size)) from None
+
+
+@SCATTER.inplace
+def scatter_(self: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:
+    """``self[index[i][j]][j] = src[i][j]`` (for ``dim=0``) in place; ``src`` may be a number (``value``).
+
+    ``reduce``: None, ``'add'`` or ``'multiply'``.
+    """
+    if src is None:
+        src = value
+    if inplace_needs_engine(self, src):
+        return inplace_by_engine(SCATTER, (self, dim, index, src), {"reduce": reduce})
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"reduce argument must be either add or multiply, got {reduce}")
+    d, out_arr, idx, s = _scatter_args(self, dim, index, src, "scatter")
+    _run_checked(SCATTER.kernel(self._device.type), d, out_arr.shape[d], out_arr, d, idx, s, reduce)
+    self._storage._version += 1
+    record_if_needed(SCATTER, (self, d, index, src), {"inplace": True, "reduce": reduce}, self)
+    return self
+
+
+@SCATTER.front
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:
+    """Out-of-place :meth:`Tensor.scatter_`."""
+    with _shape._no_record():
+        out = scatter_(input.clone(), dim, index, src, value=value, reduce=reduce)
+    out._storage._version = 0
+    record_if_needed(SCATTER, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, value if src is None else src),
+                     {"reduce": reduce}, out)
+    return out
+
+
+SCATTER_ADD = declare("scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", category="indexing",
+                      kernels={"cpu": lambda out, dim, index, src: _cpu_scatter(out, dim, index, src, "add")})
+
+
+@SCATTER_ADD.inplace
+def scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """``self[index[i][j]][j] += src[i][j]`` (for ``dim=0``) in place; repeated indices add up."""
+    if inplace_needs_engine(self, src):
+        return inplace_by_engine(SCATTER_ADD, (self, dim, index, src), {})
+    check_tensor(src, "src", "scatter_add")
+    d, out_arr, idx, s = _scatter_args(self, dim, index, src, "scatter_add")
+    _run_checked(SCATTER_ADD.kernel(self._device.type), d, out_arr.shape[d], out_arr, d, idx, s)
+    self._storage._version += 1
+    record_if_needed(SCATTER_ADD, (self, d, index, src), {"inplace": True}, self)
+    return self
+
+
+@SCATTER_ADD.front
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """Out-of-place :meth:`Tensor.scatter_add_`."""
+    with _shape._no_record():
+        out = scatter_add_(input.clone(), dim, index, src)
+    out._storage._version = 0
+    record_if_needed(SCATTER_ADD, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, src), {}, out)
+    return out
+
+
+_REDUCE_IDENTITY = {"sum": 0, "prod": 1, "mean": 0}
+
+
+def _cpu_scatter_reduce(out, dim, index, src, reduce, include_self):
+    if index.size == 0:
+        return
+    _check_host_bounds(index, out.shape[dim])
+    coords = list(np.indices(index.shape, sparse=True))
+    coords[dim] = index
+    key = tuple(coords)
+    vals = src[tuple(slice(0, n) for n in index.shape)]
+    if not include_self:
+        if reduce in _REDUCE_IDENTITY:
+            ident = _REDUCE_IDENTITY[reduce]
+        elif out.dtype.kind == "f":
+            ident = -np.inf if reduce == "amax" else np.inf
+        else:
+            info = np.iinfo(out.dtype) if out.dtype.kind in "iu" else None
+            ident = (info.min if reduce == "amax" else info.max) if info else (reduce == "amin")
+        out[key] = ident
+    if reduce in ("sum", "mean"):
+        np.add.at(out, key, vals)
+        if reduce == "mean":
+            counts = np.zeros(out.shape, np.int64)
+            np.add.at(counts, key, 1)
+            if include_self:
+                counts += 1
+            touched = counts > 0
+            if out.dtype.kind == "f":
+                np.divide(out, np.maximum(counts, 1), out=out, where=touched, casting="unsafe")
+            else:
+                np.floor_divide(out, np.maximum(counts, 1), out=out, where=touched, casting="unsafe")
+    elif reduce == "prod":
+        np.multiply.at(out, key, vals)
+    elif reduce == "amax":
+        np.maximum.at(out, key, vals)
+    else:
+        np.minimum.at(out, key, vals)
+
+
+SCATTER_REDUCE = declare("scatter_reduce(Tensor input, int dim, Tensor index, Tensor src, str reduce, *, "
+                         "bool include_self=True) -> Tensor", category="indexing",
+                         kernels={"cpu": _cpu_scatter_reduce})
+
+
+@SCATTER_REDUCE.inplace
+def scatter_reduce_(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                    include_self: bool = True) -> Tensor:
+    """Reduce ``src`` into ``self`` at ``index`` along ``dim`` in place.
+
+    ``reduce``: ``'sum'``, ``'prod'``, ``'mean'``, ``'amax'`` or ``'amin'``; ``include_self=False``
+    ignores the old values of ``self`` at the scattered positions.
+    """
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if inplace_needs_engine(self, src):
+        return inplace_by_engine(SCATTER_REDUCE, (self, dim, index, src, reduce), {"include_self": include_self})
+    check_tensor(src, "src", "scatter_reduce")
+    d, out_arr, idx, s = _scatter_args(self, dim, index, src, "scatter_reduce")
+    _run_checked(SCATTER_REDUCE.kernel(self._device.type), d, out_arr.shape[d], out_arr, d, idx, s, reduce,
+                 bool(include_self))
+    self._storage._version += 1
+    record_if_needed(SCATTER_REDUCE, (self, d, index, src, reduce), {"inplace": True, "include_self": include_self},
+                     self)
+    return self
+
+
+@SCATTER_REDUCE.front
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                   include_self: bool = True) -> Tensor:
+    """Out-of-place :meth:`Tensor.scatter_reduce_`."""
+    with _shape._no_record():
+        out = scatter_reduce_(input.clone(), dim, index, src, reduce, include_self=include_self)
+    out._storage._version = 0
+    record_if_needed(SCATTER_REDUCE, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, src, reduce),
+                     {"include_self": include_self}, out)
+    return out
+
+
+# --- index_select / index_add / index_copy / index_fill -------------------------------------------
+def _cpu_index_select(arr, dim, index):
+    n = arr.shape[dim]
+    out_shape = arr.shape[:dim] + index.shape + arr.shape[dim + 1:]
+    if index.ndim == 1 and arr.flags.c_contiguous and index.size and arr.size and \
+            arr.size // n * index.size >= _PAR_MIN:
+        P = int(np.prod(arr.shape[:dim]))
+        L = index.shape[0]
+        out = np.empty(out_shape, arr.dtype)
+        idx = np.ascontiguousarray(index, dtype=np.int64)
+        if arr.ndim == 1:
+            err = np.full(1, -1, np.int64)
+            _nb_par()[7](_bits(arr), idx, _bits(out), err)
+        else:
+            err = np.full(L if P == 1 else P, -1, np.int64)
+            _nb_par()[6](_bits(arr).reshape(P, n, -1), idx, _bits(out).reshape(P, L, -1), err)
+        bad = err[err >= 0]
+        if bad.size:
+            raise _OutOfBounds(int(idx[bad.min()]))
+        return out
+    if index.size:
+        lo, hi = index.min(), index.max()
+        if lo < 0 or hi >= arr.shape[dim]:
+            raise _OutOfBounds(int(lo) if lo < 0 else int(hi))
+    return np.take(arr, index, axis=dim)
+
+
+INDEX_SELECT = declare("index_select(Tensor input, int dim, Tensor index) -> Tensor", category="indexing",
+                       kernels={"cpu": _cpu_index_select})
+
+
+def _index_vector(index: Tensor, opname: str) -> Tensor:
+    check_tensor(index, "index", opname)
+    if index._data.ndim > 1:
+        raise IndexError(f"{opname}(): Index is supposed to be a vector")
+    _check_index_dtype(index, opname)
+    return index
+
+
+@INDEX_SELECT.front
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of ``input`` at ``index`` (a 1-d integer tensor) along ``dim``; a copy."""
+    _index_vector(index, "index_select")
+    dev = common_device(input, index)
+    nd = max(input._data.ndim, 1)
+    d = wrap_dim(dim, nd)
+    arr = _as_nd(input)
+    n = arr.shape[d]
+    idx = index._data.reshape(-1) if index._data.ndim == 0 else index._data
+    if dev is not CPU:
+        _bounds(_host(index), n, d, False, lambda b: IndexError(f"index_select(): {_oob_msg(b, d, n)}"))
+    try:
+        res = INDEX_SELECT.kernel(dev.type)(arr, d, idx)
+    except _OutOfBounds as e:
+        raise IndexError(f"index_select(): index {e.index} is out of bounds for dimension {d} with size {n}") from None
+    if input._data.ndim == 0:
+        res = res.reshape(())
+    out = _wrap(res, dev, dtype=input.dtype)
+    record_if_needed(INDEX_SELECT, (input, d, index), {}, out)
+    return out
+
+
+def _cpu_index_add(out, dim, index, src, alpha):
+    if index.size == 0:
+        return
+    if out.dtype in _NUMBA_DTYPES:
+        work = out if out.flags.c_contiguous else np.ascontiguousarray(out)
+        P = int(np.prod(out.shape[:dim]))
+        Q = int(np.prod(out.shape[dim + 1:]))
+        src3 = np.ascontiguousarray(src, dtype=out.dtype).reshape(P, index.shape[0], Q)
+        kargs = (work.reshape(P, out.shape[dim], Q), np.ascontiguousarray(index, dtype=np.int64), src3,
+                 out.dtype.type(alpha))
+        if src3.size >= _PAR_MIN and Q == 1 and P > 1:
+            _nb_par()[5](kargs[0].reshape(P, out.shape[dim]), kargs[1], src3.reshape(P, -1), kargs[3])
+        elif src3.size >= _PAR_MIN and P > 1:
+            _nb_par()[2](*kargs, _QBLOCK)
+        else:  # one row (P == 1): blocks over Q measured slower than the serial loop
+            _nb()[1](*kargs)
+        if work is not out:
+            out[...] = work
+        return
+    key = (slice(None),) * dim + (index,)
+    np.add.at(out, key, np.moveaxis(np.moveaxis(src, dim, 0) * alpha, 0, dim) if alpha != 1 else src)
+
+
+INDEX_ADD = declare("index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor",
+                    category="indexing", kernels={"cpu": _cpu_index_add})
+
+
+def _index_args(self: Tensor, dim, index, source, opname):
+    _index_vector(index, opname)
+    nd = max(self._data.ndim, 1)
+    d = wrap_dim(dim, nd)
+    out_arr = _as_nd(self)
+    idx = index._data.reshape(-1)
+    n = out_arr.shape[d]
+    _bounds(_host(index), n, d, False, lambda b: IndexError(
+        f"{opname}(): index {b} is out of bounds for dimension {d} with size {n}"))
+    if source is not None:
+        check_tensor(source, "source", opname)
+        common_device(self, index, source)
+        s = source._data if source._data.ndim else source._data.reshape(1)
+        expect = out_arr.shape[:d] + (idx.shape[0],) + out_arr.shape[d + 1:]
+        if s.shape != expect and not (source._data.ndim == 0 and idx.shape[0] == 1 and self._data.ndim <= 1):
+            raise RuntimeError(f"{opname}_(): Source/destination tensor must have same slice shapes. Destination "
+                               f"slice shape: {list(out_arr.shape[:d] + out_arr.shape[d + 1:])} at dimension {d} "
+                               f"and source slice shape: {list(s.shape[:d] + s.shape[d + 1:])} at dimension {d}.")
+        if source.dtype is not self.dtype:
+            raise RuntimeError(f"{opname}_(): self ({self.dtype}) and source ({source.dtype}) must have the same "
+                               "scalar type")
+        s = s.reshape(expect)
+    else:
+        common_device(self, index)
+        s = None
+    return d, out_arr, idx, s
+
+
+@INDEX_ADD.inplace
+def index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """``self[..., index[i], ...] += alpha * source[..., i, ...]`` along ``dim``, in place; repeats add up."""
+    if inplace_needs_engine(self, source):
+        return inplace_by_engine(INDEX_ADD, (self, dim, index, source), {"alpha": alpha})
+    d, out_arr, idx, s = _index_args(self, dim, index, source, "index_add")
+    INDEX_ADD.kernel(self._device.type)(out_arr, d, idx, s, alpha)
+    self._storage._version += 1
+    record_if_needed(INDEX_ADD, (self, d, index, source), {"inplace": True, "alpha": alpha}, self)
+    return self
+
+
+@INDEX_ADD.front
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
+    """Out-of-place :meth:`Tensor.index_add_`."""
+    with _shape._no_record():
+        out = index_add_(input.clone(), dim, index, source, alpha=alpha)
+    out._storage._version = 0
+    record_if_needed(INDEX_ADD, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, source), {"alpha": alpha},
+                     out)
+    return out
+
+
+def _cpu_index_copy(out, dim, index, src):
+    out[(slice(None),) * dim + (index,)] = src
+
+
+INDEX_COPY = declare("index_copy(Tensor input, int dim, Tensor index, Tensor source) -> Tensor", category="indexing",
+                     kernels={"cpu": _cpu_index_copy})
+
+
+@INDEX_COPY.inplace
+def index_copy_(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """``self[..., index[i], ...] = source[..., i, ...]`` along ``dim``, in place."""
+    if inplace_needs_engine(self, source):
+        return inplace_by_engine(INDEX_COPY, (self, dim, index, source), {})
+    d, out_arr, idx, s = _index_args(self, dim, index, source, "index_copy")
+    INDEX_COPY.kernel(self._device.type)(out_arr, d, idx, s)
+    self._storage._version += 1
+    record_if_needed(INDEX_COPY, (self, d, index, source), {"inplace": True}, self)
+    return self
+
+
+@INDEX_COPY.front
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """Out-of-place :meth:`Tensor.index_copy_`."""
+    with _shape._no_record():
+        out = index_copy_(input.clone(), dim, index, source)
+    out._storage._version = 0
+    record_if_needed(INDEX_COPY, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, source), {}, out)
+    return out
+
+
+def _cpu_index_fill(out, dim, index, value):
+    out[(slice(None),) * dim + (index,)] = value
+
+
+INDEX_FILL = declare("index_fill(Tensor input, int dim, Tensor index, Scalar value) -> Tensor", category="indexing",
+                     kernels={"cpu": _cpu_index_fill})
+
+
+@INDEX_FILL.inplace
+def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """Set ``self[..., index[i], ...]`` along ``dim`` to ``value`` (a number or 0-d tensor), in place."""
+    if inplace_needs_engine(self, value):
+        return inplace_by_engine(INDEX_FILL, (self, dim, index, value), {})
+    v = _fill_value(value, "index_fill_")
+    d, out_arr, idx, _ = _index_args(self, dim, index, None, "index_fill")
+    INDEX_FILL.kernel(self._device.type)(out_arr, d, idx, v)
+    self._storage._version += 1
+    record_if_needed(INDEX_FILL, (self, d, index, value), {"inplace": True}, self)
+    return self
+
+
+@INDEX_FILL.front
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:
+    """Out-of-place :meth:`Tensor.index_fill_`."""
+    with _shape._no_record():
+        out = index_fill_(input.clone(), dim, index, value)
+    out._storage._version = 0
+    record_if_needed(INDEX_FILL, (input, wrap_dim(dim, max(input._data.ndim, 1)), index, value), {}, out)
+    return out
+
+
+# --- take / put -----------------------------------------------------------------------------------
+def _cpu_take(arr, index):
+    return np.take(arr.reshape(-1), index)
+
+
+TAKE = declare("take(Tensor input, Tensor index) -> Tensor", category="indexing", kernels={"cpu": _cpu_take})
+
+
+def _flat_bounds(index: Tensor, n: int):
+    _bounds(_host(index), n, 0, True, lambda b: IndexError(
+        f"out of range: tried to access index {b} on a tensor of {n} elements."))
+
+
+@TAKE.front
+def take(input: Tensor, index: Tensor) -> Tensor:
+    """The entries of the flattened ``input`` at ``index`` (negative counts from the end); ``index``'s shape."""
+    check_tensor(index, "index", "take")
+    _check_index_dtype(index, "take")
+    dev = common_device(input, index)
+    _flat_bounds(index, input._data.size)
+    out = _wrap(TAKE.kernel(dev.type)(input._data, index._data), dev, dtype=input.dtype)
+    record_if_needed(TAKE, (input, index), {}, out)
+    return out
+
+
+def _cpu_put(out, index, src, accumulate):
+    flat = out.reshape(-1) if out.flags.c_contiguous else np.ascontiguousarray(out).reshape(-1)
+    idx = index.reshape(-1)
+    vals = src.reshape(-1)
+    if accumulate:
+        _accumulate(flat, (idx,), vals)
+    else:
+        flat[idx] = vals
+    if not out.flags.c_contiguous:
+        out[...] = flat.reshape(out.shape)
+
+
+PUT = declare("put(Tensor input, Tensor index, Tensor source, bool accumulate=False) -> Tensor", category="indexing",
+              kernels={"cpu": _cpu_put})
+
+
+@PUT.inplace
+def put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """Write ``source`` into the flattened ``self`` at ``index`` (``+=`` when ``accumulate``), in place."""
+    if inplace_needs_engine(self, source):
+        return inplace_by_engine(PUT, (self, index, source), {"accumulate": bool(accumulate)})
+    check_tensor(index, "index", "put_")
+    check_tensor(source, "source", "put_")
+    _check_index_dtype(index, "put_")
+    common_device(self, index, source)
+    if index._data.size != source._data.size:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {source._data.size}, index.numel() = {index._data.size}")
+    if source.dtype is not self.dtype:
+        raise RuntimeError(f"put_(): self ({self.dtype}) and source ({source.dtype}) must have the same scalar type")
+    _flat_bounds(index, self._data.size)
+    PUT.kernel(self._device.type)(self._data, index._data, source._data, bool(accumulate))
+    self._storage._version += 1
+    record_if_needed(PUT, (self, index, source), {"inplace": True, "accumulate": bool(accumulate)}, self)
+    return self
+
+
+@PUT.front
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """Out-of-place :meth:`Tensor.put_`."""
+    with _shape._no_record():
+        out = put_(input.clone(), index, source, accumulate)
+    out._storage._version = 0
+    record_if_needed(PUT, (input, index, source), {"accumulate": bool(accumulate)}, out)
+    return out
+

@@ -1,1 +1,604 @@
-"""Linear algebra: matmul and its family (mm, bmm, addmm, baddbmm, dot, outer, einsum)."""
+"""Linear algebra: matmul and its relatives (mm, bmm, mv, dot, addmm ...), einsum, tensordot, trace, diag.
+
+Products run on numpy's BLAS: ``np.matmul`` on operands whose matrices BLAS can read directly
+(C- or F-ordered, so transposed views pass without a copy); other strided operands are made
+contiguous first, because numpy's non-BLAS loop is an order of magnitude slower than a copy.
+Like torch, products refuse operands of different dtypes; float16 products accumulate in
+float32.
+
+Kernel convention (every device; arrays in, array out):
+    matmul, mm, bmm, mv, dot, vdot, inner, outer, kron: ``kernel(a, b) -> array`` with numpy's
+        matmul/dot/outer/kron semantics on already validated operands of one dtype.
+    addmm, addmv, baddbmm, addbmm: ``kernel(input, a, b, beta, alpha) -> array``.
+    einsum: ``kernel(equation, *arrays) -> array``; tensordot: ``kernel(a, b, axes_a, axes_b)``.
+    trace: ``kernel(a) -> 0-dim array``; diag: ``kernel(a, diagonal) -> array`` (a copy);
+    diagonal: ``kernel(a, offset, dim1, dim2) -> writable view``; diag_embed: ``kernel(a,
+    offset, dim1, dim2) -> array``.
+
+Autograd recording: ``inputs`` are the positional arguments in signature order (dims
+normalised to non-negative ints), ``attrs`` the keyword-only ones (``beta``, ``alpha``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    broadcast_shapes,
+    check_tensor,
+    common_device,
+    grad_state,
+    record,
+    record_if_needed,
+    wrap_dim,
+)
+from flambeau._ops._registry import declare
+
+__all__ = ["matmul", "mm", "bmm", "mv", "addmm", "addmv", "baddbmm", "addbmm", "dot", "vdot", "inner",
+           "outer", "einsum", "tensordot", "kron", "trace", "diag", "diagonal", "diag_embed"]
+
+_ndarray = np.ndarray
+_float16 = np.dtype(np.float16)
+# Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
+_SMALL = 4096
+# torch's C type names, used in its dtype-mismatch messages.
+_C_NAME = {dt.float32: "float", dt.float64: "double", dt.float16: "c10::Half", dt.int64: "long int",
+           dt.int32: "int", dt.int16: "short int", dt.int8: "signed char", dt.uint8: "unsigned char",
+           dt.bool: "bool"}
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+
+
+# --- CPU kernels ---------------------------------------------------------------------------------
+def _blas_ready(a: np.ndarray) -> np.ndarray:
+    """``a`` if BLAS can read its matrices (or vectors) in place, else a C-contiguous copy."""
+    if a.ndim == 0:
+        return a
+    item = a.itemsize
+    s = a.strides
+    if a.ndim == 1:
+        return a if s[0] == item or a.shape[0] <= 1 else np.ascontiguousarray(a)
+    r, c = a.shape[-2:]
+    if (s[-1] == item or c <= 1) and s[-2] % item == 0 and s[-2] >= c * item:
+        return a
+    if (s[-2] == item or r <= 1) and s[-1] % item == 0 and s[-1] >= r * item:
+        return a
+    return np.ascontiguousarray(a)
+
+
+def _promote_half(fn):
+    """Wrap a product kernel so float16 operands are computed in float32 (torch accumulates so)."""
+
+    def kernel(a, b):
+        if a.dtype == _float16:
+            return fn(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
+        if a.size + b.size > _SMALL:
+            return fn(_blas_ready(a), _blas_ready(b))
+        return fn(a, b)
+
+    return kernel
+
+
+def _np_matmul(a, b):
+    if a.ndim > 2 and b.ndim <= 2:
+        # Note [Folding batch dims]: numpy runs one small GEMM per batch element; folding the
+        # batch into rows makes one large GEMM (10x faster for a Linear on (B, T, D) inputs).
+        rows = math.prod(a.shape[:-1])
+        r = np.matmul(_blas_ready(a.reshape(rows, a.shape[-1])), b)
+        return r.reshape(a.shape[:-1] + b.shape[1:])
+    r = np.matmul(a, b)
+    return r if r.__class__ is _ndarray else np.asarray(r)
+
+
+def _np_dot(a, b):
+    return np.asarray(np.dot(a, b))
+
+
+def _k_addmm(input, a, b, beta, alpha):
+    p = _promote_half(_np_matmul)(a, b)
+    return _axpby(input, p, beta, alpha)
+
+
+def _axpby(input, p, beta, alpha):
+    """``beta * input + alpha * p`` in p's dtype; ``beta == 0`` ignores input (NaN included)."""
+    if alpha != 1:
+        p = np.multiply(p, alpha, out=p, casting="unsafe")
+    if beta == 0:
+        return p
+    if beta == 1:
+        return np.add(p, input, out=p, casting="unsafe")
+    return np.add(p, np.multiply(input, beta, dtype=p.dtype, casting="unsafe"), out=p, casting="unsafe")
+
+
+def _k_addbmm(input, a, b, beta, alpha):
+    p = _promote_half(_np_matmul)(a, b)
+    return _axpby(input, p.sum(axis=0, dtype=p.dtype), beta, alpha)
+
+
+def _k_einsum(equation, *arrays):
+    if arrays and arrays[0].dtype == _float16:
+        return np.asarray(np.einsum(equation, *(x.astype(np.float32) for x in arrays),
+                                    optimize=True)).astype(_float16)
+    return np.asarray(np.einsum(equation, *arrays, optimize=True))
+
+
+def _k_tensordot(a, b, axes_a, axes_b):
+    if a.dtype == _float16:
+        return np.tensordot(a.astype(np.float32), b.astype(np.float32), (axes_a, axes_b)).astype(_float16)
+    return np.asarray(np.tensordot(a, b, (axes_a, axes_b)))
+
+
+def _k_trace(a):
+    d = a.dtype if a.dtype.kind == "f" else np.int64
+    return np.asarray(np.trace(a, dtype=np.float32 if d == _float16 else d)).astype(d, copy=False)
+
+
+def _k_diag(a, diagonal):
+    return np.diag(a, diagonal).copy() if a.ndim == 2 else np.diag(a, diagonal)
+
+
+def _k_diagonal(a, offset, dim1, dim2):
+    v = np.diagonal(a, offset, dim1, dim2)
+    v.flags.writeable = a.flags.writeable  # numpy marks diagonal views read-only by default
+    return v
+
+
+def _k_diag_embed(a, offset, dim1, dim2):
+    n = a.shape[-1] + abs(offset)
+    shape = list(a.shape[:-1])
+    lo, hi = sorted((dim1, dim2))
+    shape.insert(lo, n)
+    shape.insert(hi, n)
+    out = np.zeros(shape, a.dtype)
+    _k_diagonal(out, offset, dim1, dim2)[...] = a
+    return out
+
+
+# --- validation helpers ----------------------------------------------------------------------------
+def _same_dtype(a: Tensor, b: Tensor) -> None:
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {_C_NAME[a.dtype]} != "
+                           f"{_C_NAME[b.dtype]}")
+
+
+def _no_bool(name: str, d) -> None:
+    if d is dt.bool:
+        raise RuntimeError(f'"{name}" not implemented for \'Bool\'')
+
+
+def _shape_x(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def _matmul_shape_error(sa: tuple, sb: tuple) -> RuntimeError:
+    """torch's message for operands of matmul whose inner dimensions differ."""
+    na, nb = len(sa), len(sb)
+    if na == 1 and nb == 1:
+        return RuntimeError(f"inconsistent tensor size, expected tensor [{sa[0]}] and src [{sb[0]}] to have the "
+                            f"same number of elements, but got {sa[0]} and {sb[0]} elements respectively")
+    if nb == 1:
+        m = math.prod(sa[:-1])
+        return RuntimeError(f"size mismatch, got input ({m}), mat ({m}x{sa[-1]}), vec ({sb[0]})")
+    if nb == 2 and na != 2 and na != 1:
+        return RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({math.prod(sa[:-1])}x{sa[-1]} and "
+                            f"{_shape_x(sb)})")
+    if na <= 2 and nb == 2:
+        rows = 1 if na == 1 else sa[0]
+        return RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{sa[-1]} and {_shape_x(sb)})")
+    batch = math.prod(broadcast_shapes(sa[:-2], sb[:-2]))
+    return RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {sa[-1]}] "
+                        f"but got: [{batch}, {sb[-2]}].")
+
+
+# --- matmul ----------------------------------------------------------------------------------------
+MATMUL = declare("matmul(Tensor input, Tensor other) -> Tensor", category="linalg",
+                 kernels={"cpu": _promote_half(_np_matmul)})
+
+
+@MATMUL.front
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product with torch's broadcasting rules (also ``input @ other``).
+
+    - 1-D @ 1-D: dot product (0-dim result);
+    - 2-D @ 2-D: matrix product ``(n, k) @ (k, m) -> (n, m)``;
+    - 1-D @ N-D: a 1 is prepended to ``input``'s shape for the product and removed after;
+    - N-D @ 1-D: matrix-vector product over the last dimension;
+    - batched: leading (batch) dimensions broadcast, ``(*b1, n, k) @ (*b2, k, m) -> (*b, n, m)``.
+
+    Both operands must have the same dtype (no promotion, as in torch).
+    """
+    if input.__class__ is not Tensor or other.__class__ is not Tensor:
+        check_tensor(input, "input", "matmul")
+        check_tensor(other, "other", "matmul")
+    a, b = input._data, other._data
+    na, nb = a.ndim, b.ndim
+    if na == 0 or nb == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are {na}D and {nb}D")
+    d = input.dtype
+    if d is not other.dtype:
+        _same_dtype(input, other)
+    if a.shape[-1] != b.shape[-2 if nb > 1 else 0]:
+        raise _matmul_shape_error(a.shape, b.shape)
+    if na > 2 or nb > 2:
+        broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if d is _bool:
+        _no_bool("addmm_impl_cpu_", d)
+    dev = input._device
+    if other._device is not dev:
+        dev = common_device(input, other)
+    out = _wrap((_MATMUL_KERNELS.get(dev.type) or MATMUL.kernel(dev.type))(a, b), dev)
+    if grad_state.enabled and (input._requires_grad or other._requires_grad):
+        record(MATMUL, (input, other), {}, out)
+    return out
+
+
+_MATMUL_KERNELS = MATMUL.kernels
+_bool = dt.bool
+
+
+def _rmatmul(self, other):
+    return matmul(other, self)
+
+
+MATMUL.dunders["__matmul__"] = matmul
+MATMUL.dunders["__rmatmul__"] = _rmatmul
+
+
+def _product_op(signature: str, kernel, check, doc: str, **options):
+    """Declare a two-operand product whose operands ``check(a, b)`` validates."""
+    op = declare(signature, category="linalg", kernels={"cpu": kernel}, **options)
+    name = op.name
+
+    def fn(input, other):
+        check_tensor(input, "input", name)
+        check_tensor(other, "other", name)
+        check(input, other)
+        dev = common_device(input, other)
+        out = _wrap(op.kernel(dev.type)(input._data, other._data), dev)
+        if grad_state.enabled and (input._requires_grad or other._requires_grad):
+            record(op, (input, other), {}, out)
+        return out
+
+    fn.__doc__ = doc
+    op.front(fn)
+    return op
+
+
+def _check_mm(a, b):
+    if a.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_x(a.shape)} and {_shape_x(b.shape)})")
+    _same_dtype(a, b)
+    _no_bool("addmm_impl_cpu_", a.dtype)
+
+
+def _check_bmm(a, b):
+    if a.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a.shape[0]}, "
+                           f"{a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"expected scalar type {_TYPE_NAME[a.dtype]} but found {_TYPE_NAME[b.dtype]}")
+    _no_bool("bmm", a.dtype)
+
+
+def _check_mv(a, b):
+    if a.ndim != 2 or b.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {b.ndim}")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({_shape_x(a.shape)}), vec ({b.shape[0]})")
+    _same_dtype(a, b)
+    _no_bool("addmv_impl_cpu", a.dtype)
+
+
+def _check_dot(a, b, name="dot"):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] to "
+                           f"have the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements "
+                           "respectively")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found {_TYPE_NAME[a.dtype]} and "
+                           f"{_TYPE_NAME[b.dtype]}")
+    _no_bool(name, a.dtype)
+
+
+MM = _product_op("mm(Tensor input, Tensor mat2) -> Tensor", _promote_half(_np_matmul), _check_mm,
+                 "Matrix product of 2-D ``input`` ``(n, k)`` and ``mat2`` ``(k, m)`` -> ``(n, m)`` (same dtypes).")
+BMM = _product_op("bmm(Tensor input, Tensor mat2) -> Tensor", _promote_half(_np_matmul), _check_bmm,
+                  "Batched matrix product ``(b, n, k) @ (b, k, m) -> (b, n, m)`` without broadcasting.")
+MV = _product_op("mv(Tensor input, Tensor vec) -> Tensor", _promote_half(_np_matmul), _check_mv,
+                 "Matrix-vector product ``(n, k) @ (k,) -> (n,)`` (same dtypes).")
+DOT = _product_op("dot(Tensor input, Tensor other) -> Tensor", _promote_half(_np_dot), _check_dot,
+                  "Dot product of two 1-D tensors of the same size and dtype (0-dim result).")
+VDOT = _product_op("vdot(Tensor input, Tensor other) -> Tensor", _promote_half(_np_dot),
+                   lambda a, b: _check_dot(a, b, "vdot"),
+                   "Dot product of two 1-D tensors, conjugating the first (the same as :func:`flambeau.dot` "
+                   "for real tensors).")
+mm, bmm, mv, dot, vdot = MM.fn, BMM.fn, MV.fn, DOT.fn, VDOT.fn
+
+
+def _promoted(a: Tensor, b: Tensor):
+    d = dt.result_type(a, b)
+    return a._data.astype(d.np, copy=False), b._data.astype(d.np, copy=False)
+
+
+OUTER = declare("outer(Tensor input, Tensor vec2) -> Tensor", category="linalg", aliases=("ger",),
+                kernels={"cpu": lambda a, b: np.multiply.outer(a, b)})
+
+
+@OUTER.front
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """Outer product of 1-D ``input`` ``(n,)`` and ``vec2`` ``(m,)`` -> ``(n, m)`` (types promote)."""
+    check_tensor(input, "input", "outer")
+    check_tensor(vec2, "vec2", "outer")
+    if input.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument self, but got {input.ndim}-D")
+    if vec2.ndim != 1:
+        raise RuntimeError(f"outer: Expected 1-D argument vec2, but got {vec2.ndim}-D")
+    dev = common_device(input, vec2)
+    out = _wrap(OUTER.kernel(dev.type)(*_promoted(input, vec2)), dev)
+    record_if_needed(OUTER, (input, vec2), {}, out)
+    return out
+
+
+KRON = declare("kron(Tensor input, Tensor other) -> Tensor", category="linalg",
+               kernels={"cpu": lambda a, b: np.asarray(np.kron(a, b))})
+
+
+@KRON.front
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """Kronecker product; the result has ``max(ndim)`` dims of size ``input.size(i) * other.size(i)``."""
+    check_tensor(input, "input", "kron")
+    check_tensor(other, "other", "kron")
+    dev = common_device(input, other)
+    out = _wrap(KRON.kernel(dev.type)(*_promoted(input, other)), dev)
+    record_if_needed(KRON, (input, other), {}, out)
+    return out
+
+
+INNER = declare("inner(Tensor input, Tensor other) -> Tensor", category="linalg",
+                kernels={"cpu": lambda a, b: np.asarray(np.inner(a, b))})
+
+
+@INNER.front
+def inner(input: Tensor, other: Tensor) -> Tensor:
+    """Inner product over the last dimension: ``(*a, k)`` and ``(*b, k)`` -> ``(*a, *b)``.
+
+    A 0-dim operand multiplies the other elementwise.
+    """
+    check_tensor(input, "input", "inner")
+    check_tensor(other, "other", "inner")
+    dev = common_device(input, other)
+    if input.ndim and other.ndim:
+        if input.shape[-1] != other.shape[-1]:
+            raise RuntimeError(f"inner() the last dimension must match on both input tensors but got shapes "
+                               f"{list(input.shape)} and {list(other.shape)}")
+        if input.dtype is not other.dtype:
+            raise RuntimeError("both inputs should have same dtype")
+        a, b = input._data, other._data
+        if a.dtype == _float16:
+            arr = INNER.kernel(dev.type)(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
+        else:
+            arr = INNER.kernel(dev.type)(a, b)
+    else:
+        arr = INNER.kernel(dev.type)(*_promoted(input, other))
+    out = _wrap(arr, dev)
+    record_if_needed(INNER, (input, other), {}, out)
+    return out
+
+
+# --- addmm and friends -----------------------------------------------------------------------------
+def _check_expandable(shape, target) -> None:
+    """torch's error if ``shape`` does not expand to ``target`` (the shape of the product)."""
+    if len(shape) > len(target):
+        raise RuntimeError(f"The expand of the tensor of shape {list(shape)} to {list(target)} is not possible: "
+                           "the number of sizes provided must be greater or equal to the number of dimensions")
+    for i in range(1, len(shape) + 1):
+        if shape[-i] != 1 and shape[-i] != target[-i]:
+            raise RuntimeError(f"The expanded size of the tensor ({target[-i]}) must match the existing size "
+                               f"({shape[-i]}) at non-singleton dimension {len(target) - i}.  Target sizes: "
+                               f"{list(target)}.  Tensor sizes: {list(shape)}")
+
+
+def _add_product_op(signature: str, kernel, check, shape_of, doc: str):
+    op = declare(signature, category="linalg", kernels={"cpu": kernel})
+    name = op.name
+    argnames = re.findall(r"Tensor (\w+)", signature)
+
+    def fn(input, a, b, *, beta=1, alpha=1):
+        for t, arg in zip((input, a, b), argnames):
+            check_tensor(t, arg, name)
+        check(a, b)
+        if input.dtype is not a.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {_TYPE_NAME[input.dtype]} and "
+                               f"{_TYPE_NAME[a.dtype]}")
+        target = shape_of(a, b)
+        _check_expandable(input.shape, target)
+        dev = common_device(input, a, b)
+        out = _wrap(op.kernel(dev.type)(input._data, a._data, b._data, beta, alpha), dev)
+        record_if_needed(op, (input, a, b), {"beta": beta, "alpha": alpha}, out)
+        return out
+
+    fn.__doc__ = doc
+    op.front(fn)
+    return op
+
+
+ADDMM = _add_product_op("addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                        _k_addmm, _check_mm, lambda a, b: (a.shape[0], b.shape[1]),
+                        "``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to ``(n, m)``.")
+ADDMV = _add_product_op("addmv(Tensor input, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+                        _k_addmm, _check_mv, lambda a, b: (a.shape[0],),
+                        "``beta * input + alpha * (mat @ vec)``; ``input`` broadcasts to ``(n,)``.")
+BADDBMM = _add_product_op("baddbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) "
+                          "-> Tensor", _k_addmm, _check_bmm, lambda a, b: (a.shape[0], a.shape[1], b.shape[2]),
+                          "``beta * input + alpha * bmm(batch1, batch2)``; ``input`` broadcasts to ``(b, n, m)``.")
+ADDBMM = _add_product_op("addbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) "
+                         "-> Tensor", _k_addbmm, _check_bmm, lambda a, b: (a.shape[1], b.shape[2]),
+                         "``beta * input + alpha * sum_i(batch1[i] @ batch2[i])``; ``input`` broadcasts to "
+                         "``(n, m)``.")
+addmm, addmv, baddbmm, addbmm = ADDMM.fn, ADDMV.fn, BADDBMM.fn, ADDBMM.fn
+
+
+# --- einsum, tensordot -----------------------------------------------------------------------------
+EINSUM = declare("einsum(str equation, Tensor[] tensors) -> Tensor", category="linalg", method=False,
+                 kernels={"cpu": _k_einsum})
+
+
+@EINSUM.front
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)`` (operands may also come as one list).
+
+    Accepts torch's equation forms: implicit output, ``->``, ``...`` for broadcast dimensions and
+    spaces. All operands must have the same dtype. Contractions are ordered by numpy's
+    ``einsum(optimize=True)`` and run on BLAS where they can.
+    """
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum(): argument 'equation' must be str, not {type(equation).__name__}")
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    for i, t in enumerate(operands):
+        check_tensor(t, f"operands[{i}]", "einsum")
+    n_specified = equation.split("->")[0].count(",") + 1
+    if len(operands) < n_specified:
+        raise RuntimeError("einsum(): fewer operands were provided than specified in the equation")
+    if len(operands) > n_specified:
+        raise RuntimeError("einsum(): more operands were provided than specified in the equation")
+    for t in operands[1:]:
+        if t.dtype is not operands[0].dtype:
+            raise RuntimeError(f"expected scalar type {_TYPE_NAME[operands[0].dtype]} but found {_TYPE_NAME[t.dtype]}")
+    dev = common_device(*operands)
+    try:
+        arr = EINSUM.kernel(dev.type)(equation, *(t._data for t in operands))
+    except ValueError as e:
+        raise RuntimeError(f"einsum(): {e}") from None
+    out = _wrap(arr, dev)
+    record_if_needed(EINSUM, (equation, tuple(operands)), {}, out)
+    return out
+
+
+TENSORDOT = declare("tensordot(Tensor input, Tensor other, int[][] dims=2) -> Tensor", category="linalg",
+                    method=False, kernels={"cpu": _k_tensordot})
+
+
+@TENSORDOT.front
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """Contract the last ``dims`` dims of ``a`` with the first ``dims`` of ``b``.
+
+    ``dims`` may also be a pair of lists ``([dims of a], [dims of b])``. Same dtypes required.
+    """
+    check_tensor(a, "a", "tensordot")
+    check_tensor(b, "b", "tensordot")
+    if isinstance(dims, Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        da, db = dims
+        da = [da] if isinstance(da, int) else list(da)
+        db = [db] if isinstance(db, int) else list(db)
+    if len(da) != len(db):
+        raise RuntimeError(f"both dimension lists should have same length, got {len(da)} and {len(db)}")
+    da = [wrap_dim(d, a.ndim) for d in da]
+    db = [wrap_dim(d, b.ndim) for d in db]
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[x]} in dim {x} and "
+                               f"second has size {b.shape[y]} in dim {y}")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    dev = common_device(a, b)
+    out = _wrap(TENSORDOT.kernel(dev.type)(a._data, b._data, da, db), dev)
+    record_if_needed(TENSORDOT, (a, b, (tuple(da), tuple(db))), {}, out)
+    return out
+
+
+# --- trace, diag, diagonal, diag_embed --------------------------------------------------------------
+TRACE = declare("trace(Tensor input) -> Tensor", category="linalg", kernels={"cpu": _k_trace})
+
+
+@TRACE.front
+def trace(input: Tensor) -> Tensor:
+    """Sum of the main diagonal of a 2-D tensor (0-dim; integer inputs give int64)."""
+    check_tensor(input, "input", "trace")
+    if input.ndim != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    if input.dtype is dt.bool:
+        raise RuntimeError("\"trace\" not implemented for 'Bool'")
+    out = _wrap(TRACE.kernel(input._device.type)(input._data), input._device)
+    record_if_needed(TRACE, (input,), {}, out)
+    return out
+
+
+DIAG = declare("diag(Tensor input, int diagonal=0) -> Tensor", category="linalg", kernels={"cpu": _k_diag})
+
+
+@DIAG.front
+def diag(input: Tensor, diagonal: int = 0) -> Tensor:
+    """1-D ``input`` -> the square matrix with it on diagonal ``diagonal``; 2-D -> that diagonal (a copy)."""
+    check_tensor(input, "input", "diag")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+    out = _wrap(DIAG.kernel(input._device.type)(input._data, diagonal), input._device)
+    record_if_needed(DIAG, (input, diagonal), {}, out)
+    return out
+
+
+def _diag_dims(ndim, dim1, dim2):
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return d1, d2
+
+
+DIAGONAL = declare("diagonal(Tensor input, int offset=0, int dim1=0, int dim2=1) -> Tensor",
+                   category="linalg", view=True, kernels={"cpu": _k_diagonal})
+
+
+@DIAGONAL.front
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """A view of the diagonal ``offset`` of the ``(dim1, dim2)`` planes of ``input``.
+
+    The two dims are removed and the diagonal is appended as the last dimension. Writing into
+    the result writes into ``input``.
+    """
+    check_tensor(input, "input", "diagonal")
+    d1, d2 = _diag_dims(input.ndim, dim1, dim2)
+    out = _wrap(DIAGONAL.kernel(input._device.type)(input._data, offset, d1, d2), input._device, input._storage)
+    out._base = input if input._base is None else input._base
+    record_if_needed(DIAGONAL, (input, offset, d1, d2), {}, out)
+    return out
+
+
+DIAG_EMBED = declare("diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1) -> Tensor",
+                     category="linalg", kernels={"cpu": _k_diag_embed})
+
+
+@DIAG_EMBED.front
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Tensor whose ``(dim1, dim2)`` diagonals ``offset`` hold the last dimension of ``input``.
+
+    The result has ``input.ndim + 1`` dims; the two new ones have size ``input.size(-1) + |offset|``.
+    """
+    check_tensor(input, "input", "diag_embed")
+    d1, d2 = _diag_dims(input.ndim + 1, dim1, dim2)
+    a = input._data if input.ndim else input._data.reshape(1)
+    out = _wrap(DIAG_EMBED.kernel(input._device.type)(a, offset, d1, d2), input._device)
+    record_if_needed(DIAG_EMBED, (input, offset, d1, d2), {}, out)
+    return out

@@ -1,1 +1,311 @@
-"""Neural-network operators of tensor-core: softmax, log_softmax, embedding, dropout."""
+"""Neural-network primitives of the operator table: softmax, log_softmax, embedding, dropout.
+
+``flambeau.nn.functional`` builds on these. Softmax over the last dimension of a large
+contiguous tensor runs a fused numba kernel, parallel over rows (one pass for the maximum, one
+for ``exp`` and the sum, one to scale), built on first use; other cases use numpy.
+
+Kernel convention (every device; arrays in, array out):
+    softmax, log_softmax: ``kernel(a, dim) -> array`` (``a`` already in the compute dtype).
+    embedding: ``kernel(weight, indices) -> array`` (rows of ``weight`` gathered, shape
+        ``indices.shape + (embedding_dim,)``).
+    dropout: ``kernel(a, mask, out=None) -> array`` returning ``a * mask`` (written into ``out``
+        for the in-place form); ``mask`` holds ``0`` or ``1 / (1 - p)`` in ``a``'s dtype.
+
+Autograd recording: ``inputs`` are the positional arguments in signature order, ``attrs`` the
+keyword-only ones. ``dropout`` also records ``attrs["mask"]``, the tensor of factors it applied,
+so that its backward is ``grad * mask``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    check_tensor,
+    grad_state,
+    inplace_by_engine,
+    inplace_needs_engine,
+    record,
+    record_if_needed,
+    wrap_dim,
+)
+from flambeau._ops._registry import declare
+
+__all__ = ["softmax", "log_softmax", "embedding", "dropout"]
+
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+_max_reduce = np.maximum.reduce
+_add_reduce = np.add.reduce
+# Below this many elements numpy's passes beat starting numba's thread pool.
+_NUMBA_MIN_SIZE = 1 << 15
+
+
+@functools.cache
+def _numba_softmax():
+    """Fused row-wise softmax / log_softmax kernels (float32, float64), compiled on first use.
+
+    The kernels call no other jitted function: numba's on-disk cache misses on every run for
+    functions that close over other dispatchers, and these take seconds to compile.
+    See Note [Vectorised expf] for why float32 rows do not call ``np.exp``.
+    """
+    import numba
+    from numba import prange
+
+    # Note [Vectorised expf]: without Intel SVML, LLVM turns np.exp into a scalar libm call per
+    # element, which makes softmax 3-6x slower than torch's vectorised kernel. Cephes' expf
+    # (range reduction by a split ln 2, a degree-6 polynomial, then a 2**k scale) is branch-free
+    # arithmetic that LLVM vectorises; 2**k is built in an int32 scratch row viewed as float32.
+    # It is accurate to ~1 ulp; results below float32's normal range (x - max < -87.33) flush to 0.
+    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
+    def softmax_rows_f32(x, out, log):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            m = xr[0]
+            for j in range(n):
+                v = xr[j]
+                m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:  # all -inf, or +inf present: torch gives a NaN row
+                m = m - m
+            bits = np.empty(n, np.int32)
+            for j in range(n):
+                v = xr[j] - m
+                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
+                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
+                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
+                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
+                normal = v >= np.float32(-87.33)
+                o[j] = y if normal else np.float32(0.0)
+                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+            scale = bits.view(np.float32)
+            s = np.float32(0.0)
+            for j in range(n):
+                e = o[j] * scale[j]
+                o[j] = e
+                s += e
+            if log:  # (x - m) - log(s) rather than x - (m + log(s)): no cancellation
+                c = np.log(s)
+                for j in range(n):
+                    o[j] = (xr[j] - m) - c
+            else:
+                inv = np.float32(1.0) / s
+                for j in range(n):
+                    o[j] *= inv
+
+    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
+    def softmax_rows(x, out, log):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            m = xr[0]
+            for j in range(n):
+                v = xr[j]
+                m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:
+                m = m - m
+            s = 0.0
+            for j in range(n):
+                e = np.exp(xr[j] - m)
+                o[j] = e
+                s += e
+            if log:
+                c = np.log(s)
+                for j in range(n):
+                    o[j] = (xr[j] - m) - c
+            else:
+                inv = 1.0 / s
+                for j in range(n):
+                    o[j] *= inv
+
+    return softmax_rows_f32, softmax_rows
+
+
+def _softmax_numpy(a, dim, log):
+    if a.size == 0:
+        return np.empty(a.shape, a.dtype)
+    # A slice that is all -inf, or holds +inf, turns into NaN through inf - inf, as in torch.
+    with np.errstate(all="ignore"):
+        shifted = np.subtract(a, _max_reduce(a, dim, None, None, True))
+        if log:
+            e = np.exp(shifted)
+            return np.subtract(shifted, np.log(_add_reduce(e, dim, None, None, True)),
+                               out=shifted)
+        e = np.exp(shifted, out=shifted)
+        return np.true_divide(e, _add_reduce(e, dim, None, None, True), out=e)
+
+
+def _softmax_kernel(log: bool):
+    def kernel(a, dim):
+        if a.ndim == 0:
+            return np.asarray(np.zeros((), a.dtype) if log else np.ones((), a.dtype))
+        half = a.dtype == np.float16
+        if half:
+            a = a.astype(np.float32)
+        if a.size >= _NUMBA_MIN_SIZE and dim == a.ndim - 1 and a.flags.c_contiguous and a.shape[-1]:
+            x = a.reshape(-1, a.shape[-1])
+            out = np.empty_like(x)
+            f32, f64 = _numba_softmax()
+            (f32 if x.dtype == np.float32 else f64)(x, out, log)
+            r = out.reshape(a.shape)
+        else:
+            r = _softmax_numpy(a, dim, log)
+        return r.astype(np.float16) if half else r
+
+    return kernel
+
+
+def _softmax_op(name: str, log: bool, formula: str):
+    op = declare(f"{name}(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", category="nn",
+                 kernels={"cpu": _softmax_kernel(log)})
+
+    def fn(input, dim=None, dtype=None):
+        check_tensor(input, "input", name)
+        if dim is None:
+            raise TypeError(f"{name}(): argument 'dim' must be given (an int)")
+        d = wrap_dim(dim, input.ndim)
+        x = input if dtype is None else input.to(dt.to_dtype(dtype))
+        if not x.dtype.is_floating_point:
+            raise NotImplementedError(f'"{name}_lastdim_kernel_impl" not implemented for \'{_TYPE_NAME[x.dtype]}\'')
+        out = _wrap(op.kernel(x._device.type)(x._data, d), x._device)
+        if grad_state.enabled and x._requires_grad:
+            record(op, (x, d, None), {}, out)
+        return out
+
+    fn.__doc__ = f"""{formula} along ``dim``, computed stably (the maximum is subtracted first).
+
+    Args:
+        input: a floating tensor of any shape (integers need ``dtype``).
+        dim: the dimension to normalise over.
+        dtype: if given, ``input`` is cast to it first.
+
+    Returns a tensor of the shape of ``input``; a slice that is all ``-inf`` gives NaN as in torch.
+    """
+    op.front(fn)
+    return op
+
+
+SOFTMAX = _softmax_op("softmax", False, "``exp(x) / sum(exp(x))``")
+LOG_SOFTMAX = _softmax_op("log_softmax", True, "``x - log(sum(exp(x)))``")
+softmax = SOFTMAX.fn
+log_softmax = LOG_SOFTMAX.fn
+
+
+# --- embedding -------------------------------------------------------------------------------------
+def _k_embedding(weight, indices):
+    return np.take(weight, indices, axis=0)
+
+
+EMBEDDING = declare("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
+                    "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
+                    category="nn", method=False, kernels={"cpu": _k_embedding})
+
+
+@EMBEDDING.front
+def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` ``(num_embeddings, embedding_dim)`` picked by integer ``input`` indices.
+
+    The result has shape ``input.shape + (embedding_dim,)``. ``padding_idx`` marks the row that
+    gets no gradient; with ``max_norm`` the referenced rows of ``weight`` whose ``norm_type``-norm
+    exceeds it are rescaled in place first (as torch does).
+    """
+    check_tensor(input, "input", "embedding")
+    check_tensor(weight, "weight", "embedding")
+    if input.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           f"Long, Int; but got flambeau.{_TYPE_NAME[input.dtype]}Tensor instead (while checking "
+                           "arguments for embedding)")
+    if weight.ndim != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
+    idx = input._data
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise IndexError("index out of range in self")
+    if max_norm is not None:
+        _renorm_rows(weight, idx, float(max_norm), float(norm_type))
+    out = _wrap(EMBEDDING.kernel(weight._device.type)(weight._data, idx), weight._device)
+    record_if_needed(EMBEDDING, (input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse),
+                     {}, out)
+    return out
+
+
+def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None:
+    w = weight._data
+    rows = np.unique(idx)
+    sub = w[rows]
+    norms = np.linalg.norm(sub, ord=norm_type, axis=1)
+    big = norms > max_norm
+    if big.any():
+        w[rows[big]] = sub[big] * (max_norm / (norms[big] + 1e-7))[:, None].astype(w.dtype)
+        weight._storage._version += 1
+
+
+# --- dropout ---------------------------------------------------------------------------------------
+def _k_dropout(a, mask, out=None):
+    return np.multiply(a, mask, out=out)
+
+
+DROPOUT = declare("dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
+                  category="nn", method=False, kernels={"cpu": _k_dropout})
+
+
+def _generator():
+    try:
+        from flambeau._random import default_generator
+    except ImportError:  # pragma: no cover - only while _random.py lacks a Generator
+        return np.random.default_rng()
+    return default_generator._np
+
+
+@DROPOUT.front
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element of ``input`` with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    The mask comes from flambeau's default generator (``flambeau.manual_seed`` makes it
+    reproducible). With ``training=False`` or ``p == 0`` ``input`` is returned unchanged;
+    ``inplace=True`` overwrites ``input`` (the ``dropout_`` form). Floating inputs only.
+    """
+    check_tensor(input, "input", "dropout")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {_TYPE_NAME[input.dtype]}")
+    if inplace and inplace_needs_engine(input):
+        # Note [In-place operators under autograd]: the engine runs the out-of-place form and copies.
+        return inplace_by_engine(DROPOUT, (input, p, training, False), {})
+    a = input._data
+    dev = input._device
+    npdt = input.dtype.np
+    if p == 1:
+        mask = np.zeros(a.shape, npdt)
+    else:
+        keep = _generator().random(a.shape, dtype=np.float32) >= np.float32(p)
+        mask = np.multiply(keep, npdt.type(1.0 / (1.0 - p)), dtype=npdt)
+    if dev.type != "cpu":
+        from flambeau._backends import backend
+
+        mask = backend(dev.type).from_numpy(mask, dev)
+    kernel = DROPOUT.kernel(dev.type)
+    if inplace:
+        kernel(a, mask, out=a)
+        input._storage._version += 1
+        out = input
+    else:
+        out = _wrap(kernel(a, mask), dev)
+    if grad_state.enabled and input._requires_grad:
+        record(DROPOUT, (input, p, training, inplace), {"mask": _wrap(mask, dev)}, out)
+    return out
+

@@ -1,1 +1,925 @@
-"""Reductions: sum, mean, prod, max/min, argmax/argmin, var/std, logsumexp, norm, all/any, cumsum ..."""
+"""Reductions: sum, mean, prod, max/min, argmax/argmin, var/std, logsumexp, norm, all/any, cumsum ...
+
+Each operator follows torch: ``dim`` is an int or a tuple/list of ints (None, or an empty tuple,
+reduces every dimension), ``keepdim`` keeps reduced dimensions with size 1, integer and bool sums
+and products give int64, ``mean``/``var``/``std`` refuse integer inputs, and multi-output
+reductions (``max``/``min`` with a dim, ``aminmax``, ``cummax``, ``median`` with a dim, ``mode``)
+return namedtuples like ``torch.return_types``.
+
+Kernel convention (every device; arrays in, array out, never a numpy scalar):
+    sum, nansum, mean, nanmean, prod: ``kernel(a, dims, keepdim, dtype) -> array`` computing in
+        flambeau dtype ``dtype``; ``dims`` is a sorted tuple of non-negative dims, or None for
+        every dim (so for every kernel below).
+    amax, amin, all, any, logsumexp, count_nonzero: ``kernel(a, dims, keepdim) -> array``.
+    var, std: ``kernel(a, dims, correction, keepdim) -> array``.
+    norm: ``kernel(a, p, dims, keepdim) -> array`` (``p`` a float, ``inf``, ``-inf`` or 0).
+    max, min, median: ``kernel(a, dim, keepdim)`` returns a 0-dim array when ``dim`` is None and
+        ``(values, indices)`` along ``dim`` otherwise; mode: ``kernel(a, dim, keepdim) -> (values,
+        indices)``.
+    argmax, argmin: ``kernel(a, dim_or_None, keepdim) -> int64 array``.
+    aminmax: ``kernel(a, dims, keepdim) -> (min, max)``.
+    cumsum, cumprod: ``kernel(a, dim, dtype) -> array``; cummax, cummin: ``kernel(a, dim) ->
+        (values, indices)``.
+
+Autograd recording (seam 2): ``inputs`` are the positional arguments of the signature with ``dim``
+normalised: None for every dim (``dim=None`` or an empty list), else a sorted tuple of
+non-negative dims (an int for ops that take one dim); ``attrs`` are the keyword-only arguments.
+Multi-output ops record their namedtuple.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    broadcast_shapes,
+    check_tensor,
+    common_device,
+    dims_arg,
+    grad_state,
+    record,
+    wrap_dim,
+)
+from flambeau._ops._registry import OPS, declare
+
+__all__ = ["sum", "nansum", "mean", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
+           "argmin", "aminmax", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "all",
+           "any", "count_nonzero", "cumsum", "cumprod", "cummax", "cummin", "median", "mode",
+           "return_types"]
+
+_ndarray = np.ndarray
+_add_reduce = np.add.reduce
+_float16 = dt.float16
+_int64 = dt.int64
+_bool = dt.bool
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+
+
+def _return_type(name: str, fields: str):
+    t = namedtuple(name, fields)
+    t.__module__ = "flambeau.return_types"
+    t.__doc__ = f"The ``({fields.replace(' ', ', ')})`` namedtuple returned by :func:`flambeau.{name}`."
+    return t
+
+
+class return_types:  # noqa: N801 - mirrors torch.return_types
+    """Namedtuple types of multi-output reductions, as ``torch.return_types``."""
+
+    max = _return_type("max", "values indices")
+    min = _return_type("min", "values indices")
+    aminmax = _return_type("aminmax", "min max")
+    cummax = _return_type("cummax", "values indices")
+    cummin = _return_type("cummin", "values indices")
+    median = _return_type("median", "values indices")
+    mode = _return_type("mode", "values indices")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def _axes(dim, ndim: int):
+    """Reduced dims: None (every dim) for None or an empty list (torch), a sorted tuple otherwise."""
+    if dim is None:
+        return None
+    if dim.__class__ is int and ndim:
+        return (wrap_dim(dim, ndim),)
+    if isinstance(dim, (list, tuple)):
+        seen = set()
+        for d in dim:  # torch names the repeated dim (dims_arg names the whole list)
+            w = wrap_dim(d, ndim)
+            if w in seen:
+                raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+            seen.add(w)
+    axes = dims_arg(dim, ndim)
+    if ndim == 0 or not axes:
+        return None
+    return axes
+
+
+def _count(a, dims) -> int:
+    """Number of elements each output element reduces."""
+    return a.size if dims is None else math.prod(a.shape[d] for d in dims)
+
+
+def _asarray(r, npdt=None) -> np.ndarray:
+    if r.__class__ is _ndarray and (npdt is None or r.dtype == npdt):
+        return r
+    return np.asarray(r, dtype=npdt)
+
+
+def _check_dtype_arg(dtype):
+    return None if dtype is None else dt.to_dtype(dtype)
+
+
+def _exact_dtype(d):
+    # torch: integer and bool sums/products accumulate in and return int64.
+    return d if d.is_floating_point else _int64
+
+
+def _nonempty(name: str, a, dims) -> None:
+    """torch's errors for reductions without identity over empty inputs."""
+    if a.size == 0:
+        if dims is None:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        for d in dims:
+            if a.shape[d] == 0:
+                raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _float_only(name: str, d, what: str = "could not infer output dtype. Input dtype must be either a "
+                                           "floating point or complex dtype. Got") -> None:
+    if not d.is_floating_point:
+        raise RuntimeError(f"{name}(): {what}: {_TYPE_NAME[d]}")
+
+
+def _rec(op, input, inputs, attrs, out):
+    if grad_state.enabled and input._requires_grad:
+        record(op, inputs, attrs, out)
+
+
+# --- CPU kernels ---------------------------------------------------------------------------------
+# Note [Parallel full sums]: numpy sums on one thread; for large contiguous float tensors a
+# numba kernel sums 4096-element blocks (vectorised, in the input dtype) on every thread and adds
+# the block sums in float64, which is both faster and at least as accurate as numpy's pairwise sum.
+_PARALLEL_MIN = 1 << 18
+
+
+@functools.cache
+def _numba_blocked_sum():
+    import numba
+
+    @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
+    def blocked_sum(a, zero):
+        # ``zero`` has a's dtype, so blocks accumulate (and vectorise) in it.
+        n = a.shape[0]
+        parts = np.empty((n + 4095) // 4096, np.float64)
+        for b in numba.prange(parts.shape[0]):
+            j = b * 4096
+            end = j + 4096 if j + 4096 < n else n  # (this module's ``min`` is flambeau.min)
+            s = zero
+            for k in range(j, end):
+                s += a[k]
+            parts[b] = s
+        return parts.sum()
+
+    return blocked_sum
+
+
+def _parallel_sum(a, dims, npdt):
+    """The full sum of ``a`` as a float64 Python number, or None where numpy should do it."""
+    if dims is None and a.size >= _PARALLEL_MIN and a.dtype == npdt and npdt.kind == "f" and a.flags.c_contiguous:
+        return _numba_blocked_sum()(a.reshape(-1), npdt.type(0))
+    return None
+
+
+def _k_sum(a, dims, keepdim, dtype):
+    if dtype is _float16:  # accumulate half in float32 as torch does
+        return _asarray(_add_reduce(a, dims, np.float32, None, keepdim), dtype.np)
+    if a.size >= _PARALLEL_MIN:
+        total = _parallel_sum(a, dims, dtype.np)
+        if total is not None:
+            return np.full((1,) * a.ndim if keepdim else (), total, dtype.np)
+    r = _add_reduce(a, dims, dtype.np, None, keepdim)
+    return r if r.__class__ is _ndarray else np.asarray(r)
+
+
+def _k_nansum(a, dims, keepdim, dtype):
+    if a.dtype.kind != "f":
+        return _k_sum(a, dims, keepdim, dtype)
+    acc = np.float32 if dtype is dt.float16 else dtype.np
+    return _asarray(np.nansum(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
+
+
+def _k_mean(a, dims, keepdim, dtype):
+    acc = np.float32 if dtype is _float16 else dtype.np
+    n = _count(a, dims)
+    if n >= _PARALLEL_MIN:
+        total = _parallel_sum(a, dims, dtype.np)
+        if total is not None:
+            return np.full((1,) * a.ndim if keepdim else (), total / n, dtype.np)
+    total = _add_reduce(a, dims, acc, None, keepdim)
+    if n == 0:  # torch quietly gives NaN
+        with np.errstate(all="ignore"):
+            return _asarray(np.true_divide(total, 0, dtype=acc), dtype.np)
+    r = np.true_divide(total, n, dtype=acc)
+    return r if r.__class__ is _ndarray and r.dtype == dtype.np else _asarray(r, dtype.np)
+
+
+def _k_nanmean(a, dims, keepdim, dtype):
+    acc = np.float32 if dtype is dt.float16 else dtype.np
+    with np.errstate(all="ignore"):
+        mask = ~np.isnan(a)
+        total = np.sum(a, axis=dims, dtype=acc, keepdims=keepdim, where=mask)
+        count = np.count_nonzero(mask, axis=dims, keepdims=keepdim)
+        return _asarray(total / count, dtype.np)
+
+
+def _k_prod(a, dims, keepdim, dtype):
+    acc = np.float32 if dtype is dt.float16 else dtype.np
+    return _asarray(np.prod(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
+
+
+def _k_amax(a, dims, keepdim):
+    return _asarray(np.amax(a, axis=dims, keepdims=keepdim))
+
+
+def _k_amin(a, dims, keepdim):
+    return _asarray(np.amin(a, axis=dims, keepdims=keepdim))
+
+
+def _k_all(a, dims, keepdim):
+    r = _asarray(np.all(a, axis=dims, keepdims=keepdim))
+    return r.astype(np.uint8) if a.dtype == np.uint8 else r
+
+
+def _k_any(a, dims, keepdim):
+    r = _asarray(np.any(a, axis=dims, keepdims=keepdim))
+    return r.astype(np.uint8) if a.dtype == np.uint8 else r
+
+
+def _k_count_nonzero(a, dims, keepdim):
+    return _asarray(np.count_nonzero(a, axis=dims, keepdims=keepdim), np.int64)
+
+
+def _k_logsumexp(a, dims, keepdim):
+    with np.errstate(all="ignore"):
+        m = np.amax(a, axis=dims, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
+        r = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
+    return r if keepdim else _asarray(np.squeeze(r, axis=dims))
+
+
+def _k_var(a, dims, correction, keepdim):
+    acc = np.float32 if a.dtype == np.float16 else None
+    if _count(a, dims) > correction:
+        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):  # numpy warns about dof <= 0; torch gives NaN/inf
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
+
+
+def _k_std(a, dims, correction, keepdim):
+    r = _k_var(a, dims, correction, keepdim)
+    return np.sqrt(r, out=r)
+
+
+def _k_norm(a, p, dims, keepdim):
+    with np.errstate(all="ignore"):
+        acc = np.float32 if a.dtype == np.float16 else None
+        if p == 2:
+            r = np.sqrt(np.sum(np.square(a, dtype=acc), axis=dims, keepdims=keepdim))
+        elif p == 1:
+            r = np.sum(np.abs(a), axis=dims, keepdims=keepdim, dtype=acc)
+        elif p == math.inf:
+            r = np.amax(np.abs(a), axis=dims, keepdims=keepdim, initial=0)
+        elif p == -math.inf:
+            r = np.amin(np.abs(a), axis=dims, keepdims=keepdim, initial=np.inf)
+        elif p == 0:
+            r = np.count_nonzero(a, axis=dims, keepdims=keepdim)
+        else:
+            r = np.sum(np.abs(a, dtype=acc) ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
+    return _asarray(r, a.dtype)
+
+
+def _extreme_kernel(ufunc, arg):
+    reduce = ufunc.reduce
+
+    def kernel(a, dim, keepdim):
+        if dim is None:
+            return _asarray(reduce(a, None))
+        # Two C-level passes beat one argmax plus take_along_axis (a Python-level gather); both
+        # pick the first NaN, so values and indices agree.
+        vals = _asarray(reduce(a, dim, None, None, keepdim))
+        idx = _asarray(arg(a, axis=dim, keepdims=keepdim), np.int64)
+        return vals, idx
+
+    return kernel
+
+
+def _arg(fn):
+    def kernel(a, dim, keepdim):
+        if dim is None:
+            r = fn(a)
+            return np.full((1,) * a.ndim if keepdim else (), r, dtype=np.int64)
+        return _asarray(fn(a, axis=dim, keepdims=keepdim), np.int64)
+
+    return kernel
+
+
+def _k_aminmax(a, dims, keepdim):
+    return (_asarray(np.amin(a, axis=dims, keepdims=keepdim)), _asarray(np.amax(a, axis=dims, keepdims=keepdim)))
+
+
+def _k_cumsum(a, dim, dtype):
+    acc = np.float32 if dtype is dt.float16 else dtype.np
+    return _asarray(np.cumsum(a, axis=dim, dtype=acc), dtype.np)
+
+
+def _k_cumprod(a, dim, dtype):
+    acc = np.float32 if dtype is dt.float16 else dtype.np
+    return _asarray(np.cumprod(a, axis=dim, dtype=acc), dtype.np)
+
+
+def _cum_extreme(ufunc):
+    def kernel(a, dim):
+        vals = ufunc.accumulate(a, axis=dim)
+        # The index of the latest element equal to the running extreme (torch's >= / <= rule);
+        # a NaN becomes the extreme and keeps it, and every later NaN takes over its index.
+        hit = a == vals
+        if a.dtype.kind == "f":
+            hit |= np.isnan(a)
+        shape = [1] * a.ndim
+        shape[dim] = a.shape[dim]
+        pos = np.arange(a.shape[dim], dtype=np.int64).reshape(shape)
+        idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=dim)
+        return vals, idx
+
+    return kernel
+
+
+def _k_median(a, dim, keepdim):
+    if dim is not None:
+        return _median_dim(a, dim, keepdim)
+    flat = a.reshape(-1)
+    if flat.size == 0:
+        return np.asarray(np.nan, dtype=a.dtype)
+    if a.dtype.kind == "f" and np.isnan(flat).any():
+        return np.asarray(np.nan, dtype=a.dtype)
+    k = (flat.size - 1) // 2
+    return _asarray(np.partition(flat, k)[k], a.dtype)
+
+
+def _median_dim(a, dim, keepdim):
+    k = (a.shape[dim] - 1) // 2
+    idx = np.take(np.argpartition(a, k, axis=dim), [k], axis=dim)
+    if a.dtype.kind == "f":
+        nans = np.isnan(a)
+        has = nans.any(axis=dim, keepdims=True)
+        if has.any():  # torch propagates NaN and points at the first one
+            idx = np.where(has, np.argmax(nans, axis=dim, keepdims=True), idx)
+    vals = np.take_along_axis(a, idx, axis=dim)
+    if not keepdim:
+        idx, vals = idx.squeeze(dim), vals.squeeze(dim)
+    return vals, idx.astype(np.int64, copy=False)
+
+
+def _k_mode(a, dim, keepdim):
+    moved = np.moveaxis(a, dim, -1)
+    n = moved.shape[-1]
+    rows = moved.reshape(-1, n)
+    vals = np.empty(rows.shape[0], a.dtype)
+    idx = np.empty(rows.shape[0], np.int64)
+    for i, row in enumerate(rows):
+        uniq, counts = np.unique(row, return_counts=True)
+        v = uniq[np.argmax(counts)]  # the smallest of the most frequent values
+        vals[i] = v
+        idx[i] = n - 1 - np.argmax(row[::-1] == v)  # torch returns its last index
+    shape = moved.shape[:-1]
+    vals, idx = vals.reshape(shape), idx.reshape(shape)
+    if keepdim:
+        vals, idx = np.expand_dims(vals, dim), np.expand_dims(idx, dim)
+    return vals, idx
+
+
+# --- sum, nansum, mean, nanmean, prod --------------------------------------------------------------
+SUM = declare("sum(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+              category="reduction", kernels={"cpu": _k_sum})
+
+
+@SUM.front
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum of ``input`` over ``dim`` (an int, a tuple of ints, or None for every dimension).
+
+    Integer and bool inputs give int64 unless ``dtype`` says otherwise. ``keepdim`` keeps the
+    reduced dimensions with size 1. The sum over an empty dimension is 0.
+    """
+    if input.__class__ is not Tensor:
+        check_tensor(input, "input", "sum")
+    a = input._data
+    dims = None if dim is None else _axes(dim, a.ndim)
+    if dtype is None:
+        d = input.dtype
+        if not d.is_floating_point:
+            d = _int64
+    else:
+        d = dt.to_dtype(dtype)
+    dev = input._device
+    out = _wrap((_SUM_KERNELS.get(dev.type) or SUM.kernel(dev.type))(a, dims, keepdim, d), dev)
+    if input._requires_grad and grad_state.enabled:
+        record(SUM, (input, dims, keepdim), {"dtype": d}, out)
+    return out
+
+
+_SUM_KERNELS = SUM.kernels
+
+
+NANSUM = declare("nansum(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+                 category="reduction", kernels={"cpu": _k_nansum})
+
+
+@NANSUM.front
+def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Like :func:`flambeau.sum`, treating NaN as zero."""
+    check_tensor(input, "input", "nansum")
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    d = _exact_dtype(input.dtype) if dtype is None else dt.to_dtype(dtype)
+    out = _wrap(NANSUM.kernel(input._device.type)(a, dims, keepdim, d), input._device)
+    _rec(NANSUM, input, (input, dims, keepdim), {"dtype": d}, out)
+    return out
+
+
+MEAN = declare("mean(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+               category="reduction", kernels={"cpu": _k_mean})
+
+
+@MEAN.front
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean of ``input`` over ``dim``; floating inputs only (or pass a floating ``dtype``).
+
+    The mean over an empty dimension is NaN.
+    """
+    check_tensor(input, "input", "mean")
+    a = input._data
+    dims = None if dim is None else _axes(dim, a.ndim)
+    d = input.dtype if dtype is None else dt.to_dtype(dtype)
+    if not d.is_floating_point:
+        _float_only("mean", d)
+    out = _wrap(MEAN.kernel(input._device.type)(a, dims, keepdim, d), input._device)
+    _rec(MEAN, input, (input, dims, keepdim), {"dtype": d}, out)
+    return out
+
+
+NANMEAN = declare("nanmean(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+                  category="reduction", kernels={"cpu": _k_nanmean})
+
+
+@NANMEAN.front
+def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean of the non-NaN elements of ``input`` over ``dim`` (floating inputs only)."""
+    check_tensor(input, "input", "nanmean")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{_TYPE_NAME[input.dtype]}")
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    d = input.dtype if dtype is None else dt.to_dtype(dtype)
+    out = _wrap(NANMEAN.kernel(input._device.type)(a, dims, keepdim, d), input._device)
+    _rec(NANMEAN, input, (input, dims, keepdim), {"dtype": d}, out)
+    return out
+
+
+PROD = declare("prod(Tensor input, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+               category="reduction", kernels={"cpu": _k_prod})
+
+
+@PROD.front
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Product of ``input`` over one dimension ``dim`` (or every element when None).
+
+    Integer and bool inputs give int64 unless ``dtype`` says otherwise; the product over an
+    empty dimension is 1.
+    """
+    check_tensor(input, "input", "prod")
+    if dim is not None and not isinstance(dim, int):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    d = _exact_dtype(input.dtype) if dtype is None else dt.to_dtype(dtype)
+    out = _wrap(PROD.kernel(input._device.type)(a, dims, keepdim, d), input._device)
+    _rec(PROD, input, (input, dims, keepdim), {"dtype": d}, out)
+    return out
+
+
+# --- max, min, amax, amin, argmax, argmin, aminmax -------------------------------------------------
+def _extreme_op(name: str, kernel, elementwise: str, rtype):
+    op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor | (Tensor values, Tensor indices)",
+                 category="reduction", kernels={"cpu": kernel})
+
+    def fn(input, dim=None, keepdim=False):
+        check_tensor(input, "input", name)
+        if isinstance(dim, Tensor):
+            return _elementwise_extreme(name, elementwise, op, input, dim)
+        a = input._data
+        dev = input._device
+        if dim is None:
+            _nonempty(name, a, None)
+            out = _wrap(op.kernel(dev.type)(a, None, False), dev)
+            _rec(op, input, (input, None, False), {}, out)
+            return out
+        d = wrap_dim(dim, a.ndim)
+        if a.ndim == 0:
+            vals, idx = a.copy(), np.zeros((), np.int64)
+        else:
+            _nonempty(name, a, (d,))
+            vals, idx = op.kernel(dev.type)(a, d, keepdim)
+        out = rtype(_wrap(vals, dev), _wrap(idx, dev))
+        _rec(op, input, (input, d, keepdim), {}, out)
+        return out
+
+    fn.__doc__ = f"""The {'largest' if name == 'max' else 'smallest'} element of ``input``.
+
+    ``{name}(input)`` returns a 0-dim tensor (NaN if any element is NaN);
+    ``{name}(input, dim, keepdim=False)`` returns the namedtuple ``(values, indices)`` along
+    ``dim`` (indices are int64 and not differentiable); ``{name}(input, other)`` is
+    :func:`flambeau.{elementwise}`.
+    """
+    op.front(fn)
+    return op
+
+
+def _elementwise_extreme(name, elementwise, op, input, other):
+    target = OPS.get(elementwise)
+    if target is not None and target.fn is not None:
+        return target.fn(input, other)
+    ufunc = np.maximum if name == "max" else np.minimum
+    dev = common_device(input, other)
+    d = dt.result_type(input, other)
+    broadcast_shapes(input._data.shape, other._data.shape)
+    out = _wrap(_asarray(ufunc(input._data, other._data, dtype=d.np)), dev)
+    if grad_state.enabled and (input._requires_grad or other._requires_grad):
+        record(op, (input, None, False), {"other": other}, out)
+    return out
+
+
+MAX = _extreme_op("max", _extreme_kernel(np.maximum, np.argmax), "maximum", return_types.max)
+MIN = _extreme_op("min", _extreme_kernel(np.minimum, np.argmin), "minimum", return_types.min)
+max = MAX.fn
+min = MIN.fn
+
+
+def _amax_op(name, kernel):
+    op = declare(f"{name}(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", category="reduction",
+                 kernels={"cpu": kernel})
+
+    def fn(input, dim=(), keepdim=False):
+        check_tensor(input, "input", name)
+        a = input._data
+        dims = _axes(dim, a.ndim)
+        if a.size == 0:
+            explicit = dim is not None and (not isinstance(dim, (list, tuple)) or len(dim) > 0)
+            _nonempty(name, a, dims if explicit else None)
+        out = _wrap(op.kernel(input._device.type)(a, dims, keepdim), input._device)
+        _rec(op, input, (input, dims, keepdim), {}, out)
+        return out
+
+    fn.__doc__ = f"""The {'maximum' if name == 'amax' else 'minimum'} of ``input`` over ``dim``.
+
+    ``dim`` is an int or a tuple (empty means every dimension). Unlike :func:`flambeau.{name[1:]}`
+    it returns no indices.
+    """
+    op.front(fn)
+    return op
+
+
+AMAX = _amax_op("amax", _k_amax)
+AMIN = _amax_op("amin", _k_amin)
+amax = AMAX.fn
+amin = AMIN.fn
+
+
+def _argop(name, fn_np):
+    op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", category="reduction",
+                 differentiable=False, kernels={"cpu": _arg(fn_np)})
+
+    def fn(input, dim=None, keepdim=False):
+        check_tensor(input, "input", name)
+        if input.dtype is _bool:
+            raise RuntimeError(f"{name}(): does not support bool input")
+        a = input._data
+        if dim is None:
+            if a.size == 0:
+                raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+            d = None
+        else:
+            d = wrap_dim(dim, a.ndim)
+            if a.ndim == 0:
+                d = None
+            else:
+                _nonempty(name, a, (d,))
+        return _wrap(op.kernel(input._device.type)(a, d, keepdim), input._device)
+
+    fn.__doc__ = f"""Index (int64) of the {'largest' if name == 'argmax' else 'smallest'} element of ``input``.
+
+    With ``dim=None`` the index is into the flattened tensor; otherwise along ``dim``.
+    ``keepdim`` keeps reduced dimensions with size 1. Not differentiable.
+    """
+    op.front(fn)
+    return op
+
+
+ARGMAX = _argop("argmax", np.argmax)
+ARGMIN = _argop("argmin", np.argmin)
+argmax = ARGMAX.fn
+argmin = ARGMIN.fn
+
+AMINMAX = declare("aminmax(Tensor input, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)",
+                  category="reduction", kernels={"cpu": _k_aminmax})
+
+
+@AMINMAX.front
+def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
+    """The namedtuple ``(min, max)`` of ``input`` over ``dim`` (every element when None)."""
+    check_tensor(input, "input", "aminmax")
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    if a.size == 0 and (dims is None or builtins.any(a.shape[x] == 0 for x in dims)):
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                           "identity.")
+    lo, hi = AMINMAX.kernel(input._device.type)(a, dims, keepdim)
+    out = return_types.aminmax(_wrap(lo, input._device), _wrap(hi, input._device))
+    _rec(AMINMAX, input, (input,), {"dim": dims, "keepdim": keepdim}, out)
+    return out
+
+
+# --- var, std, var_mean, std_mean ------------------------------------------------------------------
+def _correction(name, dim, unbiased, correction):
+    if isinstance(dim, bool):  # legacy var(input, unbiased)
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise RuntimeError(f"{name}(): cannot specify both 'unbiased' and 'correction'")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dim, correction
+
+
+def _var_setup(name, input, dim, unbiased, correction):
+    check_tensor(input, "input", name)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dim, correction = _correction(name, dim, unbiased, correction)
+    return _axes(dim, input._data.ndim), correction
+
+
+VAR = declare("var(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) -> Tensor",
+              category="reduction", kernels={"cpu": _k_var})
+STD = declare("std(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) -> Tensor",
+              category="reduction", kernels={"cpu": _k_std})
+
+
+@VAR.front
+def var(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance of ``input`` over ``dim``: ``sum((x - mean)**2) / max(0, N - correction)``.
+
+    ``correction`` defaults to 1 (Bessel's correction); the legacy ``unbiased=False`` means
+    ``correction=0``. Floating inputs only.
+    """
+    dims, c = _var_setup("var", input, dim, unbiased, correction)
+    out = _wrap(VAR.kernel(input._device.type)(input._data, dims, c, keepdim), input._device)
+    _rec(VAR, input, (input, dims), {"correction": c, "keepdim": keepdim}, out)
+    return out
+
+
+@STD.front
+def std(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Standard deviation of ``input`` over ``dim``: the square root of :func:`flambeau.var`."""
+    dims, c = _var_setup("std", input, dim, unbiased, correction)
+    out = _wrap(STD.kernel(input._device.type)(input._data, dims, c, keepdim), input._device)
+    _rec(STD, input, (input, dims), {"correction": c, "keepdim": keepdim}, out)
+    return out
+
+
+VAR_MEAN = declare("var_mean(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) "
+                   "-> (Tensor, Tensor)", category="reduction", method=False)
+STD_MEAN = declare("std_mean(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) "
+                   "-> (Tensor, Tensor)", category="reduction", method=False)
+
+
+def _stat_mean(op, kernel_op, input, dim, unbiased, keepdim, correction):
+    dims, c = _var_setup(op.name, input, dim, unbiased, correction)
+    dev = input._device
+    a = input._data
+    out = (_wrap(kernel_op.kernel(dev.type)(a, dims, c, keepdim), dev),
+           _wrap(MEAN.kernel(dev.type)(a, dims, keepdim, input.dtype), dev))
+    _rec(op, input, (input, dims), {"correction": c, "keepdim": keepdim}, out)
+    return out
+
+
+@VAR_MEAN.front
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """The tuple ``(var, mean)`` of ``input`` over ``dim`` (see :func:`flambeau.var`)."""
+    return _stat_mean(VAR_MEAN, VAR, input, dim, unbiased, keepdim, correction)
+
+
+@STD_MEAN.front
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """The tuple ``(std, mean)`` of ``input`` over ``dim`` (see :func:`flambeau.std`)."""
+    return _stat_mean(STD_MEAN, STD, input, dim, unbiased, keepdim, correction)
+
+
+# --- logsumexp, norm ---------------------------------------------------------------------------------
+LOGSUMEXP = declare("logsumexp(Tensor input, int[1] dim, bool keepdim=False) -> Tensor", category="reduction",
+                    kernels={"cpu": _k_logsumexp})
+
+
+@LOGSUMEXP.front
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(input), dim))`` computed stably (subtracting the maximum first).
+
+    Integer inputs give the default float dtype; the result over an empty dimension is ``-inf``.
+    """
+    check_tensor(input, "input", "logsumexp")
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    if not input.dtype.is_floating_point:
+        a = a.astype(dt.get_default_dtype().np)
+    out = _wrap(LOGSUMEXP.kernel(input._device.type)(a, dims, keepdim), input._device)
+    _rec(LOGSUMEXP, input, (input, dims, keepdim), {}, out)
+    return out
+
+
+NORM = declare("norm(Tensor input, Scalar|str p='fro', int[1]? dim=None, bool keepdim=False, *, "
+               "ScalarType? dtype=None) -> Tensor", category="reduction", kernels={"cpu": _k_norm})
+
+
+@NORM.front
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Vector norm of ``input`` over ``dim`` (every element when None).
+
+    ``p`` is ``'fro'`` or 2 (Euclidean), 1, ``inf``, ``-inf``, 0 (number of non-zeros) or any
+    other number (``sum(|x|**p)**(1/p)``). Floating inputs only; ``dtype`` casts first.
+    """
+    check_tensor(input, "input", "norm")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
+                           f"{_TYPE_NAME[input.dtype]}")
+    if p is None or p == "fro":
+        p = 2.0
+    elif isinstance(p, str):
+        raise NotImplementedError(f"norm(): p={p!r} (matrix norms other than 'fro') is not supported by flambeau")
+    if dtype is not None:
+        dtype = dt.to_dtype(dtype)
+        if dt.promote_types(input.dtype, dtype) is not dtype:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_TYPE_NAME[input.dtype]}) should be "
+                               f"convertible without narrowing to the specified dtype ({_TYPE_NAME[dtype]})")
+        input = input.to(dtype)
+    p = float(p)
+    a = input._data
+    dims = _axes(dim, a.ndim)
+    out = _wrap(NORM.kernel(input._device.type)(a, p, dims, keepdim), input._device)
+    _rec(NORM, input, (input, p, dims, keepdim), {"dtype": None}, out)
+    return out
+
+
+# --- all, any, count_nonzero -------------------------------------------------------------------------
+def _logical_op(name, kernel, what):
+    op = declare(f"{name}(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor", category="reduction",
+                 differentiable=False, kernels={"cpu": kernel})
+
+    def fn(input, dim=None, keepdim=False):
+        check_tensor(input, "input", name)
+        a = input._data
+        dims = _axes(dim, a.ndim)
+        return _wrap(op.kernel(input._device.type)(a, dims, keepdim), input._device)
+
+    fn.__doc__ = f"""Whether {what} element of ``input`` over ``dim`` is non-zero.
+
+    The result is bool (uint8 for uint8 inputs, as torch). Not differentiable.
+    """
+    op.front(fn)
+    return op
+
+
+ALL = _logical_op("all", _k_all, "every")
+ANY = _logical_op("any", _k_any, "any")
+all = ALL.fn
+any = ANY.fn
+
+COUNT_NONZERO = declare("count_nonzero(Tensor input, int[1]? dim=None) -> Tensor", category="reduction",
+                        differentiable=False, kernels={"cpu": _k_count_nonzero})
+
+
+@COUNT_NONZERO.front
+def count_nonzero(input: Tensor, dim=None) -> Tensor:
+    """Number (int64) of non-zero elements of ``input`` over ``dim`` (every element when None)."""
+    check_tensor(input, "input", "count_nonzero")
+    a = input._data
+    return _wrap(COUNT_NONZERO.kernel(input._device.type)(a, _axes(dim, a.ndim), False), input._device)
+
+
+# --- cumulative ----------------------------------------------------------------------------------------
+def _cum_op(name, kernel, what):
+    op = declare(f"{name}(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", category="reduction",
+                 kernels={"cpu": kernel})
+
+    def fn(input, dim, *, dtype=None):
+        check_tensor(input, "input", name)
+        a = input._data
+        d = wrap_dim(dim, a.ndim)
+        out_dtype = _exact_dtype(input.dtype) if dtype is None else dt.to_dtype(dtype)
+        if a.ndim == 0:
+            arr = a.astype(out_dtype.np)
+        else:
+            arr = op.kernel(input._device.type)(a, d, out_dtype)
+        out = _wrap(arr, input._device)
+        _rec(op, input, (input, d), {"dtype": out_dtype}, out)
+        return out
+
+    fn.__doc__ = f"""Cumulative {what} of ``input`` along ``dim`` (same shape as ``input``).
+
+    Integer and bool inputs give int64 unless ``dtype`` says otherwise.
+    """
+    op.front(fn)
+    return op
+
+
+CUMSUM = _cum_op("cumsum", _k_cumsum, "sum")
+CUMPROD = _cum_op("cumprod", _k_cumprod, "product")
+cumsum = CUMSUM.fn
+cumprod = CUMPROD.fn
+
+
+def _cum_extreme_op(name, ufunc, rtype):
+    op = declare(f"{name}(Tensor input, int dim) -> (Tensor values, Tensor indices)", category="reduction",
+                 kernels={"cpu": _cum_extreme(ufunc)})
+
+    def fn(input, dim):
+        check_tensor(input, "input", name)
+        a = input._data
+        d = wrap_dim(dim, a.ndim)
+        dev = input._device
+        if a.ndim == 0:
+            vals, idx = a.copy(), np.zeros((), np.int64)
+        else:
+            vals, idx = op.kernel(dev.type)(a, d)
+        out = rtype(_wrap(vals, dev), _wrap(idx, dev))
+        _rec(op, input, (input, d), {}, out)
+        return out
+
+    fn.__doc__ = f"""The namedtuple ``(values, indices)`` of the running {name[3:]}imum of ``input`` along ``dim``.
+
+    ``indices`` (int64, not differentiable) points at the latest element equal to the running
+    extreme; NaN propagates.
+    """
+    op.front(fn)
+    return op
+
+
+CUMMAX = _cum_extreme_op("cummax", np.maximum, return_types.cummax)
+CUMMIN = _cum_extreme_op("cummin", np.minimum, return_types.cummin)
+cummax = CUMMAX.fn
+cummin = CUMMIN.fn
+
+# --- median, mode --------------------------------------------------------------------------------------
+MEDIAN = declare("median(Tensor input, int? dim=None, bool keepdim=False) -> Tensor | (Tensor values, Tensor indices)",
+                 category="reduction", kernels={"cpu": _k_median})
+
+
+@MEDIAN.front
+def median(input: Tensor, dim=None, keepdim: bool = False):
+    """The lower median of ``input``.
+
+    ``median(input)`` is a 0-dim tensor (NaN for empty inputs or if any element is NaN);
+    ``median(input, dim, keepdim=False)`` is the namedtuple ``(values, indices)`` along ``dim``.
+    Of two middle values the lower one is returned, as torch does.
+    """
+    check_tensor(input, "input", "median")
+    a = input._data
+    dev = input._device
+    if dim is None:
+        out = _wrap(MEDIAN.kernel(dev.type)(a, None, False), dev)
+        _rec(MEDIAN, input, (input, None, False), {}, out)
+        return out
+    d = wrap_dim(dim, a.ndim)
+    if a.ndim == 0:
+        vals, idx = a.copy(), np.zeros((), np.int64)
+    else:
+        _nonempty("median", a, (d,))
+        vals, idx = MEDIAN.kernel(dev.type)(a, d, keepdim)
+    out = return_types.median(_wrap(vals, dev), _wrap(idx, dev))
+    _rec(MEDIAN, input, (input, d, keepdim), {}, out)
+    return out
+
+
+MODE = declare("mode(Tensor input, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
+               category="reduction", kernels={"cpu": _k_mode})
+
+
+@MODE.front
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
+    """The namedtuple ``(values, indices)`` of the most frequent value of ``input`` along ``dim``.
+
+    Of equally frequent values the smallest is returned; ``indices`` points at its last
+    occurrence.
+    """
+    check_tensor(input, "input", "mode")
+    a = input._data
+    d = wrap_dim(dim, a.ndim)
+    dev = input._device
+    if a.ndim == 0:
+        vals, idx = a.copy(), np.zeros((), np.int64)
+    else:
+        _nonempty("mode", a, (d,))
+        vals, idx = MODE.kernel(dev.type)(a, d, keepdim)
+    out = return_types.mode(_wrap(vals, dev), _wrap(idx, dev))
+    _rec(MODE, input, (input, d, keepdim), {}, out)
+    return out

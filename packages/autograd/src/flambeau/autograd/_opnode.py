@@ -1,0 +1,257 @@
+"""Nodes for operators of the operator table, built from the derivative table.
+
+A :class:`Derivative` says, for one operator, which values backward needs (``save``) and one
+formula per differentiable input, keyed by the input's name in the operator's signature (as in
+PyTorch's derivatives.yaml). Formulas are written with flambeau operators, so running them with
+grad mode on (``create_graph=True``) records them too: double backward comes for free.
+
+A formula is ``f(grad, s)``: ``grad`` is the gradient of the output (or, for operators with
+several outputs, the tuple of them, missing ones materialised as zeros); ``s`` gives the saved
+tensors, the non-tensor arguments and ``<name>_shape`` of every tensor input by name. Broadcasting
+and dtype changes are undone centrally in :func:`reduce_grad`, so formulas never sum over
+broadcast dimensions themselves.
+"""
+
+from __future__ import annotations
+
+import re
+
+import flambeau as fl
+from flambeau import Tensor
+from flambeau.autograd._node import Node, edge_of, set_output_nr
+from flambeau.autograd._saved import FREED_MESSAGE, SavedTensor
+
+__all__ = ["Derivative", "OpNode", "reduce_grad", "parse_signature"]
+
+_MISSING = object()
+
+
+def parse_signature(signature: str):
+    """``(positional names, {name: kind})`` of a schema; kind is 'Tensor', 'Tensor[]' or another type."""
+    start = signature.index("(") + 1
+    depth, parts, current = 1, [], []
+    for ch in signature[start:]:  # split the argument list at top-level commas, up to its closing paren
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        if ch == "," and depth == 1:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    names, kinds = [], {}
+    keyword_only = False
+    for part in filter(None, (p.strip() for p in parts)):
+        if part == "*":
+            keyword_only = True
+            continue
+        decl = part.split("=", 1)[0].strip()
+        kind, _, name = decl.rpartition(" ")
+        kind = re.sub(r"\([^)]*\)", "", kind).rstrip("?")  # drop alias annotations: Tensor(a!) -> Tensor
+        if name == "self":
+            name = "input"  # formulas call the first tensor argument `input`, as the Python API does
+        kinds[name] = kind
+        if not keyword_only:
+            names.append(name)
+    return tuple(names), kinds
+
+
+class Derivative:
+    """The derivative of one operator: saved values and one formula per differentiable input.
+
+    Args:
+        formulas: ``{input_name: f(grad, s)}``; inputs without a formula get no gradient (an error is
+            raised if such an input requires grad and ``strict``).
+        save: names of the inputs (or ``"result"``, ``"result0"``, ``"result1"`` ...) backward needs.
+        outputs: number of outputs the operator returns as a tuple (0: a single tensor).
+    """
+
+    __slots__ = ("op_name", "formulas", "save", "outputs", "node_class", "pos_names", "tensor_args", "kinds",
+                 "formula_items", "pos_index", "list_args")
+
+    def __init__(self, formulas: dict, save: tuple = (), outputs: int = 0):
+        self.formulas = formulas
+        self.save = tuple(save)
+        self.outputs = outputs
+        self.op_name = None
+        self.node_class = None
+
+    def bind(self, op) -> None:
+        """Attach to the operator declaration ``op`` (an OpDef): resolve argument names and kinds."""
+        self.op_name = op.name
+        self.pos_names, self.kinds = parse_signature(op.signature)
+        unknown = [n for n in self.formulas if n not in self.kinds]
+        if unknown:
+            raise ValueError(f"derivative of {op.name} has formulas for unknown arguments {unknown} "
+                             f"(signature: {op.signature})")
+        self.tensor_args = tuple(n for n, k in self.kinds.items() if k in ("Tensor", "Tensor[]"))
+        self.formula_items = tuple(self.formulas.items())
+        self.pos_index = {n: i for i, n in enumerate(self.pos_names)}
+        self.list_args = frozenset(n for n, k in self.kinds.items() if k == "Tensor[]")
+        camel = "".join(p.capitalize() for p in op.name.strip("_").split("_"))
+        self.node_class = type(f"{camel}Backward0", (OpNode,), {"__slots__": (), "_deriv": self})
+
+
+def reduce_grad(g: Tensor, shape: tuple, dtype, device=None) -> Tensor:
+    """``g`` summed over broadcast dimensions down to ``shape``, cast to ``dtype`` and moved to ``device``.
+
+    This is the one place where broadcasting is undone.
+    """
+    gshape = g._data.shape
+    if gshape != shape:
+        lead = len(gshape) - len(shape)
+        dims = list(range(lead))
+        dims += [lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1]
+        if dims:
+            g = g.sum(dim=tuple(dims), keepdim=True)
+        if lead:
+            g = g.reshape(shape)
+        elif g._data.shape != shape:
+            g = g.reshape(shape)
+    if g.dtype is not dtype or (device is not None and g._device is not device):
+        g = g.to(dtype=dtype, device=device)
+    return g
+
+
+class _Values:
+    """What formulas see as ``s``: saved tensors, non-tensor arguments and input shapes by name."""
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        self._node = node
+
+    def get(self, name: str, default=None):
+        """``name`` if the operator received it (or saved it), else ``default``."""
+        try:
+            return getattr(self, name)
+        except AttributeError:
+            return default
+
+    def __getattr__(self, name):
+        node = self._node
+        v = node._values.get(name, _MISSING)
+        if v is not _MISSING:
+            return v
+        saved = node._saved.get(name)
+        if saved is not None:
+            return saved.unpack(node)
+        if node._released:
+            raise RuntimeError(FREED_MESSAGE)
+        base, _, what = name.rpartition("_")
+        if what in ("shape", "dtype", "device"):
+            meta = node._metas.get(base)
+            if meta is not None:
+                i = ("shape", "dtype", "device").index(what)
+                return meta[i] if not isinstance(meta, list) else [m[i] for m in meta]
+        raise AttributeError(f"the derivative of {node._deriv.op_name} uses {name!r}, which it does not save")
+
+
+class OpNode(Node):
+    """The node of an operator of the operator table; its class is made per operator (``MulBackward0``)."""
+
+    __slots__ = ("_saved", "_values", "_metas", "_out_metas")
+    _deriv: Derivative
+
+    @classmethod
+    def create(cls, deriv: Derivative, inputs: tuple, attrs: dict, outputs):
+        """Build the node of one operator call and attach it to ``outputs`` (the hot path of recording)."""
+        node = deriv.node_class()
+        pos_names = deriv.pos_names
+        n = len(inputs)
+        values = {}
+        list_args = deriv.list_args
+        for i in range(min(n, len(pos_names))):
+            x = inputs[i]
+            if not isinstance(x, Tensor) and pos_names[i] not in list_args:
+                values[pos_names[i]] = x  # non-tensor arguments, index keys among them
+        if attrs:
+            for k, v in attrs.items():
+                if k != "inplace":
+                    values[k] = v  # keyword arguments, tensors among them (e.g. dropout's mask), by name
+        pos_index = deriv.pos_index
+        edges, metas = [], {}
+        # Edges follow the order of the formulas, which is the order apply() returns gradients in.
+        for name, _formula in deriv.formula_items:
+            i = pos_index.get(name)
+            value = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
+            if isinstance(value, Tensor):
+                metas[name] = (value._data.shape, value.dtype, value._device)
+                edges.append(edge_of(value) if value._requires_grad else (None, 0))
+            elif name in deriv.list_args and isinstance(value, (list, tuple)):
+                metas[name] = [(x._data.shape, x.dtype, x._device) for x in value]
+                edges.extend(edge_of(x) if x._requires_grad else (None, 0) for x in value)
+        node.next_functions = tuple(edges)
+        node._metas = metas
+        node._values = values
+        saved = {}
+        single = isinstance(outputs, Tensor)
+        for name in deriv.save:
+            if name.startswith("result"):
+                out = outputs if single else outputs[int(name[6:] or 0)]
+                saved[name] = SavedTensor(out, node, True)
+            else:
+                i = pos_index.get(name)
+                x = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
+                if isinstance(x, Tensor):
+                    saved[name] = SavedTensor(x, node, False)
+                elif isinstance(x, (list, tuple)):
+                    values[name] = x  # lists of tensors are kept as they are
+        node._saved = saved
+        # Outputs point to the node; multi-output ops mark which output each tensor is.
+        if single:
+            node._nout = 1
+            node._out_metas = None
+            outputs.grad_fn = node
+            outputs._requires_grad = True
+        else:
+            node._nout = len(outputs)
+            node._out_metas = metas_out = []
+            for i, out in enumerate(outputs):
+                metas_out.append((out._data.shape, out.dtype, out._device))
+                if out.dtype.is_floating_point:
+                    out.grad_fn = node
+                    out._requires_grad = True
+                    if i:
+                        set_output_nr(out, i)
+        return node
+
+    def apply(self, grads: list) -> tuple:
+        deriv = self._deriv
+        out_metas = self._out_metas
+        if out_metas is not None:
+            g = tuple(grads[i] if i < len(grads) and grads[i] is not None
+                      else fl.zeros(m[0], dtype=m[1], device=m[2]) for i, m in enumerate(out_metas))
+        else:
+            g = grads[0]
+        s = _Values(self)
+        metas = self._metas
+        result = []
+        for name, formula in deriv.formula_items:
+            meta = metas.get(name)
+            if meta is None:
+                continue
+            if meta.__class__ is list:
+                gs = formula(g, s)
+                result.extend(None if gi is None else reduce_grad(gi, m[0], m[1], m[2]) for gi, m in zip(gs, meta))
+            else:
+                gi = formula(g, s)
+                if gi is not None and (gi._data.shape != meta[0] or gi.dtype is not meta[1]
+                                       or gi._device is not meta[2]):
+                    gi = reduce_grad(gi, meta[0], meta[1], meta[2])
+                result.append(gi)
+        return tuple(result)
+
+    def release(self) -> None:
+        self._released = True
+        for saved in self._saved.values():
+            saved.release()
+        self._saved = {}
+
+    @property
+    def _saved_tensors(self):
+        return tuple(self._saved.values())

@@ -1,0 +1,311 @@
+"""The engine: backward, grad, accumulation, retain_graph, create_graph, hooks, graph freeing."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import flambeau as fl
+import flambeau.autograd  # noqa: F401  - installs the engine
+
+torch = pytest.importorskip("torch")
+
+
+def leaf(values, dtype=fl.float64):
+    return fl.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def test_backward_matches_torch_on_an_expression():
+    xv, yv = [1.0, 2.0, 3.0], [4.0, -5.0, 6.0]
+    x, y = leaf(xv), leaf(yv)
+    ((x * y + x.exp()) / y - x.log()).sum().backward()
+    tx = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor(yv, dtype=torch.float64, requires_grad=True)
+    ((tx * ty + tx.exp()) / ty - tx.log()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy())
+
+
+def test_grad_fn_names_and_leaves():
+    x = leaf([1.0, 2.0])
+    y = x * 2 + 1
+    assert x.is_leaf and x.grad_fn is None
+    assert not y.is_leaf and y.grad_fn.name() == "AddBackward0"
+    assert y.grad_fn.next_functions[0][0].name() == "MulBackward0"
+    assert type(y.grad_fn.next_functions[0][0].next_functions[0][0]).__name__ == "AccumulateGrad"
+    assert "grad_fn=<AddBackward0>" in repr(y)
+
+
+def test_gradients_accumulate_across_backward_calls():
+    x = leaf([1.0, 2.0])
+    (x * 3).sum().backward()
+    (x * 3).sum().backward()
+    assert x.grad.tolist() == [6.0, 6.0]
+
+
+def test_broadcasting_is_undone():
+    x = leaf([[1.0, 2.0, 3.0]])  # (1, 3)
+    y = leaf([[1.0], [2.0]])  # (2, 1)
+    (x * y).sum().backward()
+    assert x.grad.shape == (1, 3) and x.grad.tolist() == [[3.0, 3.0, 3.0]]
+    assert y.grad.shape == (2, 1) and y.grad.tolist() == [[6.0], [6.0]]
+
+
+def test_mixed_dtypes_grad_keeps_input_dtype():
+    x = fl.tensor([1.0, 2.0], dtype=fl.float32, requires_grad=True)
+    y = leaf([3.0, 4.0])
+    (x * y).sum().backward()
+    assert x.grad.dtype is fl.float32 and y.grad.dtype is fl.float64
+
+
+def test_non_scalar_needs_gradient():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        (x * 2).backward()
+    (x * 2).backward(fl.tensor([1.0, 10.0], dtype=fl.float64))
+    assert x.grad.tolist() == [2.0, 20.0]
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
+        fl.ones(2).sum().backward()
+
+
+def test_second_backward_without_retain_graph_names_retain_graph():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_retain_graph_allows_second_backward():
+    x = leaf([1.0, 2.0])
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    first = x.grad.clone()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first.numpy())
+
+
+def test_create_graph_gives_second_derivative():
+    x = leaf([0.5, 1.5])
+    y = (x ** 3).sum()
+    (g,) = fl.autograd.grad(y, x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 3 * np.array([0.5, 1.5]) ** 2)
+    (gg,) = fl.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), 6 * np.array([0.5, 1.5]))
+
+
+def test_grad_does_not_touch_dot_grad_and_allow_unused():
+    x, z = leaf([1.0, 2.0]), leaf([3.0])
+    y = (x * x).sum()
+    (gx,) = fl.autograd.grad(y, x, retain_graph=True)
+    assert x.grad is None and gx.tolist() == [2.0, 4.0]
+    with pytest.raises(RuntimeError, match="allow_unused=True"):
+        fl.autograd.grad(y, [x, z], retain_graph=True)
+    gx, gz = fl.autograd.grad(y, [x, z], allow_unused=True)
+    assert gz is None
+
+
+def test_grad_of_non_leaf_input():
+    x = leaf([1.0, 2.0])
+    h = x * 3
+    y = (h * h).sum()
+    (gh,) = fl.autograd.grad(y, h)
+    assert gh.tolist() == [6.0, 12.0]
+
+
+def test_backward_inputs_argument_limits_accumulation():
+    x, y = leaf([1.0]), leaf([2.0])
+    (x * y).sum().backward(inputs=[x])
+    assert x.grad.tolist() == [2.0] and y.grad is None
+
+
+def test_hooks_can_replace_gradient():
+    x = leaf([1.0, 2.0])
+    seen = []
+    x.register_hook(lambda g: seen.append(g.tolist()))
+    h = x * 2
+    handle = h.register_hook(lambda g: g * 10)
+    h.sum().backward()
+    assert seen == [[20.0, 20.0]] and x.grad.tolist() == [20.0, 20.0]
+    handle.remove()
+    x.grad = None
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_retain_grad_keeps_non_leaf_grad():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    h.retain_grad()
+    assert h.retains_grad
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [4.0, 8.0]
+
+
+def test_detach_and_no_grad_cut_the_graph():
+    x = leaf([1.0, 2.0])
+    d = x.detach()
+    assert not d.requires_grad and d.grad_fn is None
+    with fl.no_grad():
+        y = x * 2
+    assert not y.requires_grad and y.grad_fn is None
+    z = x * 2
+    z.detach_()
+    assert z.grad_fn is None and not z.requires_grad
+
+
+def test_requires_grad_propagates_only_from_inputs_that_require_it():
+    a, b = fl.ones(2), leaf([1.0, 2.0])
+    assert not (a * 2).requires_grad
+    assert (a * b).requires_grad
+
+
+def test_graph_is_freed_by_reference_counting():
+    gc.disable()
+    try:
+        x = leaf([1.0, 2.0])
+        y = (x * 2).exp()
+        z = y.sum()
+        node = weakref.ref(z.grad_fn)
+        inner = weakref.ref(y.grad_fn)
+        del y, z
+        assert node() is None and inner() is None
+    finally:
+        gc.enable()
+
+
+def test_saved_tensors_freed_after_backward():
+    gc.disable()
+    try:
+        x = leaf([1.0, 2.0])
+        h = x * 3
+        saved_ref = weakref.ref(h)
+        y = h.exp().sum()
+        del h
+        assert saved_ref() is None or True  # h's data may be saved as exp's input
+        y.backward()
+        assert y.grad_fn.next_functions[0][0]._saved == {}
+    finally:
+        gc.enable()
+
+
+def test_modified_saved_tensor_raises_version_error():
+    x = leaf([1.0, 2.0])
+    h = x * 1
+    y = h.exp()  # saves its result
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation.*is at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.add_(1)
+    with fl.no_grad():
+        x.add_(1)
+    assert x.tolist() == [2.0, 3.0]
+
+
+def test_benign_inplace_on_non_leaf():
+    xv, yv = [1.0, 2.0, 3.0], [0.5, -1.0, 2.0]
+    x, y = leaf(xv), leaf(yv)
+    a = x * 1
+    a.mul_(y)
+    a.add_(x)
+    a.sum().backward()
+    tx = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor(yv, dtype=torch.float64, requires_grad=True)
+    ta = tx * 1
+    ta.mul_(ty)
+    ta.add_(tx)
+    ta.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy())
+    assert a.grad_fn.name() == "AddBackward0"
+
+
+def test_inplace_on_view_of_non_leaf_rebases_history():
+    x = leaf([1.0, 2.0, 3.0])
+    y = leaf([10.0, 20.0])
+    a = x * 1
+    v = a[:2]
+    v.mul_(y)
+    a.sum().backward()
+    assert x.grad.tolist() == [10.0, 20.0, 1.0]
+    assert y.grad.tolist() == [1.0, 2.0]
+
+
+def test_inplace_on_view_of_tensor_without_grad():
+    b = fl.zeros(3, dtype=fl.float64)
+    y = leaf([1.0, 2.0])
+    b[:2].add_(y)
+    assert b.requires_grad
+    (b * b).sum().backward()
+    assert y.grad.tolist() == [2.0, 4.0]
+
+
+def test_backward_runs_in_calling_thread_and_threads_are_independent():
+    results = []
+
+    def work(scale):
+        x = leaf([1.0, 2.0])
+        (x * scale).sum().backward()
+        results.append((scale, x.grad.tolist()))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1.0, 2.0, 3.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [(1.0, [1.0, 1.0]), (2.0, [2.0, 2.0]), (3.0, [3.0, 3.0])]
+
+
+def test_diamond_graph_and_dependency_order():
+    x = leaf([2.0])
+    a = x * 3
+    b = a * a
+    c = a + b
+    c.backward(fl.ones(1, dtype=fl.float64))
+    assert x.grad.tolist() == [3.0 + 2 * 6.0 * 3.0]
+
+
+def test_loops_and_recursion_are_just_python():
+    x = leaf([1.5])
+
+    def f(v, n):
+        return v if n == 0 else f(v * v.sin(), n - 1)
+
+    y = f(x, 3)
+    y.sum().backward()
+    tx = torch.tensor([1.5], dtype=torch.float64, requires_grad=True)
+
+    def tf(v, n):
+        return v if n == 0 else tf(v * v.sin(), n - 1)
+
+    tf(tx, 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
+def test_device_worker_thread_runs_tasks_and_reraises():
+    from flambeau.autograd._device_threads import run_on_device
+
+    names = []
+
+    def task():
+        names.append(threading.current_thread().name)
+        return 42
+
+    assert run_on_device("fake:0", task) == 42
+    assert names == ["flambeau-autograd-fake:0"]
+    with pytest.raises(ValueError, match="boom"):
+        run_on_device("fake:0", lambda: (_ for _ in ()).throw(ValueError("boom")))
+    # reentrant: a task that runs another task on the same device does not deadlock
+    assert run_on_device("fake:0", lambda: run_on_device("fake:0", lambda: 7)) == 7

@@ -1,0 +1,260 @@
+"""The CUDA backend: storages are flat numba device arrays; tensors view them.
+
+A CUDA tensor's ``_data`` is a numba device array (a strided view) and its ``Storage._buffer``
+the owning flat device array. Memory comes from the allocator of :mod:`flambeau.cuda._allocator`
+(seam 3); under numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) device arrays wrap numpy arrays
+and plain allocation is used. Every copy is queued on the current stream; :func:`to_numpy`
+waits for it, since the host reads the values.
+
+This module is imported on first CUDA use (``flambeau._backends.backend('cuda')``), so importing
+numba here is fine.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import cuda as _cuda
+from numba.core import config as _config
+
+from flambeau.cuda._allocator import get_allocator
+from flambeau.cuda._streams import _on_device, current_device, current_stream
+
+__all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
+           "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array"]
+
+SIM = bool(_config.ENABLE_CUDASIM)
+
+
+def is_simulator() -> bool:
+    """Whether device arrays are the simulator's (numpy-backed) arrays."""
+    return SIM
+
+
+if SIM:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _FakeArray
+
+    class _DevArray(_FakeArray):
+        """The simulator's device array, with a plain-tuple ``shape`` as real device arrays have
+        (the simulator's own refuses negative indices, which host code such as fronts uses)."""
+
+        @property
+        def shape(self):
+            return self._ary.shape
+
+    def _raw(arr) -> np.ndarray:
+        return arr._ary
+
+    def _make(host: np.ndarray, stream=0):
+        return _DevArray(host, stream=stream)
+else:
+    from numba.cuda.cudadrv import driver as _driver
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray as _DevArray
+
+
+def is_device_array(x) -> bool:
+    """Whether ``x`` is a device array of this backend."""
+    return isinstance(x, _DevArray) or hasattr(x, "__cuda_array_interface__") and not isinstance(x, np.ndarray)
+
+
+def _index(device) -> int:
+    if device is None:
+        return current_device()
+    i = getattr(device, "index", device)
+    return current_device() if i is None else i
+
+
+def _c_strides(shape, item) -> tuple:
+    strides = []
+    acc = item
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _finalizer(alloc, address):
+    def free():
+        alloc.free(address)
+
+    return free
+
+
+def empty(shape: tuple, np_dtype, device=None):
+    """An uninitialised C-contiguous device array on ``device`` (default: current device)."""
+    shape = tuple(int(n) for n in shape)
+    dtype = np.dtype(np_dtype)
+    s = current_stream(_index(device))
+    if SIM:
+        return _make(np.empty(shape, dtype), s.numba)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    strides = _c_strides(shape, dtype.itemsize)
+    if nbytes == 0:
+        return _DevArray(shape, strides, dtype, stream=s.numba)
+    alloc = get_allocator(s.device_index)
+    with _on_device(s.device_index):
+        address = alloc.malloc(nbytes, s.numba)
+        ctx = _cuda.current_context()
+        ptr = _driver.MemoryPointer(ctx, _driver.binding.CUdeviceptr(address), nbytes,
+                                    finalizer=_finalizer(alloc, address))
+        return _DevArray(shape, strides, dtype, stream=s.numba, gpu_data=ptr)
+
+
+def full(shape: tuple, value, np_dtype, device=None):
+    """A device array filled with ``value`` (uninitialised when ``value`` is None)."""
+    arr = empty(shape, np_dtype, device)
+    if value is not None and arr.size:
+        from flambeau._backends.cuda_kernels import fill
+
+        fill(arr, value)
+    return arr
+
+
+def data_ptr(arr) -> int:
+    """Device address of the first element of ``arr`` (0 for empty arrays)."""
+    if SIM:
+        return _raw(arr).__array_interface__["data"][0]
+    return int(arr.device_ctypes_pointer.value or 0)
+
+
+storage_data_ptr = data_ptr
+
+
+def _extent(shape, strides, item) -> int:
+    if any(n == 0 for n in shape):
+        return 0
+    return item + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def as_strided(buffer, shape: tuple, strides: tuple, offset: int):
+    """A view of the flat device array ``buffer``: ``shape``, element ``strides``, element ``offset``.
+
+    Bounds are checked by the caller; strides are non-negative.
+    """
+    item = buffer.dtype.itemsize
+    shape = tuple(int(n) for n in shape)
+    bstrides = tuple(int(s) * item for s in strides)
+    if SIM:
+        raw = _raw(buffer)
+        flat = raw.reshape(-1, order="A") if raw.ndim != 1 else raw
+        view = np.ndarray(shape, raw.dtype, buffer=flat, offset=offset * item, strides=bstrides) \
+            if flat.size else np.empty(shape, raw.dtype)
+        return _make(view, buffer.stream)
+    start = offset * item
+    extent = _extent(shape, bstrides, item)
+    if extent == 0:
+        return _DevArray(shape, bstrides, buffer.dtype, stream=buffer.stream)
+    gpu = buffer.gpu_data.view(start, start + extent)
+    view = _DevArray(shape, bstrides, buffer.dtype, stream=buffer.stream, gpu_data=gpu)
+    view._fl_owner = buffer  # keep the allocation alive as long as any view of it
+    return view
+
+
+def flat_view(arr):
+    """A 1-d contiguous device array spanning the memory of view ``arr`` from its first element.
+
+    Kernels index it with element strides (``arr`` must have non-negative strides).
+    """
+    item = arr.dtype.itemsize
+    n = _extent(arr.shape, arr.strides, item) // item
+    if SIM:
+        raw = _raw(arr)
+        if n == 0:
+            return _make(np.empty(0, raw.dtype), arr.stream)
+        return _make(np.lib.stride_tricks.as_strided(raw, (n,), (item,)), arr.stream)
+    if n == 0:
+        return _DevArray((0,), (item,), arr.dtype, stream=arr.stream)
+    if arr.ndim == 1 and arr.strides[0] == item:
+        return arr
+    view = _DevArray((n,), (item,), arr.dtype, stream=arr.stream, gpu_data=arr.gpu_data)
+    view._fl_owner = arr
+    return view
+
+
+def is_c_contiguous(arr) -> bool:
+    item = arr.dtype.itemsize
+    expected = item
+    for n, s in zip(reversed(arr.shape), reversed(arr.strides)):
+        if n != 1:
+            if s != expected:
+                return False
+            expected *= n
+    return True
+
+
+def to_numpy(arr) -> np.ndarray:
+    """Copy device array ``arr`` to a new host array, waiting for the copy (and queued work)."""
+    s = current_stream()
+    if arr.size == 0:
+        return np.empty(arr.shape, arr.dtype)
+    if not is_c_contiguous(arr):
+        from flambeau._backends.cuda_kernels import contiguous
+
+        arr = contiguous(arr)
+    host = np.empty(arr.shape, arr.dtype)
+    if SIM:
+        s.numba.synchronize()
+        np.copyto(host, _raw(arr))
+        return host
+    arr.copy_to_host(host, stream=s.numba)
+    s.numba.synchronize()
+    return host
+
+
+def from_numpy(arr: np.ndarray, device=None):
+    """A new device array on ``device`` holding a copy of host array ``arr`` (queued on the current stream)."""
+    arr = np.asarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = np.array(arr, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
+    out = empty(arr.shape, arr.dtype, device)
+    if arr.size == 0:
+        return out
+    if SIM:
+        np.copyto(_raw(out), arr)
+        return out
+    out.copy_to_device(arr, stream=current_stream(_index(device)).numba)
+    return out
+
+
+def copy_(dst, src) -> None:
+    """Copy ``src`` (a device array, host array or scalar; broadcastable) into ``dst``, casting."""
+    from flambeau._backends import cuda_kernels
+
+    if isinstance(src, np.ndarray):
+        src = from_numpy(src)
+    cuda_kernels.copy_into(dst, src)
+
+
+def synchronize(device=None) -> None:
+    """Wait for every stream of ``device``."""
+    from flambeau.cuda import synchronize as sync
+
+    sync(device)
+
+
+def cuda_array_interface(arr) -> dict:
+    """``__cuda_array_interface__`` (v3) of device array ``arr``.
+
+    ``stream`` is the current stream, on which flambeau queued the work producing ``arr``:
+    1 for the legacy default stream, else the stream handle (consumers wait on it).
+    """
+    return {
+        "shape": tuple(arr.shape),
+        "strides": None if is_c_contiguous(arr) else tuple(arr.strides),
+        "data": (data_ptr(arr) if arr.size else 0, False),
+        "typestr": arr.dtype.str,
+        "version": 3,
+        "stream": current_stream()._cai_stream(),
+    }
+
+
+@functools.cache
+def _registered() -> bool:
+    from flambeau._backends import cuda_kernels
+
+    cuda_kernels.register_all()
+    return True
+
+
+_registered()

@@ -1,0 +1,317 @@
+"""Streams, events and the current device/stream of each thread.
+
+Every CUDA kernel launch and copy of flambeau goes on the calling thread's *current stream*
+(:func:`current_stream`); it is the device's default stream unless a :func:`stream` context
+made another one current. The host waits only when a value is read or the user asks
+(:func:`synchronize`, :meth:`Stream.synchronize`, :meth:`Event.synchronize`).
+
+numba-cuda is reached through :func:`_driver` (``numba.cuda``), which tests replace with a fake
+to check the bookkeeping without a device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+__all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize",
+           "current_device", "set_device", "device"]
+
+_tls = threading.local()
+_override: list = [None]
+_defaults: dict[int, Stream] = {}
+
+
+def _driver():
+    """The numba.cuda module (or the fake installed by :func:`_set_driver`)."""
+    d = _override[0]
+    if d is None:
+        from numba import cuda as d
+    return d
+
+
+def _set_driver(driver) -> None:
+    """Install a fake driver for tests (None restores numba.cuda) and forget cached streams."""
+    _override[0] = driver
+    _defaults.clear()
+    _tls.__dict__.clear()
+
+
+def _is_sim() -> bool:
+    if _override[0] is not None:
+        return bool(getattr(_override[0], "_is_simulator", False))
+    from numba.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+# --- devices ------------------------------------------------------------------------------------
+def current_device() -> int:
+    """Ordinal of the calling thread's current CUDA device."""
+    return getattr(_tls, "device", 0)
+
+
+def _check_index(index) -> int:
+    from flambeau import cuda as _c
+
+    if isinstance(index, str) or hasattr(index, "type"):
+        from flambeau._device import device as _dev
+
+        d = _dev(index)
+        if d.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {d}")
+        index = 0 if d.index is None else d.index
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"device: expected a non-negative CUDA device index, got {index!r}")
+    n = _c.device_count()
+    if index >= n:
+        raise RuntimeError(f"CUDA error: invalid device ordinal {index} (device_count() is {n})")
+    return index
+
+
+def set_device(device) -> None:
+    """Make ``device`` (an index, ``'cuda:i'`` or a device) the calling thread's current device."""
+    index = _check_index(device)
+    if index != current_device() and not _is_sim():
+        _driver().select_device(index)
+    _tls.device = index
+
+
+@contextlib.contextmanager
+def device(device):
+    """Context manager making ``device`` current inside the block (None: no change)."""
+    if device is None:
+        yield
+        return
+    prev = current_device()
+    set_device(device)
+    try:
+        yield
+    finally:
+        if prev != current_device():
+            set_device(prev)
+
+
+# --- streams ------------------------------------------------------------------------------------
+class Stream:
+    """A CUDA stream: a queue of kernels and copies that run in order on one device.
+
+    ``Stream()`` creates a new stream on the current device. ``priority`` is accepted for torch
+    compatibility and ignored. ``Stream.numba`` is the numba-cuda stream object to pass to
+    numba launches (``kernel[grid, block, s.numba]``).
+    """
+
+    __slots__ = ("device_index", "numba", "_is_default", "__weakref__")
+
+    def __init__(self, device=None, priority: int = 0, *, _numba_stream=None, _is_default: bool = False):
+        self.device_index = current_device() if device is None else _device_index(device)
+        if _numba_stream is None:
+            with _on_device(self.device_index):
+                _numba_stream = _driver().stream()
+        self.numba = _numba_stream
+        self._is_default = _is_default
+
+    @property
+    def device(self):
+        """The :class:`flambeau.device` this stream belongs to."""
+        from flambeau._device import device as _dev
+
+        return _dev("cuda", self.device_index)
+
+    @property
+    def cuda_stream(self) -> int:
+        """The raw ``CUstream`` handle as an int (0 for the default stream)."""
+        n = self.numba
+        if hasattr(type(n), "__int__"):  # numba-cuda streams: int(stream) is the CUstream handle
+            return int(n)
+        h = getattr(n, "handle", None)
+        if h is None:
+            return 0 if self._is_default else id(self.numba)
+        v = getattr(h, "value", h)
+        return int(v or 0)
+
+    def _cai_stream(self) -> int:
+        """The ``stream`` entry of ``__cuda_array_interface__`` v3 (1: the legacy default stream)."""
+        return 1 if self._is_default or self.cuda_stream == 0 else self.cuda_stream
+
+    def synchronize(self) -> None:
+        """Wait until everything queued on this stream has run."""
+        self.numba.synchronize()
+
+    def query(self) -> bool:
+        """Whether everything queued on this stream has run (never blocks)."""
+        ev = Event()
+        ev.record(self)
+        return ev.query()
+
+    def record_event(self, event: Event | None = None) -> Event:
+        """Record ``event`` (a new one if None) on this stream and return it."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event: Event) -> None:
+        """Make later work on this stream wait for ``event`` (the host does not wait)."""
+        event.wait(self)
+
+    def wait_stream(self, stream: Stream) -> None:
+        """Make later work on this stream wait for the work queued so far on ``stream``."""
+        self.wait_event(stream.record_event())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and self.numba is other.numba
+
+    def __hash__(self) -> int:
+        return hash(id(self.numba))
+
+    def __repr__(self) -> str:
+        return f"<flambeau.cuda.Stream device=cuda:{self.device_index} cuda_stream={self.cuda_stream:#x}>"
+
+
+def _device_index(device) -> int:
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    from flambeau._device import device as _dev
+
+    d = _dev(device)
+    if d.type != "cuda":
+        raise ValueError(f"Expected a cuda device, but got: {d}")
+    return current_device() if d.index is None else d.index
+
+
+@contextlib.contextmanager
+def _on_device(index: int):
+    if index == current_device():
+        yield
+    else:
+        with device(index):
+            yield
+
+
+def default_stream(device=None) -> Stream:
+    """The default (legacy, synchronising) stream of ``device`` (default: current device)."""
+    index = current_device() if device is None else _device_index(device)
+    s = _defaults.get(index)
+    if s is None:
+        with _on_device(index):
+            s = Stream(index, _numba_stream=_driver().default_stream(), _is_default=True)
+        _defaults[index] = s
+    return s
+
+
+def current_stream(device=None) -> Stream:
+    """The calling thread's current stream on ``device`` (default: current device)."""
+    index = current_device() if device is None else _device_index(device)
+    cur = getattr(_tls, "streams", None)
+    if cur is not None:
+        s = cur.get(index)
+        if s is not None:
+            return s
+    return default_stream(index)
+
+
+def set_stream(s: Stream) -> None:
+    """Make ``s`` the current stream of its device for the calling thread."""
+    if not isinstance(s, Stream):
+        raise TypeError(f"set_stream(): expected a flambeau.cuda.Stream, got {type(s).__name__}")
+    cur = getattr(_tls, "streams", None)
+    if cur is None:
+        cur = _tls.streams = {}
+    cur[s.device_index] = s
+
+
+@contextlib.contextmanager
+def stream(s: Stream | None):
+    """Context manager making ``s`` the current stream of its device (None: no change).
+
+    Example::
+
+        s = fl.cuda.Stream()
+        with fl.cuda.stream(s):
+            y = x * 2          # queued on s
+        s.synchronize()
+    """
+    if s is None:
+        yield None
+        return
+    if not isinstance(s, Stream):
+        raise TypeError(f"stream(): expected a flambeau.cuda.Stream or None, got {type(s).__name__}")
+    prev = current_stream(s.device_index)
+    prev_dev = current_device()
+    set_stream(s)
+    try:
+        if s.device_index != prev_dev:
+            with device(s.device_index):
+                yield s
+        else:
+            yield s
+    finally:
+        set_stream(prev)
+
+
+def synchronize(device=None) -> None:
+    """Wait for all work queued on every stream of ``device`` (default: the current device)."""
+    index = current_device() if device is None else _device_index(device)
+    with _on_device(index):
+        _driver().synchronize()
+
+
+# --- events -------------------------------------------------------------------------------------
+class Event:
+    """A marker in a stream: record it, then wait for it or time between two of them.
+
+    ``enable_timing`` is needed for :meth:`elapsed_time`. The numba event is created on first
+    :meth:`record`.
+    """
+
+    __slots__ = ("enable_timing", "blocking", "interprocess", "numba", "_stream")
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise NotImplementedError("flambeau.cuda.Event: interprocess events are not supported")
+        self.enable_timing = bool(enable_timing)
+        self.blocking = bool(blocking)
+        self.interprocess = False
+        self.numba: Any = None
+        self._stream: Stream | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Record the event on ``stream`` (default: the current stream)."""
+        s = current_stream() if stream is None else stream
+        if self.numba is None:
+            drv = _driver()
+            self.numba = drv.event() if _is_sim() else drv.event(timing=self.enable_timing)
+        self.numba.record(s.numba)
+        self._stream = s
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Make later work on ``stream`` (default: current) wait for this event."""
+        if self.numba is None:
+            return
+        s = current_stream() if stream is None else stream
+        self.numba.wait(s.numba)
+
+    def query(self) -> bool:
+        """Whether the work recorded before this event has completed (never blocks)."""
+        if self.numba is None:
+            return True
+        q = getattr(self.numba, "query", None)
+        return True if q is None else bool(q())
+
+    def synchronize(self) -> None:
+        """Wait on the host until the event has completed."""
+        if self.numba is not None:
+            self.numba.synchronize()
+
+    def elapsed_time(self, end_event: Event) -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, timing enabled)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if self.numba is None or end_event.numba is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        end_event.synchronize()
+        return float(self.numba.elapsed_time(end_event.numba))
+
+    def __repr__(self) -> str:
+        return f"<flambeau.cuda.Event recorded={self.numba is not None} timing={self.enable_timing}>"
