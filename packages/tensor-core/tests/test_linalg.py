@@ -348,3 +348,22 @@ def test_matmul_property_matches_numpy(n, k, m, batch):
     a = rng.standard_normal(shape_a)
     b = rng.standard_normal((k, m))
     np.testing.assert_allclose((fl.from_numpy(a) @ fl.from_numpy(b)).numpy(), a @ b, rtol=1e-10, atol=1e-12)
+
+
+# --- cross (composite) ---------------------------------------------------------------------------
+@pytest.mark.parametrize("shape_a, shape_b, dim", [((3,), (3,), None), ((4, 3), (4, 3), 1), ((3, 5), (3, 1), 0),
+                                                   ((2, 3, 4), (3, 4), None)])
+def test_cross_matches_torch(shape_a, shape_b, dim):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(shape_a), rng.standard_normal(shape_b)
+    torch_dim = dim if dim is not None else list(np.broadcast_shapes(shape_a, shape_b)).index(3)
+    expected = torch.linalg.cross(*torch.broadcast_tensors(torch.tensor(a), torch.tensor(b)), dim=torch_dim)
+    np.testing.assert_allclose(fl.cross(fl.tensor(a), fl.tensor(b), dim=dim).numpy(), expected.numpy())
+
+
+def test_cross_errors():
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        fl.cross(fl.ones(4, 3), fl.ones(4, 3), dim=0)
+    with pytest.raises(RuntimeError, match="no dimension of size 3"):
+        fl.cross(fl.ones(2, 2), fl.ones(2, 2))

@@ -459,3 +459,27 @@ def test_sum_mean_amax_match_numpy(shape, data):
     if a.size and all(shape[d] for d in (axis or range(len(shape)))):
         np.testing.assert_allclose(t.amax(dims, keepdim=keep).numpy(), a.max(axis=axis, keepdims=keep))
         np.testing.assert_allclose(t.mean(dims, keepdim=keep).numpy(), a.mean(axis=axis, keepdims=keep))
+
+
+# --- diff (composite) ----------------------------------------------------------------------------
+@pytest.mark.parametrize("n, dim", [(1, -1), (2, 0), (0, 1), (3, 1), (5, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_diff_matches_torch(n, dim, dtype):
+    torch = pytest.importorskip("torch")
+    a = (np.arange(12).reshape(3, 4) ** 2 % 7).astype(dtype)
+    np.testing.assert_array_equal(fl.diff(fl.tensor(a), n, dim).numpy(), torch.diff(torch.tensor(a), n, dim).numpy())
+
+
+def test_diff_prepend_append():
+    torch = pytest.importorskip("torch")
+    a = np.array([[1.0, 4.0, 9.0], [2.0, 3.0, 7.0]], np.float32)
+    got = fl.diff(fl.tensor(a), dim=1, prepend=fl.zeros(2, 1), append=5.0)
+    want = torch.diff(torch.tensor(a), dim=1, prepend=torch.zeros(2, 1), append=torch.full((2, 1), 5.0))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_diff_errors():
+    with pytest.raises(RuntimeError, match="at least one-dimensional"):
+        fl.diff(fl.tensor(1.0))
+    with pytest.raises(RuntimeError, match="order must be non-negative"):
+        fl.diff(fl.ones(3), -1)

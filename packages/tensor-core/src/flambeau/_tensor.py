@@ -69,6 +69,8 @@ class Tensor:
         """Number of dimensions."""
         return self._data.ndim
 
+    ndimension = dim
+
     def numel(self) -> int:
         """Number of elements."""
         return self._data.size

@@ -28,7 +28,9 @@ class OpDef:
         method: whether ``Tensor.<name>`` exists (``self`` is the first argument).
         function: whether ``flambeau.<name>`` exists.
         dunders: ``{"__add__": callable, ...}`` operator methods bound on Tensor.
-        differentiable: whether autograd must have a derivative for it.
+        differentiable: whether gradients flow through it.
+        composite: built from other operators that autograd records: differentiable without a
+            derivative of its own (STYLE.md: keep the primitive set small).
         view: whether the output shares storage with the first input.
         kernels: ``{"cpu": kernel, "cuda": kernel}``; the kernel's calling convention is the
             front function's business and is documented where the op is declared.
@@ -36,9 +38,10 @@ class OpDef:
     """
 
     __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
-                 "differentiable", "view", "kernels", "category", "aliases")
+                 "differentiable", "composite", "view", "kernels", "category", "aliases")
 
-    def __init__(self, name: str, signature: str, *, differentiable: bool = True, view: bool = False,
+    def __init__(self, name: str, signature: str, *, differentiable: bool = True, composite: bool = False,
+                 view: bool = False,
                  method: bool = True, function: bool = True, category: str = "misc",
                  kernels: dict | None = None, aliases: tuple = ()):
         self.name = name
@@ -49,6 +52,7 @@ class OpDef:
         self.function = function
         self.dunders: dict[str, Callable] = {}
         self.differentiable = differentiable
+        self.composite = composite
         self.view = view
         self.kernels: dict[str, Callable] = dict(kernels or {})
         self.category = category

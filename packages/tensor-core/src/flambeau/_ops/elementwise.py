@@ -20,8 +20,8 @@ Kernel conventions (every device; arrays in, array out):
 
 Composite operators (``add``/``sub`` with ``alpha``, ``rsub``, ``div`` with a rounding mode,
 ``square``, ``positive``, ``clamp_min``/``clamp_max``, ``allclose``, ``equal``) are built from the
-primitives above and are recorded by autograd through them; they are declared
-``differentiable=False`` because they need no derivative of their own.
+primitives above and are recorded by autograd through them; they are declared ``composite=True``
+(differentiable, with no derivative of their own); ``allclose``/``equal`` return Python bools.
 
 Integer division by zero (``//``, ``%``, ``fmod``, ``div(rounding_mode=...)``) raises
 ``RuntimeError("ZeroDivisionError")`` as torch does on CPU.
@@ -151,7 +151,7 @@ sub = _alpha_front(SUB, SUB.fn, SUB.inplace_fn, "-")
 mul = MUL.fn
 
 RSUB = declare("rsub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", method=False,
-               differentiable=False, category="arithmetic")
+               composite=True, category="arithmetic")
 
 
 @RSUB.front
@@ -311,7 +311,7 @@ SIGN = unary_op("sign(Tensor input) -> Tensor", _sign_kernel, category="arithmet
 SGN = unary_op("sgn(Tensor input) -> Tensor", _sign_kernel, category="arithmetic", differentiable=False)
 neg, abs, reciprocal, sign, sgn = NEG.fn, ABS.fn, RECIPROCAL.fn, SIGN.fn, SGN.fn  # noqa: A001
 
-SQUARE = declare("square(Tensor input) -> Tensor", differentiable=False, category="arithmetic")
+SQUARE = declare("square(Tensor input) -> Tensor", composite=True, category="arithmetic")
 
 
 @SQUARE.front
@@ -326,7 +326,7 @@ def square_(self) -> Tensor:
     return self.pow_(2)
 
 
-POSITIVE = declare("positive(Tensor input) -> Tensor", differentiable=False, category="arithmetic")
+POSITIVE = declare("positive(Tensor input) -> Tensor", composite=True, category="arithmetic")
 
 
 @POSITIVE.front
@@ -760,8 +760,8 @@ def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002
     return _clamp("clamp", self, min, max, True)
 
 
-CLAMP_MIN = declare("clamp_min(Tensor input, Scalar min) -> Tensor", category="math", differentiable=False)
-CLAMP_MAX = declare("clamp_max(Tensor input, Scalar max) -> Tensor", category="math", differentiable=False)
+CLAMP_MIN = declare("clamp_min(Tensor input, Scalar min) -> Tensor", category="math", composite=True)
+CLAMP_MAX = declare("clamp_max(Tensor input, Scalar max) -> Tensor", category="math", composite=True)
 
 
 @CLAMP_MIN.front

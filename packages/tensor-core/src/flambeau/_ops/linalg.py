@@ -41,7 +41,7 @@ from flambeau._ops._common import (
 from flambeau._ops._registry import declare
 
 __all__ = ["matmul", "mm", "bmm", "mv", "addmm", "addmv", "baddbmm", "addbmm", "dot", "vdot", "inner",
-           "outer", "einsum", "tensordot", "kron", "trace", "diag", "diagonal", "diag_embed"]
+           "outer", "einsum", "tensordot", "kron", "trace", "diag", "diagonal", "diag_embed", "cross"]
 
 _ndarray = np.ndarray
 _float16 = np.dtype(np.float16)
@@ -602,3 +602,33 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     out = _wrap(DIAG_EMBED.kernel(input._device.type)(a, offset, d1, d2), input._device)
     record_if_needed(DIAG_EMBED, (input, offset, d1, d2), {}, out)
     return out
+
+
+# --- composites ------------------------------------------------------------------------------------
+CROSS = declare("cross(Tensor input, Tensor other, int? dim=None) -> Tensor", composite=True, category="linalg")
+
+
+@CROSS.front
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """Cross product of 3-vectors along ``dim`` of ``input`` and ``other`` (broadcast together).
+
+    ``dim=None`` takes the first dimension of size 3, as torch.cross does. Shapes: ``(..., 3, ...)``;
+    the result has the broadcast shape and the promoted dtype.
+    """
+    import flambeau as fl
+
+    check_tensor(input, "input", "cross")
+    check_tensor(other, "other", "cross")
+    a, b = fl.broadcast_tensors(input, other)
+    if dim is None:
+        sizes = tuple(a.shape)
+        if 3 not in sizes:
+            raise RuntimeError(f"no dimension of size 3 in input of shape {list(input.shape)}")
+        dim = sizes.index(3)
+    d = wrap_dim(dim, a.dim())
+    if a.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {a.shape[d]} and "
+                           f"{b.shape[d]}")
+    a1, a2, a3 = a.unbind(d)
+    b1, b2, b3 = b.unbind(d)
+    return fl.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], d)

@@ -51,7 +51,7 @@ from flambeau._ops._common import (
 )
 from flambeau._ops._registry import OPS, declare
 
-__all__ = ["sum", "nansum", "mean", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
+__all__ = ["diff", "sum", "nansum", "mean", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
            "argmin", "aminmax", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "all",
            "any", "count_nonzero", "cumsum", "cumprod", "cummax", "cummin", "median", "mode",
            "return_types"]
@@ -923,3 +923,41 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     out = return_types.mode(_wrap(vals, dev), _wrap(idx, dev))
     _rec(MODE, input, (input, d, keepdim), {}, out)
     return out
+
+
+# --- composites ------------------------------------------------------------------------------------
+DIFF = declare("diff(Tensor input, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor",
+               composite=True, category="reduction")
+
+
+@DIFF.front
+def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) -> Tensor:
+    """The ``n``-th forward difference along ``dim``: ``out[i] = input[i + 1] - input[i]``.
+
+    ``prepend``/``append`` (tensors, or numbers broadcast to one slice) are concatenated along ``dim``
+    first. The result is ``n`` shorter along ``dim``; bool inputs give ``input[i + 1] != input[i]``.
+    """
+    import flambeau as fl
+
+    check_tensor(input, "input", "diff")
+    if input.dim() == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if not isinstance(n, int) or n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = wrap_dim(dim, input.dim())
+    def as_slices(extra):
+        if extra is None or isinstance(extra, Tensor):
+            return extra
+        shape = list(input.shape)
+        shape[d] = 1  # a number stands for one slice along dim
+        return fl.full(shape, extra, dtype=input.dtype, device=input.device)
+
+    parts = [p for p in (as_slices(prepend), input, as_slices(append)) if p is not None]
+    x = fl.cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break
+        later, earlier = x.narrow(d, 1, length - 1), x.narrow(d, 0, length - 1)
+        x = later != earlier if x.dtype is dt.bool else later - earlier
+    return x
