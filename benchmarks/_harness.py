@@ -125,10 +125,15 @@ class Report:
         return statistics.median(_time_calls(fn, number) for _ in range(self.repeat))
 
     def compare(self, op: str, size: str, flambeau_fn: Callable[[], object],
-                torch_fn: Callable[[], object] | None, note: str = "") -> tuple[float, float | None]:
-        """Time both callables, interleaved; add a row; return (flambeau, torch) seconds per call."""
+                torch_fn: Callable[[], object] | None, note: str = "",
+                baseline_required: bool = True) -> tuple[float, float | None]:
+        """Time both callables, interleaved; add a row; return (flambeau, torch) seconds per call.
+
+        The second callable is torch's unless ``baseline_required=False`` says it runs without torch
+        (a numpy baseline, named in ``note``).
+        """
         flambeau_fn()
-        if torch_fn is not None and self._torch is not None:
+        if torch_fn is not None and (self._torch is not None or not baseline_required):
             torch_fn()
         else:
             torch_fn = None

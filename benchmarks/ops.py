@@ -81,6 +81,9 @@ def matmul(r: _harness.Report, torch, n: int) -> None:
                         note=f"numpy {fmt_time(t_np)}")
     gflops = flops / t_fl / 1e9
     r.rows[-1]["note"] += f"; flambeau {gflops:.1f} GFLOP/s = {100 * gflops / peak:.0f}% of peak"
+    # The target is numpy's BLAS (faster than torch's here): measure it interleaved too.
+    r.compare("matmul vs numpy", f"{n}x{n} @ {n}x{n} float32", lambda: a @ b, lambda: a_np @ b_np,
+              note="torch column: numpy's a @ b", baseline_required=False)
 
     bsz, m = 64, 128
     x_np, y_np = (rng.standard_normal((bsz, m, m), dtype=np.float32) for _ in range(2))
@@ -89,6 +92,8 @@ def matmul(r: _harness.Report, torch, n: int) -> None:
     t_np = r.median(lambda: np.matmul(x_np, y_np))
     r.compare("matmul (batched)", f"{bsz}x{m}x{m} @ {bsz}x{m}x{m}", lambda: fl.matmul(x, y),
               (lambda: torch.matmul(tx, ty)) if torch else None, note=f"numpy {fmt_time(t_np)}")
+    r.compare("matmul (batched) vs numpy", f"{bsz}x{m}x{m} @ {bsz}x{m}x{m}", lambda: fl.matmul(x, y),
+              lambda: np.matmul(x_np, y_np), note="torch column: numpy's matmul", baseline_required=False)
     if has("bmm"):
         r.compare("bmm", f"{bsz}x{m}x{m} @ {bsz}x{m}x{m}", lambda: fl.bmm(x, y),
                   (lambda: torch.bmm(tx, ty)) if torch else None)

@@ -30,12 +30,17 @@ Note [Scalars out of range]
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._grad_mode import _engine
 from flambeau._ops._common import Tensor, _wrap, broadcast_error, common_device, grad_state, inplace_by_engine, record
 from flambeau._ops._registry import declare
+from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
+from flambeau._parallel import _state as _par_state
+from flambeau._parallel import run_chunks
 
 __all__ = ["binary_op", "unary_op", "cpu_binary_kernel", "cpu_unary_kernel", "DTYPE_RULES", "type_name",
            "not_implemented_for", "check_inplace_cast"]
@@ -84,6 +89,13 @@ def cpu_binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
     def kernel(a, b, dtype, out=None):
         npdt = dtype.np
+        if ((a.__class__ is _ndarray and a.size >= _PAR_MIN) or (b.__class__ is _ndarray and b.size >= _PAR_MIN)) \
+                and _par_state["threads"] > 1:
+            r = _numba_arith_call(ufunc, a, b, npdt, out) if ufunc in _NUMBA_ARITH_UFUNCS else None
+            if r is None:
+                r = _parallel_ufunc(ufunc, (a, b), npdt, out)
+            if r is not None:
+                return r
         try:
             if out is not None:
                 if quiet:
@@ -112,6 +124,100 @@ def cpu_binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
     return kernel
 
 
+# Note [Parallel elementwise]: numpy runs ufuncs on one thread. For large C-contiguous operands,
+# add/sub/mul/div of floats run as numba prange kernels (memory-bound: they need workers that start
+# within microseconds, which numba's spinning threads do and a Python thread pool does not); other
+# ufuncs (exp, sin ... compute-bound) are split into chunks over flambeau's thread pool.
+@functools.cache
+def _numba_arith():
+    import numba
+
+    def build(expr):
+        scope = {"numba": numba}
+        src = f"""
+def aa(a, b, out):
+    for i in numba.prange(out.shape[0]):
+        x = a[i]; y = b[i]; out[i] = {expr}
+def as_(a, y, out):
+    for i in numba.prange(out.shape[0]):
+        x = a[i]; out[i] = {expr}
+def sa(x, b, out):
+    for i in numba.prange(out.shape[0]):
+        y = b[i]; out[i] = {expr}
+"""
+        exec(compile(src, f"<flambeau parallel {expr}>", "exec"), scope)  # noqa: S102 - fixed templates
+        jit = numba.njit(parallel=True)
+        return jit(scope["aa"]), jit(scope["as_"]), jit(scope["sa"])
+
+    return {np.add: build("x + y"), np.subtract: build("x - y"), np.multiply: build("x * y"),
+            np.true_divide: build("x / y")}
+
+
+_NUMBA_ARITH_UFUNCS = frozenset((np.add, np.subtract, np.multiply, np.true_divide))
+_FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _numba_arith_call(ufunc, a, b, npdt, out):
+    """Large float add/sub/mul/div with numba's threads, or None where the layout doesn't fit."""
+    if npdt not in _FLOAT_KINDS:
+        return None
+    a_arr, b_arr = a.__class__ is _ndarray, b.__class__ is _ndarray
+    ref = a if a_arr else b
+    for x, is_arr in ((a, a_arr), (b, b_arr)):
+        if is_arr:
+            if x.dtype is not npdt or x.shape != ref.shape or not x.flags.c_contiguous:
+                return None
+        elif not isinstance(x, (float, int)) or isinstance(x, bool):
+            return None
+    if out is None:
+        out = np.empty(ref.shape, npdt)
+    elif out.dtype is not npdt or out.shape != ref.shape or not out.flags.c_contiguous:
+        return None
+    aa, as_, sa = _numba_arith()[ufunc]
+    flat = out.reshape(-1)
+    if a_arr and b_arr:
+        aa(a.reshape(-1), b.reshape(-1), flat)
+    elif a_arr:
+        as_(a.reshape(-1), npdt.type(b), flat)
+    else:
+        sa(npdt.type(a), b.reshape(-1), flat)
+    return out
+
+
+def _parallel_ufunc(ufunc, operands: tuple, npdt, out):
+    """``ufunc(*operands)`` computed in chunks by several threads, or None if the layout doesn't allow it.
+
+    Every array operand must be C-contiguous with the result's shape (other operands are scalars);
+    numpy releases the GIL inside the ufunc, so the chunks really run at once.
+    """
+    shape = next(x.shape for x in operands if x.__class__ is _ndarray)
+    flat_ops = []
+    for x in operands:
+        if x.__class__ is _ndarray:
+            if x.shape != shape or not x.flags.c_contiguous:
+                return None
+            flat_ops.append(x.reshape(-1))
+        elif isinstance(x, (int, float, bool, np.generic)) and not (x.__class__ is int and npdt is not None
+                                                                     and npdt.kind in "iu"):
+            flat_ops.append(x)
+        else:
+            return None  # Python ints into integer arrays may overflow: the serial path wraps them
+    if out is None:
+        out = np.empty(shape, npdt if npdt is not None else np.result_type(*operands))
+    elif out.shape != shape or not out.flags.c_contiguous:
+        return None
+    flat_out = out.reshape(-1)
+    kw = {"casting": "unsafe"} if npdt is None else {"dtype": npdt, "casting": "unsafe"}
+
+    def work(start, stop):
+        args = [x[start:stop] if x.__class__ is _ndarray else x for x in flat_ops]
+        with np.errstate(all="ignore"):  # each thread has its own error state; torch warns about nothing
+            ufunc(*args, out=flat_out[start:stop], **kw)
+
+    run_chunks(work, flat_out.size)
+    return out
+
+
 def _bool_kernel(ufunc):
     def kernel(a, b, dtype, out=None):
         npdt = dtype.np
@@ -138,6 +244,10 @@ def cpu_unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
     def kernel(a, dtype, out=None):
         npdt = dtype.np
+        if a.size >= _PAR_MIN and _par_state["threads"] > 1:
+            r = _parallel_ufunc(ufunc, (a,), None if bool_out else npdt, out)
+            if r is not None:
+                return r
         kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt, "casting": "unsafe"}
         if out is not None:
             kw["casting"] = "unsafe"

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._device import CPU as _CPU
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -122,9 +123,21 @@ def _scaled(input, other, alpha):
 def _alpha_front(op, fast, fast_, sign: str):
     """``op(input, other, *, alpha=1)`` = ``input {sign} alpha * other``; alpha == 1 is the fast front."""
 
+    cpu_kernel = op.kernels["cpu"]
+
     def front(input, other, *, alpha=1):
         if alpha.__class__ is int and alpha == 1:
             return fast(input, other)
+        if (input.__class__ is Tensor and other.__class__ is Tensor and input.dtype is other.dtype
+                and input.dtype.is_floating_point and input._device is _CPU and other._device is _CPU
+                and input._data.shape == other._data.shape):
+            # The common case in one pass of Python: float tensors of one shape and dtype on the CPU.
+            d = input.dtype
+            _check_alpha(d, alpha)
+            out = _wrap(cpu_kernel(input._data, np.multiply(other._data, alpha, dtype=d.np), d), _CPU, None, d)
+            if grad_state.enabled and (input._requires_grad or other._requires_grad):
+                record(op, (input, other), {"alpha": alpha}, out)
+            return out
         if op is SUB:
             _no_bool_sub(input, other)
         return fast(input, _scaled(input, other, alpha))

@@ -210,6 +210,47 @@ _QBLOCK = 256
 
 
 @functools.cache
+def _nb_scatter_add_private():
+    """1-D scatter-add with one private accumulator per thread (Note [Scatter-add into few bins])."""
+    import numba
+
+    @numba.njit(parallel=True, cache=True)
+    def scatter_add_private(out, index, src, step, nthreads, err):
+        n, m = index.shape[0], out.shape[0]
+        parts = np.zeros((nthreads, m), out.dtype)
+        for t in numba.prange(nthreads):
+            lo, hi = n * t // nthreads, n * (t + 1) // nthreads
+            for i in range(lo, hi):
+                j = index[i]
+                if j < 0 or j >= m:  # torch's scatter does not wrap negative indices
+                    err[t] = i
+                    break
+                parts[t, j] += src[i * step]
+        for t in range(nthreads):
+            for j in range(m):
+                out[j] += parts[t, j]
+
+    return scatter_add_private
+
+
+# Note [Scatter-add into few bins]: when many indices hit a small output (a histogram), threads that
+# split the indices would race on the same bins; each thread sums into its own copy of the output
+# instead and the copies are added at the end, which costs threads * size extra memory: only worth
+# it when the output is much smaller than the index.
+def _scatter_add_few_bins(out, idx, srcf, step) -> bool:
+    from flambeau._parallel import get_num_threads
+
+    threads = get_num_threads()
+    if threads < 2 or out.ndim != 1 or idx.ndim != 1 or out.shape[0] * threads * 8 > idx.shape[0] \
+            or not out.flags.c_contiguous:
+        return False
+    err = np.full(threads, -1, np.int64)
+    _nb_scatter_add_private()(out, idx, srcf.reshape(-1), step, threads, err)
+    _raise_err(err, idx)
+    return True
+
+
+@functools.cache
 def _nb_par():
     import numba
 
@@ -999,6 +1040,8 @@ def _cpu_scatter(out, dim, index, src, reduce):
         else:
             sl = tuple(slice(0, n) for n in index.shape)
             srcf, step = np.ascontiguousarray(src[sl], dtype=out.dtype), 1
+        if mode == 1 and index.size >= _PAR_MIN and _scatter_add_few_bins(out, idx, srcf, step):
+            return
         if shapes is not None and index.size >= _PAR_MIN and shapes[1][2] == 1 and shapes[1][0] > 1:
             P, L, _ = shapes[1]
             err = np.full(P, -1, np.int64)
