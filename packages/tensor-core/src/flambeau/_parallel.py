@@ -4,7 +4,8 @@ numpy's ufuncs run on one thread but release the GIL, so a large elementwise ope
 split into contiguous chunks computed by a small pool of threads at once (torch parallelises the
 same operators with OpenMP). numba kernels use numba's own threads, which ``set_num_threads``
 configures too. The pool is rebuilt in a forked child, whose copy of the parent's pool has no
-threads behind it.
+threads behind it; numba's threads survive a fork only with its TBB threading layer (GNU OpenMP
+aborts the child), which is why tensor-core depends on ``tbb``.
 """
 
 from __future__ import annotations
