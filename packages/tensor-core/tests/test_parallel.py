@@ -83,3 +83,39 @@ def test_pool_works_in_a_forked_child(threads):
             p.join()
         q.close()
     assert p.exitcode == 0 and value == pytest.approx(N * np.e, rel=1e-5)
+
+
+# --- the vectorised float32 exp (flambeau._ops._fast_exp) ------------------------------------------
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 88.72, 88.73, -87.5, -100.0, -103.9, -104.5, 0.0, -0.0, 1.0, -1.0],
+                    np.float32)
+
+
+def _ulps(got, want):
+    """Distance in units in the last place between float32 arrays (finite values)."""
+    g, w = got.view(np.int32).astype(np.int64), want.view(np.int32).astype(np.int64)
+    return np.abs(g - w)
+
+
+def test_fast_exp_accuracy_and_specials(threads):
+    threads(2)
+    rng = np.random.default_rng(11)
+    a = np.concatenate([rng.uniform(-110, 95, N).astype(np.float32), SPECIALS])
+    got = fl.exp(fl.from_numpy(a)).numpy()
+    with np.errstate(all="ignore"):
+        want = np.exp(a.astype(np.float64)).astype(np.float32)  # correctly rounded reference
+    finite = np.isfinite(want)
+    assert _ulps(got[finite], want[finite]).max() <= 2  # subnormal results included
+    assert np.isnan(got[np.isnan(a)]).all()
+    assert (got[np.isinf(want)] == np.inf).all()
+    assert (got[(a == -np.inf) | (a < -104)] == 0).all()
+
+
+def test_fast_exp_inplace_and_fallbacks(threads):
+    threads(2)
+    a = np.linspace(-5, 5, N, dtype=np.float32)
+    x = fl.tensor(a)
+    x.exp_()
+    np.testing.assert_allclose(x.numpy(), np.exp(a), rtol=3e-7)
+    strided = fl.tensor(np.stack([a, a], 1)).t()  # non-contiguous: numpy's exp
+    np.testing.assert_allclose(fl.exp(strided).numpy(), np.exp(np.stack([a, a])), rtol=3e-7)
+    np.testing.assert_allclose(fl.exp(fl.tensor(a, dtype=fl.float64)).numpy(), np.exp(a.astype(np.float64)))

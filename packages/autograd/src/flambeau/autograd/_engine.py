@@ -18,6 +18,7 @@ from flambeau import Tensor
 from flambeau._grad_mode import state as grad_state
 from flambeau.autograd import _anomaly
 from flambeau.autograd import forward_ad as _forward_ad
+from flambeau.autograd._anomaly import _state as _anomaly_state
 from flambeau.autograd._node import AccumulateGrad, Node, grad_accumulator, meta_of
 from flambeau.autograd._opnode import OpNode
 from flambeau.autograd._saved import FREED_MESSAGE
@@ -43,10 +44,8 @@ class Engine:
             self._record_forward(op, deriv, inputs, attrs, outputs)
             return
         node = OpNode.create(deriv, inputs, attrs, outputs)
-        if _anomaly.enabled():
+        if _anomaly_state.enabled:
             node._trace = _anomaly.capture_trace()
-        if op.view:
-            _mark_views(outputs)
 
     def _record_forward(self, op, deriv, inputs, attrs, outputs) -> None:
         """Recording while forward AD is active: propagate tangents; build a node only if grad is needed."""
@@ -420,7 +419,3 @@ def _stealable(g: Tensor) -> bool:
     # References to g: the caller's local, the grads list, this frame, getrefcount's argument.
     return (g._base is None and g._data.base is None and g.is_contiguous()
             and sys.getrefcount(g._storage) == 2 and sys.getrefcount(g) <= 4)
-
-
-def _mark_views(outputs) -> None:
-    """Nothing to do: tensor-core sets ``_base`` on view outputs (kept for in-place rebasing)."""

@@ -71,7 +71,7 @@ class Derivative:
     """
 
     __slots__ = ("op_name", "formulas", "save", "outputs", "node_class", "pos_names", "tensor_args", "kinds",
-                 "formula_items", "pos_index", "list_args")
+                 "formula_items", "pos_index", "list_args", "save_plan")
 
     def __init__(self, formulas: dict, save: tuple = (), outputs: int = 0):
         self.formulas = formulas
@@ -92,6 +92,10 @@ class Derivative:
         self.formula_items = tuple(self.formulas.items())
         self.pos_index = {n: i for i, n in enumerate(self.pos_names)}
         self.list_args = frozenset(n for n, k in self.kinds.items() if k == "Tensor[]")
+        # (name, output index or None, input position or None): decided once, not per recorded call.
+        self.save_plan = tuple(
+            (name, int(name[6:] or 0), None) if name.startswith("result") else (name, None, self.pos_index.get(name))
+            for name in self.save)
         camel = "".join(p.capitalize() for p in op.name.strip("_").split("_"))
         self.node_class = type(f"{camel}Backward0", (OpNode,), {"__slots__": (), "_deriv": self})
 
@@ -190,17 +194,15 @@ class OpNode(Node):
         node._values = values
         saved = {}
         single = isinstance(outputs, Tensor)
-        for name in deriv.save:
-            if name.startswith("result"):
-                out = outputs if single else outputs[int(name[6:] or 0)]
-                saved[name] = SavedTensor(out, node, True)
-            else:
-                i = pos_index.get(name)
-                x = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
-                if isinstance(x, Tensor):
-                    saved[name] = SavedTensor(x, node, False)
-                elif isinstance(x, (list, tuple)):
-                    values[name] = x  # lists of tensors are kept as they are
+        for name, out_index, i in deriv.save_plan:
+            if out_index is not None:
+                saved[name] = SavedTensor(outputs if single else outputs[out_index], node, True)
+                continue
+            x = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
+            if isinstance(x, Tensor):
+                saved[name] = SavedTensor(x, node, False)
+            elif isinstance(x, (list, tuple)):
+                values[name] = x  # lists of tensors are kept as they are
         node._saved = saved
         # Outputs point to the node; multi-output ops mark which output each tensor is.
         if single:

@@ -47,6 +47,7 @@ __all__ = ["binary_op", "unary_op", "cpu_binary_kernel", "cpu_unary_kernel", "DT
 
 _ndarray = np.ndarray
 _result_type = dt.result_type
+_bool = dt.bool
 _float32 = dt.float32
 
 
@@ -354,7 +355,12 @@ def binary_op(signature: str, cpu_kernel, *, rule: str = "promote", bool_out: bo
                             b = other.item()
             else:
                 dev = input._device
-                d = _result_type(input, other)
+                d = input.dtype
+                oc = other.__class__
+                # A weak Python scalar never changes a tensor's dtype within its category (Note [Type
+                # promotion]): floats into float tensors and ints into non-bool tensors skip the general rule.
+                if not ((oc is float and d.is_floating_point) or (oc is int and d is not _bool)):
+                    d = _result_type(input, other)
                 b = other
         elif isinstance(other, Tensor):
             dev = other._device

@@ -58,6 +58,7 @@ from flambeau._ops._elementwise_base import (
 from flambeau._ops._elementwise_base import cpu_binary_kernel as _b
 from flambeau._ops._elementwise_base import cpu_unary_kernel as _u
 from flambeau._ops._registry import OPS, declare
+from flambeau._parallel import PARALLEL_MIN_ELEMENTS
 
 _bool = dt.bool
 
@@ -449,9 +450,25 @@ _FLOAT_MATH = {
 }
 _ALIASES = {"asin": ("arcsin",), "acos": ("arccos",), "atan": ("arctan",), "asinh": ("arcsinh",),
             "acosh": ("arccosh",), "atanh": ("arctanh",)}
+def _exp_kernel(default):
+    """exp: large contiguous float32 arrays go to the vectorised kernel of ``_fast_exp``."""
+    f32 = np.dtype(np.float32)
+
+    def kernel(a, dtype, out=None):
+        if (a.size >= PARALLEL_MIN_ELEMENTS and a.dtype is f32 and dtype.np is f32 and a.flags.c_contiguous
+                and (out is None or (out.dtype is f32 and out.flags.c_contiguous and out.shape == a.shape))):
+            from flambeau._ops._fast_exp import exp_f32
+
+            return exp_f32(a, out)
+        return default(a, dtype, out)
+
+    return kernel
+
+
 for _name, _ufunc in _FLOAT_MATH.items():
-    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _u(_ufunc, quiet=True), rule="float",
-                                category="math", aliases=_ALIASES.get(_name, ())).fn
+    _kernel = _u(_ufunc, quiet=True)
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _exp_kernel(_kernel) if _name == "exp" else _kernel,
+                                rule="float", category="math", aliases=_ALIASES.get(_name, ())).fn
 for _name, _f in {"rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid, "erf": _special("erf"),
                   "erfc": _special("erfc"), "erfinv": _special("erfinv")}.items():
     globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _expr_kernel(_f), rule="float",
