@@ -309,3 +309,17 @@ def test_device_worker_thread_runs_tasks_and_reraises():
         run_on_device("fake:0", lambda: (_ for _ in ()).throw(ValueError("boom")))
     # reentrant: a task that runs another task on the same device does not deadlock
     assert run_on_device("fake:0", lambda: run_on_device("fake:0", lambda: 7)) == 7
+
+
+def test_accumulated_gradients_never_alias_each_other():
+    # add sends the same gradient object to both inputs: each .grad must own its memory.
+    u, v = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+    (u + v).sum().backward()
+    u.grad.add_(1.0)
+    assert v.grad.tolist() == [1.0, 1.0]
+    # a user-provided gradient is copied, not adopted
+    w = leaf([1.0, 2.0])
+    g = fl.ones(2, dtype=fl.float64)
+    w.backward(g)
+    w.grad.add_(1.0)
+    assert g.tolist() == [1.0, 1.0]

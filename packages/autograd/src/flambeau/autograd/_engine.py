@@ -338,6 +338,7 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
                 deps[nxt] = d
                 if d == 0:
                     heappush(heap, (-nxt._sequence_nr, id(nxt), nxt))
+            outs = g = None  # the buffers hold the gradients now: let AccumulateGrad steal them
     finally:
         grad_state.enabled = prev_mode
     return captured
@@ -416,6 +417,15 @@ def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
 
 
 def _stealable(g: Tensor) -> bool:
-    # References to g: the caller's local, the grads list, this frame, getrefcount's argument.
-    return (g._base is None and g._data.base is None and g.is_contiguous()
-            and sys.getrefcount(g._storage) == 2 and sys.getrefcount(g) <= 4)
+    """Whether nothing but the engine can reach ``g``'s memory, so that ``.grad`` may take it as is.
+
+    References to ``g``: the grads list, ``_accumulate``'s argument, this argument and getrefcount's.
+    A view is stealable when its base tensor is a dead temporary that only the view refers to.
+    """
+    if not g.is_contiguous() or sys.getrefcount(g) > 4:
+        return False
+    base = g._base
+    if base is None:
+        return g._data.base is None and sys.getrefcount(g._storage) == 2
+    # base: g._base, the local, getrefcount's argument; storage: g's, the base's, the argument.
+    return sys.getrefcount(base) <= 3 and sys.getrefcount(g._storage) == 3

@@ -67,20 +67,19 @@ def _pad_along(g, dim, before, after):
     return fl.cat(parts, dim) if len(parts) > 1 else g
 
 
-def _matmul_grads(g, a, b):
-    """Gradients of ``a @ b`` for every torch broadcasting case (1-D operands included)."""
+def _matmul_grad(g, a, b, which: int):
+    """Gradient of ``a @ b`` w.r.t. ``a`` (``which=0``) or ``b`` (1), for every torch broadcasting case."""
     if a.dim() == 1 and b.dim() == 1:
-        return g * b, g * a
-    a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-    g2 = g
+        return g * b if which == 0 else g * a
     if a.dim() == 1:
-        g2 = g2.unsqueeze(-2)
+        g = g.unsqueeze(-2)
     if b.dim() == 1:
-        g2 = g2.unsqueeze(-1)
-    ga = g2 @ b2.mT
-    gb = a2.mT @ g2
-    return ga, gb
+        g = g.unsqueeze(-1)
+    if which == 0:
+        b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+        return g @ b2.mT
+    a2 = a.unsqueeze(0) if a.dim() == 1 else a
+    return a2.mT @ g
 
 
 def _max_formula(g, s):
@@ -263,8 +262,8 @@ TABLE: dict[str, D] = {
                  save=("result",)),
     "log_softmax": D({"input": lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True)}, save=("result",)),
     # --- linear algebra -------------------------------------------------------------------------
-    "matmul": D({"input": lambda g, s: _matmul_grads(g, s.input, s.other)[0],
-                 "other": lambda g, s: _matmul_grads(g, s.input, s.other)[1]}, save=("input", "other")),
+    "matmul": D({"input": lambda g, s: _matmul_grad(g, s.input, s.other, 0),
+                 "other": lambda g, s: _matmul_grad(g, s.input, s.other, 1)}, save=("input", "other")),
     "mm": D({"input": lambda g, s: g @ s.mat2.mT, "mat2": lambda g, s: s.input.mT @ g}, save=("input", "mat2")),
     "bmm": D({"input": lambda g, s: g @ s.mat2.mT, "mat2": lambda g, s: s.input.mT @ g}, save=("input", "mat2")),
     "mv": D({"input": lambda g, s: fl.outer(g, s.vec), "vec": lambda g, s: s.input.mT @ g}, save=("input", "vec")),

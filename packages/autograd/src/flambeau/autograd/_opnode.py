@@ -232,20 +232,32 @@ class OpNode(Node):
             g = grads[0]
         s = _Values(self)
         metas = self._metas
+        edges = self.next_functions
         result = []
+        k = 0  # index into edges: one per tensor, one per element of a tensor list
         for name, formula in deriv.formula_items:
             meta = metas.get(name)
             if meta is None:
                 continue
             if meta.__class__ is list:
-                gs = formula(g, s)
-                result.extend(None if gi is None else reduce_grad(gi, m[0], m[1], m[2]) for gi, m in zip(gs, meta))
-            else:
-                gi = formula(g, s)
-                if gi is not None and (gi._data.shape != meta[0] or gi.dtype is not meta[1]
-                                       or gi._device is not meta[2]):
-                    gi = reduce_grad(gi, meta[0], meta[1], meta[2])
-                result.append(gi)
+                n = len(meta)
+                if all(e[0] is None for e in edges[k:k + n]):  # no element requires grad: skip the formula
+                    result.extend([None] * n)
+                else:
+                    gs = formula(g, s)
+                    result.extend(None if gi is None or e[0] is None else reduce_grad(gi, m[0], m[1], m[2])
+                                  for gi, m, e in zip(gs, meta, edges[k:k + n]))
+                k += n
+                continue
+            if edges[k][0] is None:  # this input does not require grad: skip the formula
+                result.append(None)
+                k += 1
+                continue
+            k += 1
+            gi = formula(g, s)
+            if gi is not None and (gi._data.shape != meta[0] or gi.dtype is not meta[1] or gi._device is not meta[2]):
+                gi = reduce_grad(gi, meta[0], meta[1], meta[2])
+            result.append(gi)
         return tuple(result)
 
     def release(self) -> None:
