@@ -22,6 +22,7 @@ __all__ = ["Node", "AccumulateGrad", "AutogradMeta", "meta_of", "set_output_nr",
            "edge_of"]
 
 _sequence = itertools.count()
+next_sequence = _sequence.__next__  # creation order of nodes: backward runs the newest ready node first
 
 
 class AutogradMeta:
@@ -62,7 +63,7 @@ class Node:
 
     def __init__(self):
         self.next_functions = ()
-        self._sequence_nr = next(_sequence)
+        self._sequence_nr = next_sequence()
         self._pre_hooks = None
         self._post_hooks = None
         self._tensor_hooks = None  # {output_nr: [hook, ...]} from Tensor.register_hook on outputs

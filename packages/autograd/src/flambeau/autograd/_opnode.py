@@ -19,11 +19,14 @@ import re
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.autograd._node import Node, edge_of, set_output_nr
+from flambeau.autograd._node import next_sequence as _next_sequence
 from flambeau.autograd._saved import FREED_MESSAGE, SavedTensor
 
 __all__ = ["Derivative", "OpNode", "reduce_grad", "parse_signature"]
 
 _MISSING = object()
+_NOTHING_SAVED: dict = {}
+_new = object.__new__
 
 
 def parse_signature(signature: str):
@@ -164,7 +167,11 @@ class OpNode(Node):
     @classmethod
     def create(cls, deriv: Derivative, inputs: tuple, attrs: dict, outputs):
         """Build the node of one operator call and attach it to ``outputs`` (the hot path of recording)."""
-        node = deriv.node_class()
+        # The fields of Node.__init__, set here without the call: this is the hottest path of recording.
+        node = _new(deriv.node_class)
+        node._sequence_nr = _next_sequence()
+        node._pre_hooks = node._post_hooks = node._tensor_hooks = node._trace = node._metadata = None
+        node._released = False
         pos_names = deriv.pos_names
         n = len(inputs)
         values = {}
@@ -185,7 +192,13 @@ class OpNode(Node):
             value = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
             if isinstance(value, Tensor):
                 metas[name] = (value._data.shape, value.dtype, value._device)
-                edges.append(edge_of(value) if value._requires_grad else (None, 0))
+                if not value._requires_grad:
+                    edges.append((None, 0))
+                elif value.grad_fn is not None:  # edge_of, inlined for the common non-leaf case
+                    meta = value._autograd_meta
+                    edges.append((value.grad_fn, 0 if meta is None else meta.output_nr))
+                else:
+                    edges.append(edge_of(value))
             elif name in deriv.list_args and isinstance(value, (list, tuple)):
                 metas[name] = [(x._data.shape, x.dtype, x._device) for x in value]
                 edges.extend(edge_of(x) if x._requires_grad else (None, 0) for x in value)
@@ -262,9 +275,7 @@ class OpNode(Node):
 
     def release(self) -> None:
         self._released = True
-        for saved in self._saved.values():
-            saved.release()
-        self._saved = {}
+        self._saved = _NOTHING_SAVED  # the SavedTensors, and the tensors they hold, go with the dict
 
     @property
     def _saved_tensors(self):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from flambeau import Tensor
 from flambeau._grad_mode import state as grad_state
-from flambeau.autograd import graph as _graph
+from flambeau.autograd.graph import _state as _hook_state
 
 __all__ = ["SavedTensor", "FREED_MESSAGE"]
 
@@ -38,9 +38,11 @@ class SavedTensor:
 
     def __init__(self, tensor: Tensor, node, is_output: bool):
         self._version = tensor._storage._version
-        self._output_nr = _output_nr(tensor)
+        meta = tensor._autograd_meta
+        self._output_nr = 0 if meta is None else meta.output_nr
         self._requires_grad = tensor._requires_grad
-        hooks = _graph._current_hooks()
+        stack = _hook_state.stack
+        hooks = stack[-1] if stack else None
         if is_output:
             # Saved before the node marks its outputs: a floating output is about to require grad.
             self._requires_grad = tensor.dtype.is_floating_point
