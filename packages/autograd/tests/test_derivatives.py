@@ -7,6 +7,8 @@ Inputs are shaped to exercise broadcasting and non-contiguous layouts where the 
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -282,11 +284,44 @@ def test_gradcheck(case):
     assert gradcheck(fn, inputs, **(options[0] if options else {}))
 
 
-GRADGRAD = ["add", "mul", "div", "exp", "log", "sin", "tanh", "sigmoid", "pow", "matmul", "mm", "sum", "mean",
-            "softmax", "log_softmax", "relu", "sqrt", "bmm"]
+# Second derivatives: every elementwise operator and the matmul family, plus softmax and reductions.
+_GRADGRAD_CATEGORIES = {"arithmetic", "math", "activation", "rounding", "linalg"}
+GRADGRAD = sorted(
+    k for k in CASES
+    if k.split("#")[0] in OPS and (OPS[k.split("#")[0]].category in _GRADGRAD_CATEGORIES
+                                   or k in ("softmax", "log_softmax", "sum", "mean", "where"))
+)
 
 
-@pytest.mark.parametrize("case", [c for c in GRADGRAD if c in OPS])
+@pytest.mark.parametrize("case", GRADGRAD)
 def test_gradgradcheck(case):
     fn, inputs, *options = CASES[case]
     assert gradgradcheck(fn, inputs, **(options[0] if options else {}))
+
+
+# --- more layouts for every elementwise operator ------------------------------------------------------
+_POINTWISE = {"arithmetic", "math", "activation", "rounding"}
+POINTWISE_CASES = sorted(k for k in CASES if k.split("#")[0] in OPS and OPS[k.split("#")[0]].category in _POINTWISE)
+LAYOUTS = {
+    "0-dim": lambda n: [()] * n,
+    "transposed": lambda n: ["T"] * n,
+    "broadcast": lambda n: [(3, 1), (1, 4), (4,)][:n] if n > 1 else [(2, 1, 3)],
+}
+
+
+def _like(x, shape, rng):
+    """A float64 leaf with values in ``x``'s range: 0-dim, a transposed (non-contiguous) 3x4, or ``shape``."""
+    lo, hi = float(x.min()), float(x.max())
+    if shape == "T":
+        return fl.tensor(rng.uniform(lo, hi, (4, 3)), dtype=fl.float64).t().requires_grad_(True)
+    return fl.tensor(rng.uniform(lo, hi, shape), dtype=fl.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("case", POINTWISE_CASES)
+def test_gradcheck_elementwise_layouts(case, layout):
+    fn, inputs, *options = CASES[case]
+    rng = np.random.default_rng(zlib.crc32(f"{case}/{layout}".encode()))  # reproducible across processes
+    shapes = LAYOUTS[layout](len(inputs))
+    new_inputs = tuple(_like(x.detach(), shape, rng) for x, shape in zip(inputs, shapes))
+    assert gradcheck(fn, new_inputs, **(options[0] if options else {}))

@@ -77,9 +77,11 @@ def _matmul_grad(g, a, b, which: int):
         g = g.unsqueeze(-1)
     if which == 0:
         b2 = b.unsqueeze(-1) if b.dim() == 1 else b
-        return g @ b2.mT
+        ga = g @ b2.mT
+        return ga.squeeze(-2) if a.dim() == 1 else ga  # drop the row dim added for a 1-D ``a``
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
-    return a2.mT @ g
+    gb = a2.mT @ g
+    return gb.squeeze(-1) if b.dim() == 1 else gb  # drop the column dim added for a 1-D ``b``
 
 
 def _max_formula(g, s):
@@ -554,9 +556,23 @@ def _kron_grads(g, s, which):
 
 
 def _diagonal_grad(g, s, offset, dim1, dim2):
-    r = fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
-    with fl.no_grad():
-        r.diagonal(offset, dim1, dim2).copy_(g)
+    """Gradient of ``diagonal``: ``g`` embedded on that diagonal, cropped or zero-padded to the input.
+
+    Built from differentiable operators (diag_embed, narrow, pad) so that double backward works.
+    """
+    from flambeau._ops.shape import pad
+
+    shape = s.input_shape
+    nd = len(shape)
+    d1, d2 = dim1 % nd, dim2 % nd
+    r = fl.diag_embed(g, offset, d1, d2)  # the diagonal's dims become d1, d2 with size len + |offset|
+    for d in (d1, d2):
+        size, want = r.shape[d], shape[d]
+        if size > want:
+            r = r.narrow(d, 0, want)
+        elif size < want:
+            widths = [0, 0] * (nd - 1 - d) + [0, want - size]  # pad's (last dim first) pairs
+            r = pad(r, widths)
     return r
 
 
