@@ -153,6 +153,13 @@ def main() -> None:
     matmul(r, torch, 1024)
     softmax(r, torch)
     indexing(r, torch, 1_000_000)
+    # The nn issue's operator families, one module each (imported here: _harness must come first).
+    import _bench_act
+    import _bench_conv
+    import _bench_norm
+    import _bench_seq
+    for family in (_bench_act, _bench_conv, _bench_norm, _bench_seq):
+        family.run(r, torch)
     if not args.quick:
         r.finish()
 

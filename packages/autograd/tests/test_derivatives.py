@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import zlib
 
+import cases_act
+import cases_conv
+import cases_norm
+import cases_seq
 import numpy as np
 import pytest
 
@@ -241,6 +245,11 @@ CASES = {
     "median#all": (lambda a: a.median(), (t(2, 5),)),
     "mode": (lambda a: fl.mode(a.round(), dim=1).values, (t(2, 5),)),
 }
+
+# The operator families of the nn issue keep their cases beside each other, one module each.
+for _family in (cases_act, cases_conv, cases_norm, cases_seq):
+    assert not CASES.keys() & _family.CASES.keys(), f"cases named twice: {CASES.keys() & _family.CASES.keys()}"
+    CASES.update(_family.CASES)
 
 
 def _seeded_dropout(a):

@@ -3,7 +3,8 @@
 Importing this package installs its engine into tensor-core (DESIGN.md seam 2): from then on,
 every operator that runs with grad mode on and an input that requires grad is recorded, and
 ``Tensor.backward()`` works. The derivative of every differentiable operator lives in one
-table (``_formulas.TABLE``) keyed by operator name.
+table keyed by operator name (``_formulas.TABLE``, joined by the family tables of the
+``_formulas_<family>`` modules).
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from flambeau.autograd import functional, graph
 from flambeau.autograd._anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from flambeau.autograd._engine import DERIVATIVES as _DERIVATIVES
 from flambeau.autograd._engine import ENGINE as _ENGINE
-from flambeau.autograd._formulas import TABLE as _TABLE
+from flambeau.autograd._formulas import TABLE as _CORE_TABLE
+from flambeau.autograd._formulas_act import TABLE as _ACT_TABLE
+from flambeau.autograd._formulas_conv import TABLE as _CONV_TABLE
+from flambeau.autograd._formulas_norm import TABLE as _NORM_TABLE
+from flambeau.autograd._formulas_seq import TABLE as _SEQ_TABLE
 from flambeau.autograd._inference import inference_mode, is_inference_mode_enabled
 from flambeau.autograd.function import Function, FunctionCtx, once_differentiable
 from flambeau.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
@@ -53,6 +58,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     """
     return _ENGINE.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
                         bool(allow_unused) or materialize_grads, materialize_grads)
+
+
+def _join_tables(*tables: dict) -> dict:
+    """One derivative table from the family tables; an operator named twice is a bug."""
+    joined: dict = {}
+    for table in tables:
+        twice = joined.keys() & table.keys()
+        if twice:
+            raise RuntimeError(f"derivatives declared twice: {sorted(twice)}")
+        joined.update(table)
+    return joined
+
+
+_TABLE = _join_tables(_CORE_TABLE, _ACT_TABLE, _CONV_TABLE, _NORM_TABLE, _SEQ_TABLE)
 
 
 def _bind_table() -> list:

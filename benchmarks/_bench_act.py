@@ -1,0 +1,5 @@
+"""ops.py benchmarks of the act operators. Being written."""
+
+
+def run(r, torch) -> None:
+    """Add this family's comparisons to the report ``r`` (``torch`` is None when not installed)."""

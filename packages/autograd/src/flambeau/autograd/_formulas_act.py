@@ -1,0 +1,7 @@
+"""Derivatives of the act operators (see _formulas.py for the convention). Being written."""
+
+from __future__ import annotations
+
+__all__ = ["TABLE"]
+
+TABLE: dict = {}

@@ -1,0 +1,1 @@
+"""The families of :mod:`flambeau.nn.functional`, one module each."""

@@ -1,0 +1,3 @@
+"""nn.functional: activation. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.functional: attention. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.functional: basic. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.functional: conv. Being written."""
+
+__all__: list[str] = []

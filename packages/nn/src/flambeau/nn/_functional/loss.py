@@ -1,0 +1,3 @@
+"""nn.functional: loss. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.functional: norm. Being written."""
+
+__all__: list[str] = []

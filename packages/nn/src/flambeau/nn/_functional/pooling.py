@@ -1,0 +1,3 @@
+"""nn.functional: pooling. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.functional: resample. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn.init. Being written."""
+
+__all__: list[str] = []

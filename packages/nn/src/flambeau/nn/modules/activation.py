@@ -1,0 +1,3 @@
+"""nn modules: activation. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: attention. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: batchnorm. Being written."""
+
+__all__: list[str] = []

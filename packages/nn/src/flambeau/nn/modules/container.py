@@ -1,0 +1,3 @@
+"""nn modules: container. Being written."""
+
+__all__: list[str] = []

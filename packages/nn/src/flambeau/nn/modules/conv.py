@@ -1,0 +1,3 @@
+"""nn modules: conv. Being written."""
+
+__all__: list[str] = []

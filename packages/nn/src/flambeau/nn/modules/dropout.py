@@ -1,0 +1,3 @@
+"""nn modules: dropout. Being written."""
+
+__all__: list[str] = []

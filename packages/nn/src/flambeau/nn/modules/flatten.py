@@ -1,0 +1,3 @@
+"""nn modules: flatten. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: linear. Being written."""
+
+__all__: list[str] = []

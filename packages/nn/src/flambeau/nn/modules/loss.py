@@ -1,0 +1,3 @@
+"""nn modules: loss. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: module. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: normalization. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: pooling. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: rnn. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: sparse. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""nn modules: transformer. Being written."""
+
+__all__: list[str] = []

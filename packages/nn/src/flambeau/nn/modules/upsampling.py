@@ -1,0 +1,3 @@
+"""nn modules: upsampling. Being written."""
+
+__all__: list[str] = []

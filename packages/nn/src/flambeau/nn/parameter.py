@@ -1,0 +1,3 @@
+"""Parameter. Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Normalisation operators (batch_norm, layer_norm, group_norm). Being written."""
+
+__all__: list[str] = []

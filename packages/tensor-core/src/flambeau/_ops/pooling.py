@@ -1,0 +1,3 @@
+"""Pooling operators (max/avg/adaptive pooling). Being written."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Recurrent cells (lstm_cell, gru_cell, rnn cells). Being written."""
+
+__all__: list[str] = []
