@@ -45,6 +45,21 @@ def bench_chain(r: _harness.Report, torch, n: int = 1000) -> None:
     r.add_note(note)
 
 
+def mlp_step(params, x, y):
+    """A function running one forward + backward of the MLP: works on flambeau and torch tensors alike."""
+    def step():
+        h = x
+        for i in range(3):
+            h = h @ params[i] + params[3 + i]
+            if i < 2:
+                h = h.relu()
+        loss = -h.log_softmax(1).gather(1, y).mean()
+        loss.backward()
+        for p in params:
+            p.grad = None
+    return step
+
+
 def bench_mlp(r: _harness.Report, torch) -> None:
     rng = np.random.default_rng(0)
     sizes = [784, 1024, 1024, 10]
@@ -52,37 +67,11 @@ def bench_mlp(r: _harness.Report, torch) -> None:
     bs = [np.zeros(o, np.float32) for o in sizes[1:]]
     x = rng.standard_normal((128, 784)).astype(np.float32)
     y = rng.integers(0, 10, 128)
-
-    params = [fl.tensor(p, requires_grad=True) for p in ws + bs]
-    fx, fy = fl.tensor(x), fl.tensor(y).unsqueeze(1)
-
-    def fl_step():
-        h = fx
-        for i in range(3):
-            h = h @ params[i] + params[3 + i]
-            if i < 2:
-                h = h.relu()
-        loss = -h.log_softmax(1).gather(1, fy).mean()
-        loss.backward()
-        for p in params:
-            p.grad = None
-
+    fl_step = mlp_step([fl.tensor(p, requires_grad=True) for p in ws + bs], fl.tensor(x), fl.tensor(y).unsqueeze(1))
     th_step = None
     if torch:
-        tparams = [torch.tensor(p, requires_grad=True) for p in ws + bs]
-        tx, ty = torch.tensor(x), torch.tensor(y).unsqueeze(1)
-
-        def th_step():
-            h = tx
-            for i in range(3):
-                h = h @ tparams[i] + tparams[3 + i]
-                if i < 2:
-                    h = h.relu()
-            loss = -h.log_softmax(1).gather(1, ty).mean()
-            loss.backward()
-            for p in tparams:
-                p.grad = None
-
+        th_step = mlp_step([torch.tensor(p, requires_grad=True) for p in ws + bs], torch.tensor(x),
+                           torch.tensor(y).unsqueeze(1))
     r.compare("MLP 784-1024-1024-10", "batch 128 float32, fwd+bwd", fl_step, th_step)
 
 
