@@ -2,15 +2,17 @@
 
 Runs on the simulated device of flambeau-cuda-alloc (no GPU needed)::
 
-    python benchmarks/alloc.py [--batch 32] [--iters 10]
+    python benchmarks/alloc.py [--batch 32] [--iters 10]   # rewrites its section of RESULTS.md
+    python benchmarks/alloc.py --quick                       # fewer repeats, RESULTS.md untouched
 
 It reports, for 10 training iterations:
 
 1. raw device mallocs in the first iteration and in each later one (zero after warm-up,
    as in Figure 2 of the PyTorch paper), and peak reserved over peak allocated memory;
 2. the allocator's host overhead per allocate/free pair (CPU time of this process, so
-   that other processes on a busy machine do not count), beside the cost of a pair of
-   empty Python function calls on the same machine for scale;
+   that other processes on a busy machine do not count) with its C core and with its
+   pure-Python fallback, measured in turns and reported as medians, beside the cost of a
+   pair of empty Python function calls on the same machine for scale;
 3. the modelled step time of the same replay through the simulated raw malloc/free
    (each free synchronises the device) against the cache, with kernels queued
    asynchronously on the device.
@@ -27,37 +29,21 @@ by ``zero_grad(set_to_none=True)``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import datetime
 import gc
 import os
-import sys
+import platform
+import statistics
 import time
+from collections.abc import Iterator
 
-_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "packages", "cuda-alloc", "src")
+import _harness  # noqa: I001 - first: pins every library to 2 threads before they are imported
 
-
-def _import_namespace() -> None:
-    """Make ``flambeau.cuda_alloc`` importable from the source tree, needing nothing else
-    of flambeau (whose other packages may be absent or mid-change)."""
-    import types
-
-    sys.path.insert(0, _SRC)
-    try:
-        import flambeau
-    except Exception:  # noqa: BLE001 - fall back to the bare namespace package
-        for name in [m for m in sys.modules if m == "flambeau" or m.startswith("flambeau.")]:
-            del sys.modules[name]
-        flambeau = sys.modules["flambeau"] = types.ModuleType("flambeau")
-        flambeau.__path__ = []
-    ours = os.path.join(_SRC, "flambeau")
-    if ours not in list(flambeau.__path__):
-        flambeau.__path__.append(ours)
-
-
-_import_namespace()
-
-from flambeau.cuda_alloc import CachingAllocator, SimulatedDevice  # noqa: E402
-from flambeau.cuda_alloc._config import AllocatorConfig  # noqa: E402
+from flambeau.cuda_alloc import CachingAllocator, SimulatedDevice
+from flambeau.cuda_alloc._allocator import PURE_PYTHON_VAR
+from flambeau.cuda_alloc._config import AllocatorConfig
 
 F32 = 4
 MiB = 1 << 20
@@ -341,12 +327,57 @@ def _empty_calls(n: int) -> float:
     return time.process_time() - start
 
 
+@contextlib.contextmanager
+def _core(name: str) -> Iterator[None]:
+    """Allocators made inside use the ``"c"`` or the ``"python"`` core."""
+    saved = os.environ.get(PURE_PYTHON_VAR)
+    os.environ[PURE_PYTHON_VAR] = "1" if name == "python" else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[PURE_PYTHON_VAR]
+        else:
+            os.environ[PURE_PYTHON_VAR] = saved
+
+
+def _warm_replay_seconds(steps, capacity: int, core: str) -> float:
+    """CPU seconds of iterations 2+ on a fresh allocator whose cache iteration 1 warmed."""
+    dev = SimulatedDevice(capacity=capacity)
+    with _core(core):
+        al = CachingAllocator(dev, AllocatorConfig())
+    replay_cached(steps[:1], dev, al, with_kernels=False)
+    _, secs = replay_cached(steps[1:], dev, al, with_kernels=False)
+    return sum(secs)
+
+
+class _Section(_harness.Report):
+    """This script's section of RESULTS.md: a table of metrics instead of op ratios."""
+
+    def __init__(self, body: str) -> None:  # no torch: nothing here is compared with it
+        self.name = "alloc"
+        self.title = "CUDA caching allocator (benchmarks/alloc.py)"
+        self.rows, self.notes = [], []
+        self.body = body
+
+    def markdown(self, command: str) -> str:
+        try:
+            info = _harness.machine_info()
+            machine = f"{info['cpu']}; Python {info['python']}"
+        except Exception:  # noqa: BLE001 - the rest of flambeau may be absent or mid-change
+            machine = f"{_harness._cpu_model()}; Python {platform.python_version()}"
+        return (f"## {self.title}\n\n`{command}` on {datetime.date.today().isoformat()}, simulated device "
+                f"(no GPU);  \n{machine}.\n\n{self.body}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5, help="timing repeats (best is kept)")
+    parser.add_argument("--repeats", type=int, default=9, help="timing runs of each core (medians are kept)")
+    parser.add_argument("--quick", action="store_true", help="3 timing runs; RESULTS.md untouched")
     args = parser.parse_args()
+    repeats = 3 if args.quick else args.repeats
 
     steps, weight_bytes = build_trace(args.batch, args.iters)
     allocs = sum(1 for events in steps for ev in events if ev.op == "alloc")
@@ -355,25 +386,30 @@ def main() -> None:
     # 1. Cache behaviour and memory efficiency.
     device = SimulatedDevice(capacity=capacity)
     alloc = CachingAllocator(device, AllocatorConfig())
+    core = alloc._core.name
     mallocs, _ = replay_cached(steps, device, alloc, with_kernels=False)
     peak_alloc, peak_res = alloc.max_memory_allocated(), alloc.max_memory_reserved()
     stats = alloc.memory_stats()
 
-    # 2. Host overhead per allocate/free pair (best of several runs, GC off as in a tight loop).
+    # 2. Host overhead per allocate/free pair: each core, the bare replay loop and two empty
+    # calls in turns, so that the machine's drifts hit all alike; medians; GC off as in a
+    # tight loop.
+    cores = ["c", "python"] if core == "c" else ["python"]
+    times: dict[str, list[float]] = {name: [] for name in [*cores, "loop", "calls"]}
     gc.disable()
-    best = float("inf")
-    for _ in range(args.repeats):
-        dev = SimulatedDevice(capacity=capacity)
-        al = CachingAllocator(dev, AllocatorConfig())
-        replay_cached(steps[:1], dev, al, with_kernels=False)  # warm the cache
-        _, secs = replay_cached(steps[1:], dev, al, with_kernels=False)
-        best = min(best, sum(secs))
-    loop = min(empty_loop(steps[1:]) for _ in range(args.repeats))
-    call_pair = min(_empty_calls(100_000) for _ in range(args.repeats)) / 100_000 * 1e6
-    gc.enable()
+    try:
+        for _ in range(repeats):
+            for name in cores:
+                times[name].append(_warm_replay_seconds(steps, capacity, name))
+            times["loop"].append(empty_loop(steps[1:]))
+            times["calls"].append(_empty_calls(100_000) / 100_000)
+    finally:
+        gc.enable()
     warm_pairs = sum(1 for events in steps[1:] for ev in events if ev.op == "free")
-    per_pair = best / warm_pairs * 1e6
-    per_pair_net = (best - loop) / warm_pairs * 1e6
+    median = {name: statistics.median(values) for name, values in times.items()}
+    per_pair = {name: median[name] / warm_pairs * 1e6 for name in cores}
+    loop_pair = median["loop"] / warm_pairs * 1e6
+    call_pair = median["calls"] * 1e6
 
     # 3. Modelled step time: raw cudaMalloc/cudaFree against the cache.
     raw = SimulatedDevice(capacity=capacity)
@@ -389,17 +425,20 @@ def main() -> None:
     for i, m in enumerate(mallocs):
         print(f"{i + 1:<12}{m:>12}")
     print()
+    names = {"c": "C core", "python": "Python core"}
     rows = [
         ("raw mallocs, iteration 1", f"{mallocs[0]}"),
-        ("raw mallocs, iterations 2+ (total)", f"{sum(mallocs[1:])}"),
+        (f"raw mallocs, iterations 2-{args.iters}", " ".join(str(m) for m in mallocs[1:])),
         ("raw frees (cache)", f"{stats['num_device_free']}"),
         ("peak allocated", f"{peak_alloc / MiB:.1f} MiB"),
         ("peak reserved", f"{peak_res / MiB:.1f} MiB"),
         ("peak reserved / peak allocated", f"{peak_res / peak_alloc:.3f}"),
-        ("overhead per alloc/free pair", f"{per_pair:.2f} us (replay loop included)"),
-        ("overhead per pair, loop subtracted", f"{per_pair_net:.2f} us"),
-        ("for scale: two empty Python calls", f"{call_pair:.3f} us"),
     ]
+    for name in cores:
+        rows.append((f"overhead per alloc/free pair, {names[name]}",
+                     f"{per_pair[name]:.2f} us (median of {repeats}; {per_pair[name] - loop_pair:.2f} us "
+                     f"without the replay loop; runs {', '.join(f'{t / warm_pairs * 1e6:.2f}' for t in times[name])})"))
+    rows.append(("for scale: two empty Python calls", f"{call_pair:.3f} us"))
     width = max(len(r[0]) for r in rows) + 2
     print(f"{'metric':<{width}}value")
     print("-" * (width + 40))
@@ -422,7 +461,45 @@ def main() -> None:
     ]
     for name, left, right in table:
         print(f"{name:<24}{left:>18}{right:>20}")
-    print(f"{'speed-up of the step':<24}{'':>18}{raw.clock / cached_dev.clock:>19.2f}x")
+    speedup = raw.clock / cached_dev.clock
+    print(f"{'speed-up of the step':<24}{'':>18}{speedup:>19.2f}x")
+
+    if args.quick:
+        return
+    later = set(mallocs[1:])
+    md = [
+        f"ResNet-50 training-step trace, batch {args.batch}: {allocs // args.iters} allocations per step, "
+        f"{args.iters} steps. Overheads are CPU time of the replay per allocate/free pair, medians of {repeats} runs "
+        "taken in turns with each core.",
+        "",
+        "| metric | value |",
+        "|---|---:|",
+        f"| raw mallocs, step 1 | {mallocs[0]} |",
+        f"| raw mallocs, steps 2–{args.iters} | "
+        + (f"{later.pop()} each" if len(later) == 1 else ", ".join(map(str, mallocs[1:]))) + " |",
+        f"| raw frees by the cache | {stats['num_device_free']} |",
+        f"| peak allocated / peak reserved | {peak_alloc / MiB:.1f} MiB / {peak_res / MiB:.1f} MiB |",
+        f"| peak reserved ÷ peak allocated | {peak_res / peak_alloc:.3f} |",
+    ]
+    for name in cores:
+        md.append(f"| allocator overhead per allocate/free pair, {names[name]} | {per_pair[name]:.2f} µs "
+                  f"({per_pair[name] - loop_pair:.2f} µs without the replay loop) |")
+    md += [
+        f"| for scale: two empty Python calls | {call_pair:.3f} µs |",
+        "",
+        f"Modelled step (kernels queued asynchronously; cudaMalloc {raw.malloc_cost * 1e6:.0f} µs; cudaFree "
+        f"{raw.free_cost * 1e6:.0f} µs after a device-wide sync): raw malloc/free {raw.clock / n * 1e3:.1f} ms per "
+        f"step with {raw.num_syncs / n:.0f} device-wide syncs and the GPU {gpu_time / raw.clock * 100:.1f} % busy; "
+        f"the caching allocator {cached_dev.clock / n * 1e3:.1f} ms per step, {cached_dev.num_syncs / n:.0f} sync, "
+        f"{gpu_time / cached_dev.clock * 100:.1f} % busy: **{speedup:.2f}x** faster.",
+    ]
+    md += ["", "Not measured here: the replay through real `cudaMalloc`/`cudaFree` and the numba EMM plugin under "
+           "a numba workload (they need a GPU)."]
+    if core != "c":
+        from flambeau.cuda_alloc import _ccore
+
+        md += ["", f"- The C core could not be built here ({_ccore.load_error}); the Python core was measured."]
+    _Section("\n".join(md) + "\n").finish()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 from flambeau.cuda_alloc import CachingAllocator, SimulatedDevice
+from flambeau.cuda_alloc._allocator import PURE_PYTHON_VAR
+from flambeau.cuda_alloc._ccore import load_core
 
 MiB = 1 << 20
+
+
+def c_core_available() -> bool:
+    """Whether allocators made now get the C core."""
+    return os.environ.get(PURE_PYTHON_VAR, "") in ("", "0") and load_core() is not None
+
+
+@contextlib.contextmanager
+def using_core(name: str) -> Iterator[None]:
+    """Allocators made inside use the ``"c"`` or the ``"python"`` core."""
+    saved = os.environ.get(PURE_PYTHON_VAR)
+    os.environ[PURE_PYTHON_VAR] = "1" if name == "python" else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[PURE_PYTHON_VAR]
+        else:
+            os.environ[PURE_PYTHON_VAR] = saved
 
 
 def check_invariants(alloc: CachingAllocator, device: SimulatedDevice) -> None:

@@ -349,11 +349,13 @@ class _ReentrantDevice(SimulatedDevice):
         if self.victim is not None:
             victim, self.victim = self.victim, None
             self.alloc.free(victim)
-            assert self.alloc.memory_allocated() == 4096  # deferred: not yet freed
+            # The core is not in the middle of an operation here (the allocator grows
+            # outside it): the free takes effect at once.
+            assert self.alloc.memory_allocated() == 0
         return super().malloc(size)
 
 
-def test_free_reentered_during_malloc_is_deferred_until_it_ends():
+def test_free_reentered_during_a_raw_malloc_is_safe():
     device = _ReentrantDevice(capacity=1 << 30)
     alloc = CachingAllocator(device, AllocatorConfig())
     device.alloc = alloc

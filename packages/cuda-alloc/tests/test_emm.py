@@ -11,7 +11,12 @@ if not hasattr(driver, "HostOnlyCUDAMemoryManager"):
     pytest.skip("numba's CUDA simulator has no memory-manager plugins", allow_module_level=True)
 
 import flambeau.cuda_alloc as ca  # noqa: E402
-from flambeau.cuda_alloc import CachingAllocator, PinnedMemoryAllocator, SimulatedDevice  # noqa: E402
+from flambeau.cuda_alloc import (  # noqa: E402
+    CachingAllocator,
+    PinnedMemoryAllocator,
+    SimulatedDevice,
+    _emm,  # noqa: E402
+)
 from flambeau.cuda_alloc._config import AllocatorConfig  # noqa: E402
 
 
@@ -150,3 +155,4 @@ def test_initialize_without_bound_allocator_uses_the_context():
         assert manager.pinned.backend is backend
     finally:
         ca.set_allocator(None, device=7)
+        _emm._pinned_allocators.pop(7, None)

@@ -9,7 +9,7 @@ import threading
 import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from invariants import check_invariants
+from invariants import check_invariants, using_core
 
 from flambeau.cuda_alloc import CachingAllocator, OutOfMemoryError, SimulatedDevice, round_size
 from flambeau.cuda_alloc._allocator import segment_size
@@ -60,6 +60,8 @@ def test_threads_never_get_overlapping_blocks():
                         alloc.record_stream(address, streams[0] if stream != streams[0] else streams[1])
                 if rng.random() < 0.01:
                     device.advance(1e-3)
+                if rng.random() < 0.004:  # races the other threads' mallocs and frees
+                    alloc.empty_cache()
             for address in mine:
                 release(address)
                 alloc.free(address)
@@ -83,10 +85,14 @@ class AllocatorMachine(RuleBasedStateMachine):
     """Drives an allocator on a small device and compares it with a model: the set of
     live requests, their rounded sizes, and the peak of their sum."""
 
+    core = "c"
+
     def __init__(self) -> None:
         super().__init__()
         self.device = SimulatedDevice(capacity=96 * MiB)
-        self.alloc = CachingAllocator(self.device, AllocatorConfig())
+        with using_core(self.core):
+            self.alloc = CachingAllocator(self.device, AllocatorConfig())
+        assert self.alloc._core.name == self.core or self.core == "c"  # "c" falls back without a compiler
         self.streams = [self.device.default_stream(), self.device.new_stream()]
         self.live: dict[int, tuple[int, int]] = {}  # address -> (rounded size, stream index)
         self.peak = 0
@@ -171,5 +177,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         check_invariants(self.alloc, self.device)
 
 
+class PythonCoreMachine(AllocatorMachine):
+    core = "python"
+
+
 TestAllocatorMachine = AllocatorMachine.TestCase
 TestAllocatorMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestPythonCoreMachine = PythonCoreMachine.TestCase
+TestPythonCoreMachine.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)

@@ -24,34 +24,30 @@ Note [Out of memory]
     at least ``max_split_size``) of the pool and retry, then wait for every pending
     event, free every cached segment that holds no live block, and retry once more.
     Only then is :class:`OutOfMemoryError` raised, with the numbers a user needs.
+
+Note [Two cores]
+    The blocks themselves (free lists, splitting, merging, the hot statistics) live in a
+    core (``_core.py``): a C one built with cffi on first use (``_ccore.py``), or the
+    pure-Python reference when no compiler or cffi is at hand or
+    ``FLAMBEAU_CUDA_ALLOC_PURE_PYTHON=1``. Both follow the same policy block for block.
+    ``malloc`` and ``free`` cross into the core once each; only growing, out-of-memory,
+    events and inspection take the allocator's own lock.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import threading
 import warnings
-from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterator
 from typing import Any
 
 from ._backend import Backend, DeviceOutOfMemory
 from ._config import AllocatorConfig, check_divisions, check_gc_threshold, check_max_split_size
-from ._stats import (
-    ALLOC_BYTES,
-    ALLOC_COUNT,
-    LARGE,
-    PEND_BYTES,
-    PEND_COUNT,
-    REQ_BYTES,
-    SMALL,
-    SPLIT_BYTES,
-    SPLIT_COUNT,
-    DeviceStats,
-    format_bytes,
-    format_summary,
-)
+from ._core import ALLOCATED, INACTIVE, NO_LIMIT, PENDING, PyCore
+from ._stats import ALLOC_BYTES, DeviceStats, format_bytes, format_summary
 
 __all__ = ["CachingAllocator", "OutOfMemoryError", "round_size"]
 
@@ -61,15 +57,34 @@ SMALL_BUFFER = 2 << 20  # small-pool segment size
 LARGE_BUFFER = 20 << 20  # large-pool segment size for requests under MIN_LARGE_ALLOC
 MIN_LARGE_ALLOC = 10 << 20
 ROUND_LARGE = 2 << 20  # larger segments are rounded up to this
-_NO_LIMIT = 1 << 62  # max_split_size when unset: keeps the hot path free of None checks
-# A free block's sort key is size << _KEY_SHIFT | address: one int orders by (size,
-# address) and compares faster than a tuple. Device addresses fit in 64 bits.
-_KEY_SHIFT = 64
-_ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
+PURE_PYTHON_VAR = "FLAMBEAU_CUDA_ALLOC_PURE_PYTHON"
+_STATE_NAMES = {ALLOCATED: "active_allocated", PENDING: "active_pending_free", INACTIVE: "inactive"}
 _get_ident = threading.get_ident
 
 
-assert (ALLOC_BYTES, ALLOC_COUNT, REQ_BYTES) == (0, 3, 6)  # unrolled in CachingAllocator.malloc
+def _make_core() -> Any:
+    """The C core when it can be built and loaded (see _ccore), else the Python one."""
+    if os.environ.get(PURE_PYTHON_VAR, "") not in ("", "0"):
+        return PyCore()
+    from ._ccore import load_core
+
+    core = load_core()
+    return PyCore() if core is None else core
+
+
+def _free_failed(address: Any, code: int) -> None:
+    if code == -2:
+        raise MemoryError("flambeau.cuda_alloc: out of host memory for the allocator's free lists")
+    shown = f"{address:#x}" if isinstance(address, int) else repr(address)
+    raise ValueError(f"address: expected a live block of this allocator, got {shown}")
+
+
+def _checked_size(size: Any) -> int:
+    if isinstance(size, bool) or not isinstance(size, int):
+        raise TypeError(f"size: expected an int number of bytes, got {size!r}")
+    if size < 0:
+        raise ValueError(f"size: expected a non-negative number of bytes, got {size}")
+    return int(size)
 
 
 class OutOfMemoryError(RuntimeError, MemoryError):
@@ -108,55 +123,6 @@ def segment_size(size: int) -> int:
     return -(-size // ROUND_LARGE) * ROUND_LARGE
 
 
-class _Block:
-    """A run of bytes inside a segment; ``prev``/``next`` link the segment's blocks."""
-
-    __slots__ = (
-        "address", "size", "requested", "stream", "small", "free_list", "allocated",
-        "prev", "next", "stream_uses", "event_count", "gc_stamp",
-    )
-
-    def __init__(self, address: int, size: int, stream: Hashable, small: bool, free_list: list[int]) -> None:
-        self.address = address
-        self.size = size
-        self.requested = 0
-        self.stream = stream
-        self.small = small
-        self.free_list = free_list  # the sorted free list of its (stream, pool), when free
-        self.allocated = False
-        self.prev: _Block | None = None
-        self.next: _Block | None = None
-        self.stream_uses: set[Hashable] | None = None
-        self.event_count = 0
-        self.gc_stamp = 0
-
-    def state(self) -> str:
-        if self.allocated:
-            return "active_allocated"
-        return "active_pending_free" if self.event_count else "inactive"
-
-
-def _bump(cur: list[int], tot: list[int], peak: list[int], base: int, pool: int, amount: int) -> None:
-    """Change counter ``base`` of ``pool`` by ``amount``; see FastCounters."""
-    i = base + pool
-    cur[i] += amount
-    cur[base] += amount
-    if amount > 0:
-        tot[i] += amount
-        if cur[i] > peak[i]:
-            peak[i] = cur[i]
-        if cur[base] > peak[base]:
-            peak[base] = cur[base]
-
-
-def _index_of(free: list[int], block: _Block) -> int:
-    """Position of ``block`` in the sorted free list ``free``."""
-    entry = block.size << _KEY_SHIFT | block.address
-    i = bisect_left(free, entry)
-    if i == len(free) or free[i] != entry:
-        raise AssertionError(f"free list lost block {block.address:#x}")  # internal invariant
-    return i
-
 
 class CachingAllocator:
     """Caches device memory of one device and hands it out in blocks, per stream.
@@ -186,23 +152,26 @@ class CachingAllocator:
             config = config_from_env()
         self.backend = backend
         self.device = backend.device
-        # A plain Lock is much cheaper than an RLock; _owner (the holding thread's id)
-        # lets free() notice that it re-entered from a finalizer on the same thread.
+        # The lock of everything but the core's own work (growing, events, inspection);
+        # _owner (the holding thread's id) lets free() notice that it re-entered from a
+        # finalizer on the same thread.
         self._lock = threading.Lock()
         self._owner: int | None = None
         self._deferred: list[int] = []
         self._tls = threading.local()
+        self._core = _make_core()
+        self._core_malloc = self._core.malloc
+        self._core_free = self._core.free
         self._stats = DeviceStats()
-        self._fast = self._stats.fast
-        # (stream, key) of the last stream seen: a memo of backend.stream_key, one tuple so
-        # that threads read a consistent pair.
-        self._last_stream: tuple[Any, Hashable] = (None, None)
-        self._blocks: dict[int, _Block] = {}  # start address -> block, live or free
-        self._segments: dict[int, _Block] = {}  # segment address -> its first block
-        # (stream key, small?) -> sorted keys (see _KEY_SHIFT) of free blocks; see malloc
-        self._free: dict[tuple[Hashable, bool], list[int]] = {}
+        # (stream, small pool, large pool) of the last stream seen: a memo of _pools_of,
+        # one tuple so that threads read a consistent triple.
+        self._last: tuple[Any, int, int] = (object(), -1, -1)
+        self._pools: dict[Hashable, tuple[int, int]] = {}  # stream key -> (small, large) pool
+        self._pool_keys: list[tuple[Hashable, bool]] = []  # pool -> (stream key, small?)
         self._streams: dict[Hashable, Any] = {}  # stream key -> stream object
-        self._pending: dict[Hashable, collections.deque] = {}  # stream key -> (event, block)
+        self._uses: dict[int, set[Hashable]] = {}  # live block -> other streams using it
+        self._pending: dict[Hashable, collections.deque] = {}  # stream key -> (event, address)
+        self._event_counts: dict[int, int] = {}  # pending block -> events not yet completed
         self._gc_clock = 0
         self._apply_config(config)
 
@@ -210,8 +179,11 @@ class CachingAllocator:
 
     def _apply_config(self, config: AllocatorConfig) -> None:
         self.config = config
-        self._max_split = _NO_LIMIT if config.max_split_size is None else config.max_split_size
+        self._max_split = NO_LIMIT if config.max_split_size is None else config.max_split_size
+        self._core.set_max_split(self._max_split)
         self._divisions = config.roundup_power2_divisions
+        # Requests rounded above this take the power-of-two divisions (see round_size).
+        self._divisions_above = MIN_BLOCK_SIZE * self._divisions if self._divisions > 1 else NO_LIMIT
 
     def set_config(
         self,
@@ -266,6 +238,20 @@ class CachingAllocator:
         finally:
             self._tls.stream = previous
 
+    def _pools_of(self, stream: Any) -> tuple[Any, int, int]:
+        """The (stream, small pool, large pool) triple of ``stream``, remembered in _last."""
+        key = self.backend.stream_key(stream)
+        pools = self._pools.get(key)
+        if pools is None:
+            with self._locked():
+                pools = self._pools.get(key)
+                if pools is None:
+                    pools = (self._core.new_pool(True), self._core.new_pool(False))
+                    self._pool_keys += [(key, True), (key, False)]
+                    self._pools[key] = pools
+        self._last = last = (stream, pools[0], pools[1])
+        return last
+
     # -- allocation -----------------------------------------------------------------------
 
     def malloc(self, size: int, stream: Any = None) -> int:
@@ -280,166 +266,68 @@ class CachingAllocator:
             OutOfMemoryError: the device cannot provide the memory even after the cache
                 was freed.
         """
-        if size.__class__ is not int:
-            if isinstance(size, bool) or not isinstance(size, int):
-                raise TypeError(f"size: expected an int number of bytes, got {size!r}")
-        if size < 0:
-            raise ValueError(f"size: expected a non-negative number of bytes, got {size}")
+        if size.__class__ is not int or size < 0:
+            size = _checked_size(size)
         if stream is None:
             stream = self.current_stream()
-        last = self._last_stream
-        if stream is last[0]:
-            key = last[1]
-        else:
-            key = self.backend.stream_key(stream)
-            self._last_stream = (stream, key)
-        if self._divisions == 1:
-            rounded = -(-size // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE or MIN_BLOCK_SIZE
-        else:
-            rounded = round_size(size, self._divisions)
-        small = rounded <= SMALL_SIZE
-        lock = self._lock
-        lock.acquire()
-        self._owner = _get_ident()
-        try:
-            if self._pending:
-                self._process_events()
-            # Best fit: bisect finds the smallest free block at least this big, lowest
-            # address first (see _KEY_SHIFT).
-            block = None
-            free = self._free.get((key, small))
-            if free:
-                i = bisect_left(free, rounded << _KEY_SHIFT)
-                if i < len(free):
-                    entry = free[i]
-                    found = entry >> _KEY_SHIFT
-                    max_split = self._max_split
-                    # Don't carve an oversize block for a small request; give an oversize
-                    # request an oversize block only if it nearly fits.
-                    if found < max_split if rounded < max_split else found < rounded + LARGE_BUFFER:
-                        del free[i]
-                        block = self._blocks[entry & _ADDRESS_MASK]
-            if block is None:
-                block = self._new_segment(key, small, rounded, size)
-                free = block.free_list
-            # Statistics are updated inline on this path: see FastCounters.
-            fast = self._fast
-            cur = fast.cur
-            pool = SMALL if small else LARGE
-            # Free bytes inside partly used segments ("inactive split") change by the
-            # block leaving them, if its segment was split, and by the rest it leaves.
-            was_split = block.prev is not None or block.next is not None
-            remaining = block.size - rounded
-            if remaining >= MIN_BLOCK_SIZE if small else remaining > SMALL_SIZE and rounded < self._max_split:
-                rest = _Block(block.address + rounded, remaining, key, small, free)
-                rest.prev = block
-                nxt = rest.next = block.next
-                if nxt is not None:
-                    nxt.prev = rest
-                block.next = rest
-                block.size = rounded
-                self._blocks[rest.address] = rest
-                rest.gc_stamp = self._gc_clock
-                insort(free, remaining << _KEY_SHIFT | rest.address)
-                if was_split:  # net change: -(rest + rounded) + rest, one block for another
-                    cur[SPLIT_BYTES + pool] -= rounded
-                    cur[SPLIT_BYTES] -= rounded
-                else:  # a whole segment becomes split: one more inactive split block
-                    tot, peak = fast.tot, fast.peak
-                    i = SPLIT_BYTES + pool
-                    cur[i] += remaining
-                    cur[SPLIT_BYTES] += remaining
-                    tot[i] += remaining
-                    if cur[i] > peak[i]:
-                        peak[i] = cur[i]
-                    if cur[SPLIT_BYTES] > peak[SPLIT_BYTES]:
-                        peak[SPLIT_BYTES] = cur[SPLIT_BYTES]
-                    i = SPLIT_COUNT + pool
-                    cur[i] += 1
-                    cur[SPLIT_COUNT] += 1
-                    tot[i] += 1
-                    if cur[i] > peak[i]:
-                        peak[i] = cur[i]
-                    if cur[SPLIT_COUNT] > peak[SPLIT_COUNT]:
-                        peak[SPLIT_COUNT] = cur[SPLIT_COUNT]
-            elif was_split:
-                cur[SPLIT_BYTES + pool] -= block.size
-                cur[SPLIT_BYTES] -= block.size
-                cur[SPLIT_COUNT + pool] -= 1
-                cur[SPLIT_COUNT] -= 1
-            block.allocated = True
-            block.requested = size
-            # Unrolled for speed: allocated bytes (0), allocations (3), requested (6).
-            tot, peak = fast.tot, fast.peak
-            amount = block.size
-            cur[pool] += amount
-            cur[0] += amount
-            tot[pool] += amount
-            if cur[pool] > peak[pool]:
-                peak[pool] = cur[pool]
-            if cur[0] > peak[0]:
-                peak[0] = cur[0]
-            i = 3 + pool
-            cur[i] += 1
-            cur[3] += 1
-            tot[i] += 1
-            if cur[i] > peak[i]:
-                peak[i] = cur[i]
-            if cur[3] > peak[3]:
-                peak[3] = cur[3]
-            i = 6 + pool
-            cur[i] += size
-            cur[6] += size
-            tot[i] += size
-            if cur[i] > peak[i]:
-                peak[i] = cur[i]
-            if cur[6] > peak[6]:
-                peak[6] = cur[6]
-            if cur[PEND_COUNT]:
-                fast.note_active(pool)
-            return block.address
-        finally:
-            self._owner = None
-            lock.release()
-            if self._deferred:
-                self._release_deferred()
+        last = self._last
+        if stream is not last[0]:
+            last = self._pools_of(stream)
+        rounded = (size + 511) & -512 or MIN_BLOCK_SIZE
+        if rounded > self._divisions_above:
+            rounded = self._round_large(size)
+        if self._pending:
+            self._poll_events()
+        pool = last[1] if rounded <= SMALL_SIZE else last[2]
+        address = self._core_malloc(pool, rounded, size)
+        if address:
+            return address
+        return self._grow(pool, rounded, size)
 
-    def _remove_free(self, block: _Block) -> None:
-        free = block.free_list
-        del free[_index_of(free, block)]
+    def _round_large(self, size: int) -> int:
+        """Round a request above ``_divisions_above``: by the power-of-two divisions, and
+        no request of 4 EiB or more reaches the core (its sizes are 64-bit)."""
+        rounded = round_size(size, self._divisions)
+        if rounded >= NO_LIMIT:
+            with self._locked():
+                self._stats.num_ooms += 1
+                raise OutOfMemoryError(self._oom_message(size, rounded))
+        return rounded
 
     # -- growing ----------------------------------------------------------------------------
 
-    def _new_segment(self, key: Hashable, small: bool, size: int, requested: int) -> _Block:
-        alloc_size = segment_size(size)
-        if self.config.garbage_collection_threshold is not None:
-            self._gc_clock += 1
-            self._garbage_collect(alloc_size)
-        address = self._raw_malloc(alloc_size)
-        if address is None and self._release_oversize(key, size):
+    def _grow(self, pool: int, size: int, requested: int) -> int:
+        """Serve a request no cached block fits from a new segment."""
+        with self._locked():
+            # Another thread may have cached a block that fits since the core said no.
+            address = self._core_malloc(pool, size, requested)
+            if address:
+                return address
+            key = self._pool_keys[pool][0]
+            alloc_size = segment_size(size)
+            if self.config.garbage_collection_threshold is not None:
+                self._gc_clock += 1
+                self._core.set_gc_clock(self._gc_clock)
+                self._garbage_collect(alloc_size)
             address = self._raw_malloc(alloc_size)
-        if address is None:
-            self._stats.num_alloc_retries += 1
-            self._synchronize_events()
-            self._release_cached()
-            address = self._raw_malloc(alloc_size)
-        if address is None:
-            self._stats.num_ooms += 1
-            raise OutOfMemoryError(self._oom_message(requested, alloc_size))
-        free = self._free.get((key, small))
-        if free is None:
-            free = self._free[(key, small)] = []
-        block = _Block(address, alloc_size, key, small, free)
-        self._blocks[address] = block
-        self._segments[address] = block
-        pool = SMALL if small else LARGE
-        stats = self._stats
-        stats.reserved_bytes[0].increase(alloc_size)
-        stats.reserved_bytes[pool].increase(alloc_size)
-        stats.segment[0].increase(1)
-        stats.segment[pool].increase(1)
-        stats.num_device_alloc += 1
-        return block
+            if address is None and self._release_oversize(key, size):
+                address = self._raw_malloc(alloc_size)
+            if address is None:
+                self._stats.num_alloc_retries += 1
+                self._synchronize_events()
+                self._release_cached()
+                address = self._raw_malloc(alloc_size)
+            if address is None:
+                self._stats.num_ooms += 1
+                raise OutOfMemoryError(self._oom_message(requested, alloc_size))
+            stat = 1 if self._pool_keys[pool][1] else 2
+            stats = self._stats
+            stats.reserved_bytes[0].increase(alloc_size)
+            stats.reserved_bytes[stat].increase(alloc_size)
+            stats.segment[0].increase(1)
+            stats.segment[stat].increase(1)
+            stats.num_device_alloc += 1
+            return self._core.malloc_segment(pool, address, alloc_size, size, requested)
 
     def _raw_malloc(self, size: int) -> int | None:
         try:
@@ -447,43 +335,52 @@ class CachingAllocator:
         except DeviceOutOfMemory:
             return None
 
+    def _cached_segments(self) -> list[tuple[int, int, int, int]]:
+        """``(pool, address, size, stamp)`` of every cached segment that holds no live block."""
+        whole = []
+        previous = None
+        for segment, address, size, _, pool, state, stamp in self._core.blocks():
+            if segment == address:
+                whole.append([pool, address, size, stamp] if state == INACTIVE else None)
+            elif segment == previous:
+                whole[-1] = None
+            previous = segment
+        return [tuple(w) for w in whole if w is not None]
+
     def _release_oversize(self, key: Hashable, size: int) -> bool:
         """Free cached oversize segments of the stream's large pool; True if enough went."""
-        if self._max_split == _NO_LIMIT:
+        if self._max_split == NO_LIMIT:
             return False
         target = max(size, self._max_split)
-        free = self._free.get((key, False), [])
-        limit = self._max_split << _KEY_SHIFT
-        oversize = [self._blocks[k & _ADDRESS_MASK] for k in reversed(free) if k >= limit]
+        pool = self._pools[key][1]
+        oversize = [(s, a) for p, a, s, _ in self._cached_segments() if p == pool and s >= self._max_split]
         released = 0
-        for block in oversize:  # largest first
+        for _, address in sorted(oversize, reverse=True):  # largest first
             if released >= target:
                 break
-            if block.prev is None and block.next is None:
-                released += block.size
-                self._release_segment(block)
+            released += self._release_segment(pool, address)
         return released >= target
 
     def _release_cached(self) -> None:
         """Free every cached segment that holds no live block, on every stream."""
-        for free in self._free.values():
-            for entry in list(free):
-                block = self._blocks[entry & _ADDRESS_MASK]
-                if block.prev is None and block.next is None:  # a whole segment
-                    self._release_segment(block)
+        for pool, address, _, _ in self._cached_segments():
+            self._release_segment(pool, address)
 
-    def _release_segment(self, block: _Block) -> None:
-        self._remove_free(block)
-        del self._blocks[block.address]
-        del self._segments[block.address]
-        self.backend.free(block.address)
-        pool = SMALL if block.small else LARGE
+    def _release_segment(self, pool: int, address: int) -> int:
+        """Return a cached whole segment to the device; its size, or 0 if a malloc on
+        another thread took a block of it since it was listed."""
+        size = self._core.remove_segment(address)
+        if size < 0:
+            return 0
+        self.backend.free(address)
+        stat = 1 if self._pool_keys[pool][1] else 2
         stats = self._stats
-        stats.reserved_bytes[0].decrease(block.size)
-        stats.reserved_bytes[pool].decrease(block.size)
+        stats.reserved_bytes[0].decrease(size)
+        stats.reserved_bytes[stat].decrease(size)
         stats.segment[0].decrease(1)
-        stats.segment[pool].decrease(1)
+        stats.segment[stat].decrease(1)
         stats.num_device_free += 1
+        return size
 
     def _garbage_collect(self, alloc_size: int) -> None:
         """Free whole cached large segments, least recently freed first, until growing by
@@ -493,19 +390,13 @@ class CachingAllocator:
         excess = self._stats.reserved_bytes[0].current + alloc_size - limit
         if excess <= 0:
             return
-        candidates = [
-            self._blocks[entry & _ADDRESS_MASK]
-            for (_, small), free in self._free.items()
-            if not small
-            for entry in free
-        ]
-        candidates = [b for b in candidates if b.prev is None and b.next is None]
-        candidates.sort(key=lambda b: b.gc_stamp)  # oldest first
-        for block in candidates:
+        candidates = [(stamp, address, pool, size) for pool, address, size, stamp in self._cached_segments()
+                      if not self._pool_keys[pool][1]]
+        candidates.sort()  # oldest first
+        for _, address, pool, _ in candidates:
             if excess <= 0:
                 break
-            excess -= block.size
-            self._release_segment(block)
+            excess -= self._release_segment(pool, address)
 
     # -- freeing --------------------------------------------------------------------------
 
@@ -515,6 +406,19 @@ class CachingAllocator:
         Raises:
             ValueError: ``address`` is not a live block of this allocator.
         """
+        if self._uses and address in self._uses:
+            self._free_used(address)
+            return
+        try:
+            failed = self._core_free(address)
+        except (OverflowError, TypeError):  # the C core takes only 64-bit unsigned ints
+            failed = -1
+        if failed:
+            _free_failed(address, failed)
+
+    def _free_used(self, address: int) -> None:
+        """Free a block that other streams used: it waits for their events (see Note [One
+        pool per stream])."""
         lock = self._lock
         if not lock.acquire(False):
             if self._owner == _get_ident():
@@ -525,23 +429,21 @@ class CachingAllocator:
             lock.acquire()
         self._owner = _get_ident()
         try:
-            block = self._blocks.get(address)
-            if block is None or not block.allocated:
-                raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
-            block.allocated = False
-            cur = self._fast.cur
-            pool = SMALL if block.small else LARGE
-            size = block.size
-            cur[ALLOC_BYTES + pool] -= size
-            cur[ALLOC_BYTES] -= size
-            cur[ALLOC_COUNT + pool] -= 1
-            cur[ALLOC_COUNT] -= 1
-            cur[REQ_BYTES + pool] -= block.requested
-            cur[REQ_BYTES] -= block.requested
-            if block.stream_uses:
-                self._insert_events(block)
-            else:
-                self._free_block(block)
+            uses = self._uses.pop(address, None)
+            if uses is None:  # freed by another thread meanwhile
+                failed = self._core_free(address)
+                if failed:
+                    _free_failed(address, failed)
+                return
+            if self._core.mark_pending(address):
+                _free_failed(address, -1)
+            for key in uses:
+                event = self.backend.record_event(self._streams[key])
+                queue = self._pending.get(key)
+                if queue is None:
+                    queue = self._pending[key] = collections.deque()
+                queue.append((event, address))
+            self._event_counts[address] = len(uses)
         finally:
             self._owner = None
             lock.release()
@@ -561,7 +463,7 @@ class CachingAllocator:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """The lock, for the methods off the hot path (malloc and free inline it)."""
+        """The allocator's lock (the core takes its own for malloc and free)."""
         self._lock.acquire()
         self._owner = _get_ident()
         try:
@@ -577,64 +479,10 @@ class CachingAllocator:
         pool in best-fit order (for tests and debugging)."""
         with self._locked():
             return [
-                (key, small, entry >> _KEY_SHIFT, entry & _ADDRESS_MASK)
-                for (key, small), free in self._free.items()
-                for entry in free
+                (key, small, size, address)
+                for pool, (key, small) in enumerate(self._pool_keys)
+                for size, address in self._core.free_list(pool)
             ]
-
-    def _free_block(self, block: _Block) -> None:
-        """Merge a block no stream still uses with its free neighbours and cache it."""
-        free = block.free_list  # neighbours share it: same stream, same pool
-        blocks = self._blocks
-        # Split statistics move by the net change: merged neighbours leave the count.
-        split_bytes = split_count = 0
-        nxt = block.next
-        if nxt is not None and not nxt.allocated and not nxt.event_count:
-            entry = nxt.size << _KEY_SHIFT | nxt.address
-            i = bisect_left(free, entry)
-            if free[i] != entry:
-                raise AssertionError(f"free list lost block {nxt.address:#x}")  # internal invariant
-            del free[i]
-            del blocks[nxt.address]
-            split_bytes -= nxt.size
-            split_count -= 1
-            block.size += nxt.size
-            block.next = after = nxt.next
-            if after is not None:
-                after.prev = block
-        prev = block.prev
-        if prev is not None and not prev.allocated and not prev.event_count:
-            entry = prev.size << _KEY_SHIFT | prev.address
-            i = bisect_left(free, entry)
-            if free[i] != entry:
-                raise AssertionError(f"free list lost block {prev.address:#x}")  # internal invariant
-            del free[i]
-            del blocks[block.address]
-            split_bytes -= prev.size
-            split_count -= 1
-            prev.size += block.size
-            prev.next = after = block.next
-            if after is not None:
-                after.prev = prev
-            block = prev
-        if block.prev is not None or block.next is not None:
-            split_bytes += block.size
-            split_count += 1
-        if split_bytes > 0:  # the block stays inside a partly used segment
-            pool = SMALL if block.small else LARGE
-            fast = self._fast
-            _bump(fast.cur, fast.tot, fast.peak, SPLIT_BYTES, pool, split_bytes)
-            if split_count:
-                _bump(fast.cur, fast.tot, fast.peak, SPLIT_COUNT, pool, split_count)
-        elif split_bytes:  # the segment is whole again: a decrease needs no peak
-            pool = SPLIT_BYTES + (SMALL if block.small else LARGE)
-            cur = self._fast.cur
-            cur[pool] += split_bytes
-            cur[SPLIT_BYTES] += split_bytes
-            cur[pool + SPLIT_COUNT - SPLIT_BYTES] += split_count
-            cur[SPLIT_COUNT] += split_count
-        block.gc_stamp = self._gc_clock
-        insort(free, block.size << _KEY_SHIFT | block.address)
 
     # -- cross-stream use ------------------------------------------------------------------
 
@@ -646,44 +494,31 @@ class CachingAllocator:
         """
         key = self.backend.stream_key(stream)
         with self._locked():
-            block = self._blocks.get(address)
-            if block is None or not block.allocated:
+            info = self._core.block_info(address)
+            if info is None or info[2] != ALLOCATED:
                 raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
-            if key == block.stream:
+            if key == self._pool_keys[info[0]][0]:
                 return  # its own stream orders the uses already
             self._streams.setdefault(key, stream)
-            if block.stream_uses is None:
-                block.stream_uses = set()
-            block.stream_uses.add(key)
+            self._uses.setdefault(address, set()).add(key)
 
-    def _insert_events(self, block: _Block) -> None:
-        for key in block.stream_uses:
-            event = self.backend.record_event(self._streams[key])
-            queue = self._pending.get(key)
-            if queue is None:
-                queue = self._pending[key] = collections.deque()
-            queue.append((event, block))
-            block.event_count += 1
-        block.stream_uses = None
-        pool = SMALL if block.small else LARGE
-        self._fast.add(PEND_BYTES, pool, block.size)
-        self._fast.add(PEND_COUNT, pool, 1)
-        self._fast.note_active(pool)
+    def _poll_events(self) -> None:
+        with self._locked():
+            self._process_events()
 
     def _process_events(self) -> None:
         """Return blocks whose recorded events have all completed to their pools."""
         query = self.backend.event_query
+        counts = self._event_counts
         for key in list(self._pending):
             queue = self._pending[key]
             # Events of one stream complete in the order they were recorded.
             while queue and query(queue[0][0]):
-                _, block = queue.popleft()
-                block.event_count -= 1
-                if block.event_count == 0:
-                    pool = SMALL if block.small else LARGE
-                    self._fast.add(PEND_BYTES, pool, -block.size)
-                    self._fast.add(PEND_COUNT, pool, -1)
-                    self._free_block(block)
+                _, address = queue.popleft()
+                counts[address] -= 1
+                if counts[address] == 0:
+                    del counts[address]
+                    self._core.release_pending(address)
             if not queue:
                 del self._pending[key]
 
@@ -706,11 +541,11 @@ class CachingAllocator:
 
     def memory_allocated(self) -> int:
         """Bytes in live blocks (rounded sizes)."""
-        return self._fast.cur[ALLOC_BYTES]
+        return self._core.current(ALLOC_BYTES)
 
     def max_memory_allocated(self) -> int:
         """Peak of :meth:`memory_allocated` since start or the last peak reset."""
-        return self._fast.peak[ALLOC_BYTES]
+        return self._core.peak(ALLOC_BYTES)
 
     def memory_reserved(self) -> int:
         """Bytes held from the device in segments, live or cached."""
@@ -723,12 +558,18 @@ class CachingAllocator:
     def reset_peak_memory_stats(self) -> None:
         """Set every peak statistic to its current value."""
         with self._locked():
+            self._core.reset_peak()
             self._stats.reset_peak()
 
     def reset_accumulated_memory_stats(self) -> None:
         """Zero the running totals (``*.allocated``, ``*.freed``, retries, OOMs, mallocs)."""
         with self._locked():
+            self._core.reset_accumulated()
             self._stats.reset_accumulated()
+
+    def _synced_stats(self) -> DeviceStats:
+        self._stats.fast = self._core.counters()
+        return self._stats
 
     def memory_stats(self) -> dict[str, int]:
         """Statistics under ``torch.cuda.memory_stats()`` key names.
@@ -741,12 +582,12 @@ class CachingAllocator:
         mallocs and frees). Sizes are in bytes.
         """
         with self._locked():
-            return dict(self._stats.as_dict())
+            return dict(self._synced_stats().as_dict())
 
     def memory_summary(self) -> str:
         """A readable table of :meth:`memory_stats`, like ``torch.cuda.memory_summary()``."""
         with self._locked():
-            return format_summary(self._stats, self.device)
+            return format_summary(self._synced_stats(), self.device)
 
     def memory_snapshot(self) -> list[dict[str, Any]]:
         """Every segment with its blocks, ordered by address.
@@ -760,74 +601,57 @@ class CachingAllocator:
             ``stream``.
         """
         with self._locked():
-            segments = []
-            for address in sorted(self._segments):
-                head = self._segments[address]
-                blocks = []
-                block: _Block | None = head
-                while block is not None:
-                    blocks.append({
-                        "address": block.address,
-                        "size": block.size,
-                        "requested_size": block.requested if block.allocated else 0,
-                        "state": block.state(),
-                        "stream": block.stream,
+            segments: list[dict[str, Any]] = []
+            for segment, address, size, requested, pool, state, _ in self._core.blocks():
+                key, small = self._pool_keys[pool]
+                if not segments or segments[-1]["address"] != segment:
+                    segments.append({
+                        "device": self.device, "address": segment, "stream": key,
+                        "segment_type": "small" if small else "large", "blocks": [],
                     })
-                    block = block.next
-                segments.append({
-                    "device": self.device,
+                segments[-1]["blocks"].append({
                     "address": address,
-                    "total_size": sum(b["size"] for b in blocks),
-                    "allocated_size": sum(b["size"] for b in blocks if b["state"] == "active_allocated"),
-                    "active_size": sum(b["size"] for b in blocks if b["state"] != "inactive"),
-                    "requested_size": sum(b["requested_size"] for b in blocks),
-                    "stream": head.stream,
-                    "segment_type": "small" if head.small else "large",
-                    "blocks": blocks,
+                    "size": size,
+                    "requested_size": requested if state == ALLOCATED else 0,
+                    "state": _STATE_NAMES[state],
+                    "stream": key,
                 })
-            return segments
+            for seg in segments:
+                blocks = seg.pop("blocks")
+                seg["total_size"] = sum(b["size"] for b in blocks)
+                seg["allocated_size"] = sum(b["size"] for b in blocks if b["state"] == "active_allocated")
+                seg["active_size"] = sum(b["size"] for b in blocks if b["state"] != "inactive")
+                seg["requested_size"] = sum(b["requested_size"] for b in blocks)
+                seg["blocks"] = blocks
+            return [{k: seg[k] for k in _SEGMENT_KEYS} for seg in segments]
 
     def block_size(self, address: int) -> int:
         """Size in bytes of the live block at ``address`` (its rounded size)."""
         with self._locked():
-            block = self._blocks.get(address)
-            if block is None or not block.allocated:
+            info = self._core.block_info(address)
+            if info is None or info[2] != ALLOCATED:
                 raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
-            return block.size
+            return info[1]
 
     def segment_of(self, address: int) -> tuple[int, int]:
         """``(address, size)`` in bytes of the segment holding ``address``, which may lie
         anywhere inside a live block (a view's pointer, say)."""
         with self._locked():
-            block = self._blocks.get(address)
-            if block is None:
-                block = self._block_containing(address)
-            if block is None or not block.allocated:
+            found = None
+            totals: dict[int, int] = {}
+            for segment, start, size, _, _, state, _ in self._core.blocks():
+                totals[segment] = totals.get(segment, 0) + size
+                if start <= address < start + size and state == ALLOCATED:
+                    found = segment
+            if found is None:
                 raise ValueError(
                     f"address: expected an address in a live block of this allocator, got {address:#x}"
                 )
-            while block.prev is not None:
-                block = block.prev
-            size = 0
-            tail: _Block | None = block
-            while tail is not None:
-                size += tail.size
-                tail = tail.next
-            return block.address, size
-
-    def _block_containing(self, address: int) -> _Block | None:
-        # Rare path (IPC of a view): a scan over segments is fine.
-        for head in self._segments.values():
-            block: _Block | None = head
-            while block is not None:
-                if block.address <= address < block.address + block.size:
-                    return block
-                block = block.next
-        return None
+            return found, totals[found]
 
     def _oom_message(self, requested: int, alloc_size: int) -> str:
         free, total = self.backend.mem_get_info()
-        allocated = self._fast.cur[ALLOC_BYTES]
+        allocated = self._core.current(ALLOC_BYTES)
         reserved = self._stats.reserved_bytes[0].current
         return (
             f"CUDA out of memory. Tried to allocate {format_bytes(requested)} "
@@ -839,3 +663,9 @@ class CachingAllocator:
             "max_split_size_mb (FLAMBEAU_CUDA_ALLOC_CONF) to avoid fragmentation; if other "
             "libraries need the memory, call empty_cache()."
         )
+
+
+_SEGMENT_KEYS = (
+    "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
+    "segment_type", "blocks",
+)

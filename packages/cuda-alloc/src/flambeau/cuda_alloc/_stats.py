@@ -172,14 +172,14 @@ class DeviceStats:
         return tuple(self.fast.stat(_FAST[name], p) for p in range(3))
 
     def reset_peak(self) -> None:
-        """Set every peak to its current value."""
-        self.fast.reset_peak()
+        """Set every peak of ``segment`` and ``reserved_bytes`` to its current value (the
+        allocator's core resets those of ``fast``)."""
         for stat in (*self.segment, *self.reserved_bytes):
             stat.peak = stat.current
 
     def reset_accumulated(self) -> None:
-        """Zero the running sums and the scalar counters; keep current values and peaks."""
-        self.fast.reset_accumulated()
+        """Zero the running sums of ``segment`` and ``reserved_bytes`` and the scalar
+        counters; keep current values and peaks (the allocator's core resets ``fast``)."""
         for stat in (*self.segment, *self.reserved_bytes):
             stat.allocated = 0
             stat.freed = 0
