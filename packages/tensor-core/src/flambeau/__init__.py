@@ -51,6 +51,7 @@ from flambeau._interop import *  # noqa: E402,F403
 from flambeau._ops._registry import OPS as _OPS  # noqa: E402
 from flambeau._parallel import get_num_threads, set_num_threads  # noqa: E402
 from flambeau._random import *  # noqa: E402,F403
+from flambeau._serialization import load, save  # noqa: E402
 from flambeau._size import Size  # noqa: E402
 from flambeau._tensor import Tensor  # noqa: E402
 
@@ -86,6 +87,7 @@ __all__ = [
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
     "half", "float", "double", "short", "int", "long",
     "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
+    "save", "load",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "get_num_threads", "set_num_threads",
     *_factories.__all__, *_info.__all__, *_interop.__all__, *_random.__all__,
     *_bind_operators(),

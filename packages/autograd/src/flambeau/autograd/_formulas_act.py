@@ -1,7 +1,92 @@
-"""Derivatives of the act operators (see _formulas.py for the convention). Being written."""
+"""Derivatives of the activation operators of ``_ops/activation.py`` (see _formulas.py for the convention).
+
+Every formula is written with flambeau operators (comparisons, ``exp`` ...), so double backward
+works. Comparisons give the subgradient torch uses at the kinks (e.g. leaky_relu's slope at 0,
+hardtanh's 0 at the bounds). Piecewise formulas blend with 0/1 masks rather than ``where``: numpy's
+masked selection is several times slower than arithmetic on a mask.
+"""
 
 from __future__ import annotations
 
+import flambeau as fl
+from flambeau.autograd._opnode import Derivative as D
+
 __all__ = ["TABLE"]
 
-TABLE: dict = {}
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _mask(cond, like):
+    """``cond`` (a bool tensor) as 0/1 values of ``like``'s dtype."""
+    return cond.to(like.dtype)
+
+
+def _elu_grad(g, x, alpha, scale, input_scale):
+    pos = _mask(x > 0, g)
+    neg = (x.clamp(max=0) * input_scale).exp() * (scale * alpha * input_scale)
+    return g * (pos * scale + (1 - pos) * neg)
+
+
+def _leaky_grad(g, x, slope):
+    return g * (_mask(x > 0, g) * (1 - slope) + slope)
+
+
+def _mish_grad(g, x):
+    t = fl.softplus(x).tanh()
+    return g * (t + x * x.sigmoid() * (1 - t * t))
+
+
+def _hardswish_grad(g, x):
+    mid = _mask((x >= -3) & (x <= 3), g)
+    return g * (mid * (x / 3 + 0.5) + _mask(x > 3, g))
+
+
+def _hardtanh_grad(g, s):
+    return fl.hardtanh_backward(g, s.input, s.get("min_val", -1.0), s.get("max_val", 1.0))
+
+
+def _prelu_input(g, s):
+    x, w = s.input, s.weight
+    pos = _mask(x > 0, g)
+    return g * (pos + (1 - pos) * _prelu_w(w, x))
+
+
+def _prelu_w(w, x):
+    if w.numel() == 1:
+        return w.reshape(())
+    if x.dim() > 2:
+        return w.reshape((w.shape[0],) + (1,) * (x.dim() - 2))
+    return w
+
+
+def _prelu_weight(g, s):
+    x, w = s.input, s.weight
+    contrib = g * x * _mask(x <= 0, g)
+    if w.numel() == 1 or x.dim() < 2:
+        return contrib.sum().reshape(s.weight_shape)
+    dims = [0] + list(range(2, x.dim()))
+    return contrib.sum(dims).reshape(s.weight_shape)
+
+
+TABLE: dict = {
+    "leaky_relu": D({"input": lambda g, s: _leaky_grad(g, s.input, s.get("negative_slope", 0.01))},
+                    save=("input",)),
+    "elu": D({"input": lambda g, s: _elu_grad(g, s.input, s.get("alpha", 1.0), s.get("scale", 1.0),
+                                              s.get("input_scale", 1.0))}, save=("input",)),
+    "selu": D({"input": lambda g, s: _elu_grad(g, s.input, _SELU_ALPHA, _SELU_SCALE, 1.0)}, save=("input",)),
+    "celu": D({"input": lambda g, s: _elu_grad(g, s.input, s.get("alpha", 1.0), 1.0, 1.0 / s.get("alpha", 1.0))},
+              save=("input",)),
+    "hardtanh": D({"input": _hardtanh_grad}, save=("input",)),
+    # its derivative w.r.t. grad_output is the same mask; w.r.t. input it is zero almost everywhere
+    "hardtanh_backward": D({"grad_output": lambda g, s: fl.hardtanh_backward(g, s.input, s.min_val, s.max_val),
+                            "input": lambda g, s: g * 0}, save=("input",)),
+    "mish": D({"input": lambda g, s: _mish_grad(g, s.input)}, save=("input",)),
+    "hardswish": D({"input": lambda g, s: _hardswish_grad(g, s.input)}, save=("input",)),
+    "hardsigmoid": D({"input": lambda g, s: g * _mask((s.input > -3) & (s.input < 3), g) / 6}, save=("input",)),
+    "log_sigmoid": D({"input": lambda g, s: g * (-s.input).sigmoid()}, save=("input",)),
+    "threshold": D({"input": lambda g, s: g * _mask(s.input > s.get("threshold"), g)}, save=("input",)),
+    "hardshrink": D({"input": lambda g, s: g * _mask(s.input.abs() > s.get("lambd", 0.5), g)}, save=("input",)),
+    "softshrink": D({"input": lambda g, s: g * _mask(s.input.abs() > s.get("lambd", 0.5), g)}, save=("input",)),
+    "prelu": D({"input": _prelu_input, "weight": _prelu_weight}, save=("input", "weight")),
+}

@@ -1,0 +1,237 @@
+"""The activation operators of ``_ops/activation.py`` against torch: values, layouts, in-place forms,
+gradients and error messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flambeau as fl
+from flambeau._ops import OPS
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+RNG = np.random.default_rng(7)
+
+# name -> (flambeau fn, torch fn, in-place flambeau fn or None)
+OPS_UNDER_TEST = {
+    "leaky_relu": (lambda x: fl.leaky_relu(x, 0.2), lambda x: TF.leaky_relu(x, 0.2),
+                   lambda x: x.leaky_relu_(0.2)),
+    "leaky_relu#default": (lambda x: fl.leaky_relu(x), lambda x: TF.leaky_relu(x), lambda x: x.leaky_relu_()),
+    "elu": (lambda x: fl.elu(x, 1.3), lambda x: TF.elu(x, 1.3), lambda x: x.elu_(1.3)),
+    "elu#scales": (lambda x: fl.elu(x, 0.5, 2.0, 1.5), lambda x: torch.ops.aten.elu(x, 0.5, 2.0, 1.5), None),
+    "selu": (fl.selu, torch.selu, lambda x: x.selu_()),
+    "celu": (lambda x: fl.celu(x, 0.7), lambda x: torch.celu(x, 0.7), lambda x: x.celu_(0.7)),
+    "hardtanh": (lambda x: fl.hardtanh(x, -0.5, 2.0), lambda x: TF.hardtanh(x, -0.5, 2.0),
+                 lambda x: x.hardtanh_(-0.5, 2.0)),
+    "mish": (fl.mish, TF.mish, lambda x: x.mish_()),
+    "hardswish": (fl.hardswish, TF.hardswish, lambda x: x.hardswish_()),
+    "hardsigmoid": (fl.hardsigmoid, TF.hardsigmoid, lambda x: x.hardsigmoid_()),
+    "log_sigmoid": (fl.log_sigmoid, TF.logsigmoid, None),
+    "threshold": (lambda x: fl.threshold(x, 0.3, -2.0), lambda x: torch.threshold(x, 0.3, -2.0),
+                  lambda x: x.threshold_(0.3, -2.0)),
+    "hardshrink": (lambda x: fl.hardshrink(x, 0.6), lambda x: torch.hardshrink(x, 0.6), None),
+    "softshrink": (lambda x: fl.softshrink(x, 0.6), lambda x: TF.softshrink(x, 0.6), None),
+}
+NAMES = sorted(OPS_UNDER_TEST)
+TOL = {np.float32: dict(rtol=2e-6, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def _data(shape, dtype):
+    # values spread over the interesting ranges (around 0, +-3, large magnitudes)
+    return np.asarray(RNG.standard_normal(shape) * 4).astype(dtype)
+
+
+def _layouts(a: np.ndarray):
+    """(flambeau tensor, torch tensor) pairs: contiguous, transposed and strided views of ``a``."""
+    yield fl.from_numpy(a.copy()), torch.from_numpy(a.copy())
+    if a.ndim >= 2:
+        yield fl.from_numpy(a.copy()).transpose(0, 1), torch.from_numpy(a.copy()).transpose(0, 1)
+    if a.ndim >= 1 and a.shape[-1] > 2:
+        yield fl.from_numpy(a.copy())[..., ::2], torch.from_numpy(a.copy())[..., ::2]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 5), (2, 3, 4)])
+def test_values_match_torch(name, dtype, shape):
+    f, tf, _ = OPS_UNDER_TEST[name]
+    for x, tx in _layouts(_data(shape, dtype)):
+        out = f(x)
+        ref = tf(tx)
+        assert out.dtype == {np.float32: fl.float32, np.float64: fl.float64}[dtype]
+        assert tuple(out.shape) == tuple(ref.shape)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), **TOL[dtype])
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if OPS_UNDER_TEST[n][2] is not None])
+def test_inplace_forms(name):
+    f, _, f_ = OPS_UNDER_TEST[name]
+    a = _data((4, 6), np.float32)
+    x = fl.from_numpy(a.copy())
+    v = x._version
+    y = f_(x)
+    assert y is x and x._version > v
+    np.testing.assert_allclose(x.numpy(), f(fl.from_numpy(a)).numpy(), rtol=1e-6, atol=1e-7)
+    # into a strided view: only the view changes
+    base = fl.from_numpy(a.copy())
+    f_(base[:, ::2])
+    np.testing.assert_array_equal(base.numpy()[:, 1::2], a[:, 1::2])
+    np.testing.assert_allclose(base.numpy()[:, ::2], f(fl.from_numpy(a[:, ::2].copy())).numpy(), rtol=1e-6,
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_match_torch(name):
+    f, tf, _ = OPS_UNDER_TEST[name]
+    a = _data((5, 4), np.float64)
+    g = RNG.standard_normal((5, 4))
+    x = fl.from_numpy(a.copy()).requires_grad_()
+    tx = torch.from_numpy(a.copy()).requires_grad_()
+    f(x).backward(fl.from_numpy(g.copy()))
+    tf(tx).backward(torch.from_numpy(g.copy()))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **_grad_tol(name))
+
+
+# torch's celu and hardsigmoid backward use float32 constants (1 / alpha, 1 / 6) even for float64
+def _grad_tol(name):
+    return dict(rtol=1e-6, atol=1e-12) if name in ("celu", "hardsigmoid") else dict(rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if OPS_UNDER_TEST[n][2] is not None])
+def test_inplace_under_autograd_matches_torch(name):
+    f, tf, f_ = OPS_UNDER_TEST[name]
+    a = _data((3, 4), np.float64)
+    x = fl.from_numpy(a.copy()).requires_grad_()
+    tx = torch.from_numpy(a.copy()).requires_grad_()
+    y = x * 1.5
+    ty = tx * 1.5
+    f_(y)
+    ty = tf(ty)  # torch's out-of-place form gives the reference gradient
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **_grad_tol(name))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        f_(fl.ones(2, requires_grad=True))
+
+
+def test_saturation_and_special_values():
+    x = fl.tensor([-1e4, -100.0, -20.0, 0.0, 20.0, 100.0, 1e4, float("inf"), float("-inf")])
+    tx = torch.tensor(x.tolist())
+    with np.errstate(all="raise", under="ignore"):  # no floating-point warnings leak from the kernels
+        for f, tf in [(fl.log_sigmoid, TF.logsigmoid), (fl.mish, TF.mish), (fl.elu, TF.elu), (fl.selu, torch.selu),
+                      (lambda t: fl.celu(t, 2.0), lambda t: torch.celu(t, 2.0)), (fl.hardswish, TF.hardswish)]:
+            np.testing.assert_allclose(f(x).numpy(), tf(tx).numpy(), rtol=1e-6, atol=1e-30)
+    nan = fl.tensor([float("nan")])
+    for f in (fl.leaky_relu, fl.elu, fl.mish, fl.log_sigmoid, fl.hardtanh, fl.hardswish):
+        assert np.isnan(f(nan).item())
+
+
+def test_float16():
+    a = _data((10,), np.float16)
+    for name in ("leaky_relu", "hardtanh", "hardswish", "elu"):
+        f, tf, _ = OPS_UNDER_TEST[name]
+        out = f(fl.from_numpy(a.copy()))
+        assert out.dtype == fl.float16
+        np.testing.assert_allclose(out.numpy().astype(np.float32),
+                                   tf(torch.from_numpy(a.copy()).float()).numpy(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("wshape, xshape", [((1,), (4, 3, 2, 2)), ((3,), (4, 3, 2, 2)), ((3,), (5, 3)),
+                                            ((1,), (6,)), ((1,), ()), ((3,), (2, 3, 5))])
+def test_prelu_matches_torch(wshape, xshape):
+    a = _data(xshape, np.float64)
+    w = RNG.uniform(-0.5, 0.5, wshape)
+    g = RNG.standard_normal(xshape)
+    x = fl.from_numpy(a.copy()).requires_grad_()
+    wt = fl.from_numpy(w.copy()).requires_grad_()
+    tx = torch.from_numpy(a.copy()).requires_grad_()
+    twt = torch.from_numpy(w.copy()).requires_grad_()
+    out, ref = fl.prelu(x, wt), torch.prelu(tx, twt)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-12)
+    out.backward(fl.from_numpy(g.copy()))
+    ref.backward(torch.from_numpy(g.copy()))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(wt.grad.numpy(), twt.grad.numpy(), rtol=1e-10)
+    assert x.prelu(wt).shape == x.shape  # also a Tensor method, as in torch
+
+
+def test_errors():
+    with pytest.raises(NotImplementedError, match='"leaky_relu_cpu" not implemented for \'Long\''):
+        fl.leaky_relu(fl.arange(3))
+    with pytest.raises(TypeError, match=r"elu\(\): argument 'input' \(position 1\) must be Tensor, not list"):
+        fl.elu([1.0])
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        fl.hardtanh(fl.ones(2), 2.0, 1.0)
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        fl.prelu(fl.ones(2, 3), fl.ones(2))
+    with pytest.raises(RuntimeError, match="lambda must be greater or equal to 0"):
+        fl.softshrink(fl.ones(2), -1.0)
+
+
+def test_table_declarations():
+    for name in ("leaky_relu", "elu", "selu", "celu", "hardtanh", "mish", "hardswish", "hardsigmoid", "prelu",
+                 "log_sigmoid", "threshold", "hardshrink", "softshrink"):
+        op = OPS[name]
+        assert op.category == "activation_ext" and op.differentiable
+        assert callable(getattr(fl, name))
+    for name in ("leaky_relu_", "elu_", "selu_", "celu_", "hardtanh_", "mish_", "hardswish_", "hardsigmoid_",
+                 "threshold_"):
+        assert callable(getattr(fl.Tensor, name))
+    assert hasattr(fl.Tensor, "prelu") and hasattr(fl.Tensor, "hardshrink")
+    assert not hasattr(fl.Tensor, "leaky_relu")  # torch has no such method
+
+
+def _away_from_kinks(shape, kinks):
+    v = RNG.uniform(-4, 4, size=shape)
+    for k in kinks:
+        close = np.abs(v - k) < 0.05
+        v[close] = k + 0.1
+    return fl.tensor(v, dtype=fl.float64, requires_grad=True)
+
+
+SECOND_ORDER = {
+    "leaky_relu": (lambda x: fl.leaky_relu(x, 0.2), (0.0,)),
+    "elu": (lambda x: fl.elu(x, 1.3, 1.2, 0.7), (0.0,)),
+    "selu": (fl.selu, (0.0,)),
+    "celu": (lambda x: fl.celu(x, 0.6), (0.0,)),
+    "hardtanh": (lambda x: fl.hardtanh(x, -1.5, 2.0), (-1.5, 2.0)),
+    "mish": (fl.mish, ()),
+    "hardswish": (fl.hardswish, (-3.0, 3.0)),
+    "hardsigmoid": (fl.hardsigmoid, (-3.0, 3.0)),
+    "log_sigmoid": (fl.log_sigmoid, ()),
+    "threshold": (lambda x: fl.threshold(x, 0.5, -2.0), (0.5,)),
+    "hardshrink": (lambda x: fl.hardshrink(x, 0.5), (-0.5, 0.5)),
+    "softshrink": (lambda x: fl.softshrink(x, 0.5), (-0.5, 0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND_ORDER))
+def test_second_derivatives(name):
+    from flambeau.autograd import gradgradcheck
+
+    f, kinks = SECOND_ORDER[name]
+    assert gradgradcheck(f, (_away_from_kinks((3, 4), kinks),))
+
+
+def test_second_derivatives_prelu_and_hardtanh_backward():
+    from flambeau.autograd import gradgradcheck
+
+    x = _away_from_kinks((2, 3, 4), (0.0,))
+    w = fl.tensor([0.1, -0.4, 0.3], dtype=fl.float64, requires_grad=True)
+    assert gradgradcheck(fl.prelu, (x, w))
+    g = _away_from_kinks((2, 3), ())
+    y = _away_from_kinks((2, 3), (-1.0, 1.0))
+    assert gradgradcheck(lambda a, b: fl.hardtanh_backward(a, b, -1.0, 1.0), (g, y))
+
+
+def test_hardtanh_backward_op():
+    g = fl.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    x = fl.tensor([-2.0, -1.0, 0.0, 1.0, 2.0])
+    assert fl.hardtanh_backward(g, x, -1.0, 1.0).tolist() == [0.0, 0.0, 3.0, 0.0, 0.0]
+    tg = torch.tensor(g.tolist())
+    tx = torch.tensor(x.tolist())
+    assert torch.ops.aten.hardtanh_backward(tg, tx, -1.0, 1.0).tolist() == [0.0, 0.0, 3.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match="does not match input of shape"):
+        fl.hardtanh_backward(fl.ones(2), fl.ones(3), -1.0, 1.0)
