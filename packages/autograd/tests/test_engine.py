@@ -323,3 +323,35 @@ def test_accumulated_gradients_never_alias_each_other():
     w.backward(g)
     w.grad.add_(1.0)
     assert g.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("op", ["addmm", "mm"])
+def test_transposed_weight_gets_a_contiguous_gradient_without_a_copy(op):
+    # linear's ``input @ weight.t()``: the gradient is computed in weight.t()'s layout (as torch's
+    # mm_mat2_backward), so weight.grad is contiguous and is the product itself, not a copy of it.
+    rng = np.random.default_rng(0)
+    x_np, w_np = rng.standard_normal((4, 5)), rng.standard_normal((3, 5))
+    w = fl.tensor(w_np, requires_grad=True)
+    x = fl.tensor(x_np)
+    y = fl.addmm(fl.zeros(3, dtype=fl.float64), x, w.t()) if op == "addmm" else fl.mm(x, w.t())
+    (y * fl.tensor(np.arange(12.0).reshape(4, 3))).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.arange(12.0).reshape(4, 3).T @ x_np)
+    assert w.grad.is_contiguous() and w.grad.stride() == (5, 1)
+    assert w.grad._base is not None  # a view of the product: taken over, not cloned
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_scatter_reduce_gradients_match_torch_with_ties(reduce, include_self):
+    # Rounded values make ties: amax/amin share the gradient evenly among them, as torch does.
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x, src = np.round(rng.standard_normal((3, 4))), np.round(rng.standard_normal((6, 4)))
+    index, g = rng.integers(0, 3, (6, 4)), rng.standard_normal((3, 4))
+    grads = []
+    for lib in (fl, torch):
+        a, b = lib.tensor(x, requires_grad=True), lib.tensor(src, requires_grad=True)
+        a.scatter_reduce(0, lib.tensor(index), b, reduce, include_self=include_self).backward(lib.tensor(g))
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12)

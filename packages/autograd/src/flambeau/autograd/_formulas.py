@@ -84,6 +84,28 @@ def _matmul_grad(g, a, b, which: int):
     return gb.squeeze(-1) if b.dim() == 1 else gb  # drop the column dim added for a 1-D ``b``
 
 
+def _is_transposed(m) -> bool:
+    """Whether the matrix ``m`` is the transpose of a contiguous one (``weight.t()`` in ``linear``)."""
+    return m.dim() == 2 and m.stride(0) == 1 and m.stride(1) == m.shape[0] and m.shape[0] > 1 and m.shape[1] > 1
+
+
+def _mm_grad(g, mat1, mat2, which: int):
+    """Gradient of ``mat1 @ mat2`` w.r.t. ``mat1`` (``which=0``) or ``mat2`` (1), in that input's layout.
+
+    As torch's mm_mat*_backward: for a transposed input the product is computed transposed, so its
+    gradient arrives at the contiguous tensor underneath (after ``t``'s backward) contiguous itself,
+    and ``.grad`` takes it without a copy.
+    """
+    if which == 0:
+        return (mat2 @ g.mT).mT if _is_transposed(mat1) else g @ mat2.mT
+    return (g.mT @ mat1).mT if _is_transposed(mat2) else mat1.mT @ g
+
+
+def _scaled(g, factor):
+    """``g * factor``, without a pass over ``g`` for the common factor 1."""
+    return g if factor == 1 else g * factor
+
+
 def _max_formula(g, s):
     # Evenly split among ties, as torch does for the full reduction.
     mask = (s.input == s.result0).to(g.dtype)
@@ -266,14 +288,17 @@ TABLE: dict[str, D] = {
     # --- linear algebra -------------------------------------------------------------------------
     "matmul": D({"input": lambda g, s: _matmul_grad(g, s.input, s.other, 0),
                  "other": lambda g, s: _matmul_grad(g, s.input, s.other, 1)}, save=("input", "other")),
-    "mm": D({"input": lambda g, s: g @ s.mat2.mT, "mat2": lambda g, s: s.input.mT @ g}, save=("input", "mat2")),
+    "mm": D({"input": lambda g, s: _mm_grad(g, s.input, s.mat2, 0),
+             "mat2": lambda g, s: _mm_grad(g, s.input, s.mat2, 1)}, save=("input", "mat2")),
     "bmm": D({"input": lambda g, s: g @ s.mat2.mT, "mat2": lambda g, s: s.input.mT @ g}, save=("input", "mat2")),
     "mv": D({"input": lambda g, s: fl.outer(g, s.vec), "vec": lambda g, s: s.input.mT @ g}, save=("input", "vec")),
     "dot": D({"input": lambda g, s: g * s.other, "other": lambda g, s: g * s.input}, save=("input", "other")),
     "outer": D({"input": lambda g, s: (g * s.vec2).sum(-1), "vec2": lambda g, s: (g * s.input.unsqueeze(-1)).sum(0)},
                save=("input", "vec2")),
-    "addmm": D({"input": lambda g, s: g * s.get("beta", 1), "mat1": lambda g, s: s.get("alpha", 1) * (g @ s.mat2.mT),
-                "mat2": lambda g, s: s.get("alpha", 1) * (s.mat1.mT @ g)}, save=("mat1", "mat2")),
+    "addmm": D({"input": lambda g, s: _scaled(g, s.get("beta", 1)),
+                "mat1": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 0), s.get("alpha", 1)),
+                "mat2": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 1), s.get("alpha", 1))},
+               save=("mat1", "mat2")),
     "baddbmm": D({"input": lambda g, s: g * s.get("beta", 1),
                   "batch1": lambda g, s: s.get("alpha", 1) * (g @ s.batch2.mT),
                   "batch2": lambda g, s: s.get("alpha", 1) * (s.batch1.mT @ g)}, save=("batch1", "batch2")),
@@ -648,22 +673,30 @@ def _index_put_input(g, s):
 
 
 def _scatter_reduce_grads(g, s, which):
-    reduce = s.reduce
+    """torch's scatter_reduce_backward: ties of amax/amin share the gradient evenly; with
+    ``include_self=False`` the positions scattered to get no gradient for ``input``."""
+    reduce, dim, index = s.reduce, s.dim, s.index
+    include_self = s.get("include_self", True)
     if reduce == "sum":
-        return g if which == 0 else g.gather(s.dim, s.index)
-    if reduce == "mean":
-        ones = fl.ones(tuple(s.index.shape), dtype=g.dtype, device=g.device)
-        base = fl.ones(s.input_shape, dtype=g.dtype, device=g.device) if s.get("include_self", True) \
+        g_input, g_src = g, (lambda: g.gather(dim, index))
+    elif reduce == "mean":
+        ones = fl.ones(tuple(index.shape), dtype=g.dtype, device=g.device)
+        base = fl.ones(s.input_shape, dtype=g.dtype, device=g.device) if include_self \
             else fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
-        counts = base.scatter_add(s.dim, s.index, ones).clamp_min(1)
-        gm = g / counts
-        return gm if which == 0 else gm.gather(s.dim, s.index)
-    if reduce in ("amax", "amin"):
+        gm = g / base.scatter_add(dim, index, ones).clamp_min(1)
+        g_input, g_src = gm, (lambda: gm.gather(dim, index))
+    elif reduce in ("amax", "amin"):
         result = s.result
-        if which == 0:
-            return g * (s.input == result)
-        return g.gather(s.dim, s.index) * (s.src == result.gather(s.dim, s.index))
-    raise NotImplementedError(f"scatter_reduce(reduce='{reduce}') has no derivative in flambeau-autograd yet")
+        value = result.gather(dim, index)
+        input_is_result = (s.input == result).to(g.dtype)
+        src_is_result = (s.src == value).to(g.dtype)
+        distributed = g / input_is_result.scatter_add(dim, index, src_is_result)
+        g_input, g_src = input_is_result * distributed, (lambda: src_is_result * distributed.gather(dim, index))
+    else:
+        raise NotImplementedError(f"scatter_reduce(reduce='{reduce}') has no derivative in flambeau-autograd yet")
+    if which == 1:
+        return g_src()
+    return g_input if include_self else g_input.scatter(dim, index, 0.0)
 
 
 TABLE.update({
