@@ -4,6 +4,8 @@ A tensor is a view (shape, strides, offset, dtype) on a storage; every view of o
 shares its buffer and its version counter (see Note [Version counter]). On CPU the buffer is a
 numpy array (the array an operator returned, or the one given to ``from_numpy``); on CUDA it is a
 numba device array. The storage knows nothing of shapes: tensors carry their own view arrays.
+A CPU storage can move its buffer into shared memory in place (``flambeau._sharing``, the
+sharing seam of DESIGN.md).
 """
 
 from __future__ import annotations
@@ -24,14 +26,33 @@ class Storage:
         device: the :class:`flambeau.device` holding the memory.
         _buffer: the backend array owning the memory (numpy ndarray on CPU).
         _version: number of in-place modifications so far.
+        _shared: the :class:`flambeau._sharing.Segment` holding a CPU buffer moved into shared
+            memory (its handle), else None.
     """
 
-    __slots__ = ("_buffer", "device", "_version", "__weakref__")
+    __slots__ = ("_buffer", "device", "_version", "_shared", "__weakref__")
 
     def __init__(self, buffer, device):
         self._buffer = buffer
         self.device = device
         self._version = 0
+        self._shared = None
+
+    def is_shared(self) -> bool:
+        """Whether the buffer is in shared memory (CUDA memory is always shareable, as in torch)."""
+        return self._shared is not None or self.device.type == "cuda"
+
+    def share_memory_(self) -> Storage:
+        """Move the buffer into shared memory in place (every tensor viewing it follows); return self.
+
+        A no-op when already shared and for CUDA storages. The segment kind is the current sharing
+        strategy (``flambeau.multiprocessing.set_sharing_strategy``).
+        """
+        if self._shared is None and self.device.type == "cpu":
+            from flambeau._sharing import share_storage_
+
+            share_storage_(self)
+        return self
 
     @property
     def nbytes(self) -> int:

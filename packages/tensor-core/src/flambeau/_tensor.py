@@ -479,6 +479,64 @@ class Tensor:
 
     del _new_factory
 
+    # --- pinned memory (used by flambeau.data's DataLoader(pin_memory=True)) -------------------
+    def pin_memory(self, device=None) -> Tensor:
+        """A copy of this CPU tensor in page-locked (pinned) host memory; self if already pinned.
+
+        A pinned tensor can be copied to a GPU asynchronously (``.to('cuda', non_blocking=True)``).
+        The memory comes from numba-cuda's pinned host allocation in the current context, which
+        flambeau-cuda-alloc's caching pinned allocator serves when it is installed as numba's memory
+        manager (the allocator seam, ``flambeau/cuda/_allocator.py``). ``device`` is accepted for
+        torch compatibility and ignored. The copy has the same shape, dtype and values.
+
+        Raises:
+            RuntimeError: for a tensor not on the CPU, or when no CUDA device is available.
+        """
+        if self._device.type != "cpu":
+            raise RuntimeError(f"cannot pin '{self.type()}' only dense CPU tensors can be pinned")
+        if self.is_pinned():
+            return self
+        from flambeau import cuda
+
+        if not cuda.is_available() or cuda.is_simulator():
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        from numba import cuda as numba_cuda
+
+        host = numba_cuda.pinned_array(tuple(self._data.shape), dtype=self._data.dtype)
+        np.copyto(host, self._data)
+        return _wrap(host, CPU, dtype=self.dtype)
+
+    def is_pinned(self, device=None) -> bool:
+        """Whether this tensor lives in page-locked host memory (as made by :meth:`pin_memory`)."""
+        if self._device.type != "cpu":
+            return False
+        buf = self._storage._buffer
+        while buf is not None:  # a pinned array's buffer chain ends in numba's PinnedMemory
+            if type(buf).__name__ in ("PinnedMemory", "MappedMemory"):
+                return True
+            buf = getattr(buf, "base", None)
+        return False
+
+    # --- shared memory (the sharing seam; flambeau.multiprocessing sends shared tensors as handles) ---
+    def share_memory_(self) -> Tensor:
+        """Move this tensor's storage into shared memory, in place, and return self.
+
+        Every tensor viewing the same storage keeps its shape, strides, offset and values and now
+        reads and writes the shared memory, which other processes can map (tensors sent through
+        ``flambeau.multiprocessing`` are moved this way). The kind of memory follows the current
+        sharing strategy. A no-op when the storage is already shared, and for CUDA tensors (CUDA
+        memory is shared through IPC handles).
+        """
+        if self._storage._shared is None and self._device.type == "cpu":
+            from flambeau._sharing import share_tensor_storage_
+
+            share_tensor_storage_(self)
+        return self
+
+    def is_shared(self) -> bool:
+        """Whether this tensor's storage is in shared memory (always True for CUDA tensors, as in torch)."""
+        return self._storage.is_shared()
+
 
 _TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
                dt.int64: "LongTensor", dt.int32: "IntTensor", dt.int16: "ShortTensor",
