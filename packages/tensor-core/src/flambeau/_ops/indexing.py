@@ -633,6 +633,9 @@ def _cpu_index_put(arr, key, values, accumulate):
 def _accumulate(arr, key, values):
     """``arr[key] += values`` with repeated indices adding up (numba for the common layouts)."""
     adv = [i for i, k in enumerate(key) if isinstance(k, np.ndarray)]
+    if not adv:  # ints, slices, None, ...: no position repeats, a plain += is exact (np.add.at is slow)
+        arr[key] += values
+        return
     ok = (arr.dtype in _NUMBA_DTYPES and adv and adv == list(range(adv[0], adv[0] + len(adv)))
           and all(k.dtype.kind in "iu" for k in (key[i] for i in adv))
           and all((isinstance(k, slice) and k == slice(None)) for i, k in enumerate(key) if i not in adv)
