@@ -1,3 +1,439 @@
-"""scaled_dot_product_attention. Being written."""
+"""scaled_dot_product_attention: two BLAS matmuls around a fused masked-softmax kernel.
 
-__all__: list[str] = []
+``softmax(query @ key.mT * scale + mask) @ value``, with an optional boolean or additive mask,
+a causal (top-left aligned lower-triangular) mask, dropout on the attention weights and grouped
+query attention. The scores are scaled, masked and normalised in one numba pass over each row,
+parallel over rows (built on first use); rows whose every entry is masked give zero weights, as
+torch's math backend does. The attention weights are saved for backward, which never recomputes
+the softmax: ``_scaled_dot_product_attention_backward`` runs the four gradient matmuls around
+a fused softmax-backward pass. Batched products of many heads run their single-threaded GEMMs in
+parallel over flambeau's threads (see Note [Heads in parallel]).
+
+Kernel convention (every device; arrays in, arrays out):
+    scaled_dot_product_attention: ``kernel(q, k, v, mask, drop, is_causal, scale) -> (out, attn)``;
+        ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)`` with broadcastable batch dims,
+        ``mask`` None or an additive mask of ``q``'s dtype broadcastable to ``(..., L, S)``,
+        ``drop`` None or the dropout factors (0 or ``1 / (1 - p)``) of ``attn``'s shape;
+        ``attn`` is the softmax before dropout.
+    _scaled_dot_product_attention_backward: ``kernel(grad, q, k, v, attn, drop, scale) ->
+        (grad_q, grad_k, grad_v, grad_scores)`` where ``grad_scores`` is the gradient of the
+        masked scores (the additive mask's gradient, before reduction over broadcast dims).
+
+Autograd recording: inputs ``(query, key, value, attn_mask, dropout_p, is_causal)``, attrs
+``scale`` (the one used), ``enable_gqa``, ``attn`` (the weights) and ``dropout_mask`` (or None).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import threading
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau import _parallel
+from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
+from flambeau._ops._registry import declare
+
+__all__ = ["scaled_dot_product_attention"]
+
+_matmul = np.matmul
+# Batched products of at least this many multiply-adds are split over flambeau's threads.
+_PAR_MIN_WORK = 1 << 21
+
+
+@functools.cache
+def _openblas_threads():
+    """``(get, set)`` of the thread count of the OpenBLAS numpy loaded, or None if there is none."""
+    try:
+        import ctypes
+
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
+        for path in paths:
+            lib = ctypes.CDLL(path)
+            for prefix in ("scipy_openblas", "openblas"):
+                for suffix in ("64_", ""):
+                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                    set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                    if get is not None and set_ is not None:
+                        set_.argtypes = [ctypes.c_int]
+                        return get, set_
+    except (OSError, AttributeError, ValueError):
+        pass
+    return None
+
+
+def _bmm(a, b):
+    """``a @ b`` over matching batch dims; large batches run one single-threaded GEMM per head in parallel.
+
+    Note [Heads in parallel]: numpy calls BLAS once per matrix of a batch, and multi-threaded
+    OpenBLAS pays a thread hand-off on each of these small products; on a loaded machine that
+    made attention 10-100x slower. Like torch's CPU attention (one parallel loop over heads with
+    single-threaded GEMMs), the batch is split over flambeau's threads with OpenBLAS set to one
+    thread meanwhile.
+    """
+    nthreads = _parallel.get_num_threads()
+    if nthreads < 2 or a.ndim < 3 or a.shape[:-2] != b.shape[:-2]:
+        return _matmul(a, b)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    nb = a.size // max(m * k, 1)
+    ctl = _openblas_threads()
+    if ctl is None or nb < 2 or nb * m * n * k < _PAR_MIN_WORK:
+        return _matmul(a, b)
+    a3, b3 = a.reshape((nb, m, k)), b.reshape((nb, k, n))
+    out = np.empty((nb, m, n), np.result_type(a, b))
+
+    def work(lo, hi):
+        if lo < hi:
+            _matmul(a3[lo:hi], b3[lo:hi], out=out[lo:hi])
+
+    with single_threaded_blas():
+        _parallel.run_chunks(work, nb)
+    return out.reshape(a.shape[:-2] + (m, n))
+
+
+_blas_lock = threading.Lock()
+_blas_state = {"depth": 0, "saved": 0}
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Run the block with OpenBLAS on one thread (restored after; nesting and threads are counted).
+
+    Used around loops of small GEMMs (attention heads, recurrent steps), where OpenBLAS's thread
+    hand-offs cost more than they save. A no-op when numpy's BLAS is not an OpenBLAS.
+    """
+    ctl = _openblas_threads()
+    if ctl is None:
+        yield
+        return
+    get, set_ = ctl
+    with _blas_lock:
+        if _blas_state["depth"] == 0:
+            _blas_state["saved"] = get()
+            set_(1)
+        _blas_state["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_state["depth"] -= 1
+            if _blas_state["depth"] == 0:
+                set_(_blas_state["saved"])
+
+
+@functools.cache
+def _numba_attention():
+    """Fused masked softmax forward (float32, float64) and softmax backward, compiled on first use.
+
+    See Note [Vectorised expf] in nn_ops.py: the float32 kernel evaluates Cephes' expf
+    polynomial so that LLVM vectorises the row loop.
+    """
+    import numba
+    from numba import prange
+
+    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
+    def softmax_f32(s, mask, midx, has_mask, causal, scale, out):
+        nb, nl, n = s.shape
+        for r in prange(nb * nl):
+            b = r // nl
+            i = r - b * nl
+            x = s[b, i]
+            o = out[b, i]
+            mrow = mask[midx[b], i if mask.shape[1] > 1 else 0]
+            end = min(i + 1, n) if causal else n
+            m = np.float32(-np.inf)
+            for j in range(end):
+                v = x[j] * scale
+                if has_mask:
+                    v += mrow[j]
+                o[j] = v
+                m = v if v > m else m
+            if m == -np.inf:  # every key masked: zero weights (torch's math backend)
+                for j in range(n):
+                    o[j] = np.float32(0.0)
+                continue
+            bits = np.empty(end, np.int32)
+            for j in range(end):
+                v = o[j] - m
+                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+                rr = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
+                y = (((((np.float32(1.9875691500e-4) * rr + np.float32(1.3981999507e-3)) * rr
+                        + np.float32(8.3334519073e-3)) * rr + np.float32(4.1665795894e-2)) * rr
+                      + np.float32(1.6666665459e-1)) * rr + np.float32(5.0000001201e-1)) * rr * rr + rr
+                y += np.float32(1.0)
+                normal = v >= np.float32(-87.33)
+                o[j] = y if normal else np.float32(0.0)
+                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+            sc = bits.view(np.float32)
+            t = np.float32(0.0)
+            for j in range(end):
+                e = o[j] * sc[j]
+                o[j] = e
+                t += e
+            inv = np.float32(1.0) / t
+            for j in range(end):
+                o[j] *= inv
+            for j in range(end, n):
+                o[j] = np.float32(0.0)
+
+    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
+    def softmax_f64(s, mask, midx, has_mask, causal, scale, out):
+        nb, nl, n = s.shape
+        for r in prange(nb * nl):
+            b = r // nl
+            i = r - b * nl
+            x = s[b, i]
+            o = out[b, i]
+            mrow = mask[midx[b], i if mask.shape[1] > 1 else 0]
+            end = min(i + 1, n) if causal else n
+            m = -np.inf
+            for j in range(end):
+                v = x[j] * scale
+                if has_mask:
+                    v += mrow[j]
+                o[j] = v
+                m = v if v > m else m
+            if m == -np.inf:
+                for j in range(n):
+                    o[j] = 0.0
+                continue
+            t = 0.0
+            for j in range(end):
+                e = np.exp(o[j] - m)
+                o[j] = e
+                t += e
+            inv = 1.0 / t
+            for j in range(end):
+                o[j] *= inv
+            for j in range(end, n):
+                o[j] = 0.0
+
+    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
+    def softmax_backward(p, dp, out):
+        # out = p * (dp - sum(dp * p)) row by row (dp may alias out).
+        rows, n = p.shape
+        for r in prange(rows):
+            pr = p[r]
+            dr = dp[r]
+            o = out[r]
+            t = dr[0] * pr[0] * 0
+            for j in range(n):
+                t += dr[j] * pr[j]
+            for j in range(n):
+                o[j] = pr[j] * (dr[j] - t)
+
+    return softmax_f32, softmax_f64, softmax_backward
+
+
+def _softmax_rows(s3, mask, is_causal, scale):
+    """Masked, scaled softmax of ``s3`` (B, L, S) in place; ``mask`` None or (Bm, Lm, S) with ``midx``."""
+    f32, f64, _ = _numba_attention()
+    if mask is None:
+        m3, midx, has = np.zeros((1, 1, 1), s3.dtype), np.zeros(s3.shape[0], np.int64), False
+    else:
+        m3, midx = mask
+        has = True
+    (f32 if s3.dtype == np.float32 else f64)(s3, m3, midx, has, is_causal, s3.dtype.type(scale), s3)
+    return s3
+
+
+def _mask_layout(mask, batch_shape, ns, npdt):
+    """``mask`` as a contiguous (Bm, Lm, S) array plus the index of each score batch's mask batch."""
+    mask = np.asarray(mask, npdt)
+    mb = mask.shape[:-2] if mask.ndim >= 2 else ()
+    lm = mask.shape[-2] if mask.ndim >= 2 else 1
+    # Writable C-contiguous copies where needed: a read-only array would be another numba type.
+    m3 = np.broadcast_to(mask, mb + (lm, ns)).reshape((-1, lm, ns))
+    if not (m3.flags.c_contiguous and m3.flags.writeable):
+        m3 = m3.copy()
+    ids = np.arange(m3.shape[0], dtype=np.int64).reshape(mb) if mb else np.zeros((), np.int64)
+    midx = np.broadcast_to(ids, batch_shape).reshape(-1).copy()
+    return m3, midx
+
+
+def _k_sdpa(q, k, v, mask, drop, is_causal, scale):
+    cdt = q.dtype
+    half = cdt not in (np.float32, np.float64)
+    if half:
+        q, k, v = q.astype(np.float32), k.astype(np.float32), v.astype(np.float32)
+        mask = None if mask is None else mask.astype(np.float32)
+    s = _bmm(q, np.swapaxes(k, -1, -2))
+    nl, ns = s.shape[-2:]
+    batch_shape = s.shape[:-2]
+    if mask is not None and mask.ndim > 2:
+        batch_shape = np.broadcast_shapes(batch_shape, mask.shape[:-2])
+        if batch_shape != s.shape[:-2]:  # the mask has batch dims the scores lack: broadcast the scores
+            s = np.broadcast_to(s, batch_shape + (nl, ns))
+    if not s.flags.c_contiguous or not s.flags.writeable:
+        s = np.ascontiguousarray(s) if s.flags.writeable else s.copy()
+    s3 = s.reshape((-1, nl, ns))
+    if s3.size:
+        ml = None if mask is None else _mask_layout(mask, batch_shape, ns, s.dtype)
+        _softmax_rows(s3, ml, is_causal, scale)
+    attn = s3.reshape(s.shape)
+    p = attn if drop is None else attn * drop
+    out = _bmm(p, v)
+    if half:
+        return out.astype(cdt), attn.astype(cdt)
+    return out, attn
+
+
+def _k_sdpa_backward(grad, q, k, v, attn, drop, scale):
+    cdt = q.dtype
+    half = cdt not in (np.float32, np.float64)
+    if half:
+        grad, q, k, v, attn = (x.astype(np.float32) for x in (grad, q, k, v, attn))
+    p = attn if drop is None else attn * drop
+    gv = _bmm(np.swapaxes(p, -1, -2), grad)
+    dp = _bmm(grad, np.swapaxes(v, -1, -2))
+    if drop is not None:
+        dp *= drop
+    if not dp.flags.c_contiguous:
+        dp = np.ascontiguousarray(dp)
+    a = np.ascontiguousarray(np.broadcast_to(attn, dp.shape))
+    ns = dp.shape[-1]
+    if dp.size:
+        _numba_attention()[2](a.reshape(-1, ns), dp.reshape(-1, ns), dp.reshape(-1, ns))
+    ds = dp  # gradient of the masked scores
+    sc = ds.dtype.type(scale)
+    gq = _bmm(ds, k)
+    gq *= sc
+    gk = _bmm(np.swapaxes(ds, -1, -2), q)
+    gk *= sc
+    if half:
+        return gq.astype(cdt), gk.astype(cdt), gv.astype(cdt), ds.astype(cdt)
+    return gq, gk, gv, ds
+
+
+SDPA = declare("scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+               "float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
+               category="attention", method=False, kernels={"cpu": _k_sdpa})
+SDPA_BACKWARD = declare("_scaled_dot_product_attention_backward(Tensor grad, Tensor query, Tensor key, Tensor value, "
+                        "Tensor attn, Tensor? dropout_mask, float scale) -> (Tensor, Tensor, Tensor, Tensor)",
+                        category="attention", method=False, differentiable=False,
+                        kernels={"cpu": _k_sdpa_backward})
+
+
+def _dropout_factors(shape, p, npdt):
+    from flambeau._random import default_generator
+
+    if p >= 1:
+        return np.zeros(shape, npdt)
+    keep = default_generator._np.random(shape, dtype=np.float32) >= np.float32(p)
+    return np.multiply(keep, npdt.type(1.0 / (1.0 - p)), dtype=npdt)
+
+
+@SDPA.front
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, *, scale=None, enable_gqa: bool = False) -> Tensor:
+    """Attention ``softmax(query @ key.mT * scale + mask) @ value``, as torch's math backend.
+
+    Args:
+        query: ``(..., L, E)`` floating tensor.
+        key: ``(..., S, E)``, same dtype; batch dims broadcast with ``query``'s.
+        value: ``(..., S, Ev)``, same dtype.
+        attn_mask: None, a boolean mask (True means take part in attention) or an additive
+            floating mask, broadcastable to ``(..., L, S)``. A float mask gets a gradient.
+        dropout_p: dropout probability applied to the attention weights (flambeau's default
+            generator draws the mask; ``flambeau.manual_seed`` makes it reproducible).
+        is_causal: mask out keys after the query position (top-left aligned lower triangle);
+            ``attn_mask`` must then be None.
+        scale: factor applied to the scores; ``1 / sqrt(E)`` when None.
+        enable_gqa: grouped query attention: ``key``/``value`` may have fewer heads (dim -3)
+            than ``query``, a divisor of its head count; each is repeated to match.
+
+    Returns:
+        ``(..., L, Ev)`` tensor. Rows whose every key is masked give zeros.
+    """
+    check_tensor(query, "query", "scaled_dot_product_attention")
+    check_tensor(key, "key", "scaled_dot_product_attention")
+    check_tensor(value, "value", "scaled_dot_product_attention")
+    qdt = query.dtype
+    if key.dtype is not qdt or value.dtype is not qdt:
+        raise RuntimeError("Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{qdt} key.dtype: {key.dtype} and value.dtype: {value.dtype} instead.")
+    if not qdt.is_floating_point:
+        raise RuntimeError(f"scaled_dot_product_attention(): expected a floating dtype for query, got {qdt}")
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError("scaled_dot_product_attention(): query, key and value must be at least 2-D, got "
+                           f"{query.ndim}-D, {key.ndim}-D and {value.ndim}-D")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention(): the last dim of query ({query.shape[-1]}) and key "
+                           f"({key.shape[-1]}) must match")
+    if key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention(): key ({key.shape[-2]}) and value ({value.shape[-2]}) "
+                           "must have the same sequence length (dim -2)")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hq % hk or hq % hv:
+            raise RuntimeError(f"scaled_dot_product_attention(): with enable_gqa the number of query heads ({hq}) "
+                               f"must be a multiple of the key ({hk}) and value ({hv}) heads")
+        if hk != hq:
+            key = key.repeat_interleave(hq // hk, dim=-3)
+        if hv != hq:
+            value = value.repeat_interleave(hq // hv, dim=-3)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    npdt = qdt.np
+    mask_arr = None
+    if attn_mask is not None:
+        check_tensor(attn_mask, "attn_mask", "scaled_dot_product_attention")
+        if attn_mask.dtype is dt.bool:
+            mask_arr = np.where(attn_mask._data, npdt.type(0), npdt.type(-np.inf)).astype(npdt, copy=False)
+        elif attn_mask.dtype.is_floating_point:
+            mask_arr = attn_mask._data
+        else:
+            raise RuntimeError(f"scaled_dot_product_attention(): attn_mask must be bool or floating, got "
+                               f"{attn_mask.dtype}")
+        nl, ns = query.shape[-2], key.shape[-2]
+        mshape = attn_mask.shape
+        if (len(mshape) >= 1 and mshape[-1] not in (1, ns)) or (len(mshape) >= 2 and mshape[-2] not in (1, nl)):
+            raise RuntimeError(f"scaled_dot_product_attention(): attn_mask of shape {list(mshape)} does not "
+                               f"broadcast to the scores' shape [..., {nl}, {ns}]")
+    dev = query._device
+    drop = None
+    if dropout_p > 0:
+        bshape = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        drop = _dropout_factors(tuple(bshape) + (query.shape[-2], key.shape[-2]), dropout_p, npdt)
+        if dev.type != "cpu":
+            from flambeau._backends import backend
+
+            drop = backend(dev.type).from_numpy(drop, dev)
+    out_arr, attn = SDPA.kernel(dev.type)(query._data, key._data, value._data, mask_arr, drop, bool(is_causal), sc)
+    out = _wrap(out_arr, dev)
+    if grad_state.enabled and (query._requires_grad or key._requires_grad or value._requires_grad
+                               or (attn_mask is not None and attn_mask._requires_grad)):
+        record(SDPA, (query, key, value, attn_mask, dropout_p, bool(is_causal)),
+               {"scale": sc, "enable_gqa": enable_gqa, "attn": _wrap(attn, dev),
+                "dropout_mask": None if drop is None else _wrap(drop, dev)}, out)
+    return out
+
+
+@SDPA_BACKWARD.front
+def _scaled_dot_product_attention_backward(grad: Tensor, query: Tensor, key: Tensor, value: Tensor, attn: Tensor,
+                                           dropout_mask, scale: float):
+    """Gradients of :func:`scaled_dot_product_attention` from its saved attention weights.
+
+    Args:
+        grad: gradient of the output ``(..., L, Ev)``.
+        query, key, value: the forward's inputs (after the GQA repeat).
+        attn: the saved softmax weights ``(..., L, S)`` (before dropout).
+        dropout_mask: the dropout factors applied to ``attn``, or None.
+        scale: the scale the forward used.
+
+    Returns:
+        ``(grad_query, grad_key, grad_value, grad_scores)``; ``grad_scores`` has the broadcast
+        batch shape and is the gradient of an additive mask.
+    """
+    dev = grad._device
+    res = SDPA_BACKWARD.kernel(dev.type)(grad._data, query._data, key._data, value._data, attn._data,
+                                         None if dropout_mask is None else dropout_mask._data, float(scale))
+    return tuple(_wrap(r, dev) for r in res)

@@ -1,3 +1,833 @@
-"""Loss operators (nll_loss, cross_entropy, ...). Being written."""
+"""Loss operators: nll_loss, cross_entropy, binary cross-entropy, regression losses and kl_div.
 
-__all__: list[str] = []
+``flambeau.nn`` builds its loss modules and ``nn.functional`` losses on these; the semantics are
+torch's: ``reduction`` is ``"none"``, ``"mean"`` or ``"sum"``; the class-index losses take
+``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)`` inputs, class weights and an ``ignore_index``, and their
+mean divides by the summed weights of the targets that are not ignored.
+
+cross_entropy with class indices is one fused pass per row (parallel over rows, after numpy's SIMD
+row maxima): ``log(sum(exp(x - max)))`` and the loss, keeping only each row's log-sum-exp for backward; its
+backward recomputes ``softmax`` from that and writes ``softmax - target`` (label smoothing and weights
+folded in) in one more pass. The log-softmax matrix is never stored. float32 rows use the vectorised
+``expf`` of Note [Vectorised expf] (``_ops/nn_ops.py``). Element-wise losses are numpy passes.
+
+Kernel convention (every device; arrays in, arrays out; ``reduction`` is the string):
+    nll_loss: ``kernel(x, target, weight, ignore_index, reduction) -> (loss, total_weight)``;
+    nll_loss_backward: ``kernel(grad, x, target, weight, ignore_index, reduction, total_weight) -> grad_input``.
+    cross_entropy (class indices): ``kernel(x, target, weight, ignore_index, reduction, label_smoothing)
+        -> (loss, lse, total_weight)``; ``lse`` is the log-sum-exp per target element.
+    cross_entropy_backward: ``kernel(grad, x, target, weight, ignore_index, reduction, label_smoothing,
+        lse, total_weight) -> grad_input``.
+    binary_cross_entropy: ``kernel(x, target, weight, reduction) -> loss``;
+    binary_cross_entropy_with_logits: ``kernel(x, target, weight, pos_weight, reduction) -> loss``.
+    mse_loss, l1_loss: ``kernel(x, target, reduction) -> loss``; smooth_l1_loss, huber_loss:
+        ``kernel(x, target, reduction, beta_or_delta) -> loss``. Inputs arrive broadcast to one shape.
+    ``weight``/``pos_weight`` may be None. Targets of class-index losses are int64.
+
+Autograd recording (seam 2): ``inputs`` are the positional arguments in signature order;
+nll_loss records ``attrs["total_weight"]`` and cross_entropy ``attrs["lse"]`` and
+``attrs["total_weight"]`` for their backward. cross_entropy with class probabilities and kl_div
+are composites of differentiable operators and record nothing themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record, record_if_needed
+from flambeau._ops._registry import declare
+
+__all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
+           "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div"]
+
+_REDUCTIONS = ("none", "mean", "sum")
+_add_reduce = np.add.reduce
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+
+
+def _check_reduction(reduction) -> str:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduce(loss: np.ndarray, reduction: str, dtype) -> np.ndarray:
+    if reduction == "none":
+        return np.asarray(loss, dtype)
+    if reduction == "sum":
+        return np.asarray(loss.sum(dtype=np.float64), dtype)
+    with np.errstate(all="ignore"):
+        return np.asarray(loss.sum(dtype=np.float64) / loss.size if loss.size else np.nan, dtype)
+
+
+# --- kernels of cross_entropy ------------------------------------------------------------------------
+@functools.cache
+def _ce_kernels():
+    """Fused cross-entropy rows: forward and backward, float32 (vectorised expf) and float64."""
+    import numba
+    from numba import prange
+
+    fm = {"contract", "reassoc", "nsz"}
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def fwd_f32(x, mx, t, w, ignore, ls, lse, loss, wrow, bad):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr = x[i]
+            if mx.shape[0]:
+                m = mx[i]
+            else:
+                m = xr[0]
+                for j in range(n):
+                    v = xr[j]
+                    m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:
+                m = m - m
+            e = np.empty(n, np.float32)
+            bits = np.empty(n, np.int32)
+            for j in range(n):  # Note [Vectorised expf]
+                v = xr[j] - m
+                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
+                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
+                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
+                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
+                normal = v >= np.float32(-87.33)
+                e[j] = y if normal else np.float32(0.0)
+                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+            scale = bits.view(np.float32)
+            s = 0.0
+            for j in range(n):
+                s += e[j] * scale[j]
+            c = m + np.log(s)
+            lse[i] = c
+            ti = t[i]
+            if ti == ignore or ti < 0 or ti >= n:
+                if ti != ignore:
+                    bad[0] = ti  # out of range: the caller raises
+                loss[i] = 0.0
+                wrow[i] = 0.0
+                continue
+            wt = w[ti]
+            val = (1.0 - ls) * wt * (c - xr[ti])
+            if ls > 0.0:
+                sw = 0.0
+                swx = 0.0
+                for j in range(n):
+                    sw += w[j]
+                    swx += w[j] * xr[j]
+                val += ls / n * (sw * c - swx)
+            loss[i] = val
+            wrow[i] = wt
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def fwd_f64(x, mx, t, w, ignore, ls, lse, loss, wrow, bad):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr = x[i]
+            if mx.shape[0]:
+                m = mx[i]
+            else:
+                m = xr[0]
+                for j in range(n):
+                    v = xr[j]
+                    m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:
+                m = m - m
+            s = 0.0
+            for j in range(n):
+                s += np.exp(xr[j] - m)
+            c = m + np.log(s)
+            lse[i] = c
+            ti = t[i]
+            if ti == ignore or ti < 0 or ti >= n:
+                if ti != ignore:
+                    bad[0] = ti  # out of range: the caller raises
+                loss[i] = 0.0
+                wrow[i] = 0.0
+                continue
+            wt = w[ti]
+            val = (1.0 - ls) * wt * (c - xr[ti])
+            if ls > 0.0:
+                sw = 0.0
+                swx = 0.0
+                for j in range(n):
+                    sw += w[j]
+                    swx += w[j] * xr[j]
+                val += ls / n * (sw * c - swx)
+            loss[i] = val
+            wrow[i] = wt
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def bwd_f32(x, t, w, wsum, ignore, ls, lse, gs, out):
+        # out = g * ((1 - ls) * w[t] * (softmax - onehot) + ls / n * (wsum * softmax - w))
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            ti = t[i]
+            g = gs[i] if gs.shape[0] == rows else gs[0]
+            if ti == ignore or g == 0.0:
+                for j in range(n):
+                    o[j] = 0.0
+                continue
+            wt = w[ti]
+            a = np.float32(g * ((1.0 - ls) * wt + ls * wsum / n))
+            cw = np.float32(g * ls / n)
+            c = np.float32(lse[i])
+            bits = np.empty(n, np.int32)
+            for j in range(n):
+                v = xr[j] - c
+                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
+                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
+                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
+                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
+                normal = v >= np.float32(-87.33)
+                o[j] = y if normal else np.float32(0.0)
+                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+            scale = bits.view(np.float32)
+            for j in range(n):
+                o[j] = a * (o[j] * scale[j]) - cw * w[j]
+            o[ti] -= np.float32(g * (1.0 - ls) * wt)
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def bwd_f64(x, t, w, wsum, ignore, ls, lse, gs, out):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            ti = t[i]
+            g = gs[i] if gs.shape[0] == rows else gs[0]
+            if ti == ignore or g == 0.0:
+                for j in range(n):
+                    o[j] = 0.0
+                continue
+            wt = w[ti]
+            a = g * ((1.0 - ls) * wt + ls * wsum / n)
+            cw = g * ls / n
+            c = lse[i]
+            for j in range(n):
+                o[j] = a * np.exp(xr[j] - c) - cw * w[j]
+            o[ti] -= g * (1.0 - ls) * wt
+
+    return fwd_f32, fwd_f64, bwd_f32, bwd_f64
+
+
+def _class_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` ``(C,)``, ``(N, C)`` or ``(N, C, d...)`` as C-contiguous rows ``(M, C)`` (class dim last)."""
+    if x.ndim == 1:
+        return np.ascontiguousarray(x).reshape(1, -1)
+    if x.ndim > 2:
+        x = np.moveaxis(x, 1, -1)
+    return np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+
+
+def _check_targets(t: np.ndarray, c: int, ignore_index: int) -> np.ndarray:
+    """int64 targets; IndexError naming the first target outside ``[0, c)`` that is not ignored."""
+    t = t.astype(np.int64, copy=False)
+    if t.size:
+        bad = ((t < 0) | (t >= c)) & (t != ignore_index)
+        if bad.any():
+            raise IndexError(f"Target {int(t[bad].flat[0])} is out of bounds.")
+    return t
+
+
+def _k_nll_loss(x, target, weight, ignore_index, reduction):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False)
+    if t.size and (t.min() < 0 or t.max() >= c or 0 <= ignore_index < c):
+        t = _check_targets(t, c, ignore_index)
+        valid = t != ignore_index
+        tc = np.where(valid, t, 0)
+    else:  # the common case: every target is a class, none is ignored
+        valid = None
+        tc = t
+    if x.ndim == 1:
+        picked = x[tc]
+    elif x.ndim == 2:
+        picked = x[np.arange(x.shape[0]), tc]
+    else:
+        picked = np.take_along_axis(x, tc[:, None], 1)[:, 0]
+    if weight is None:
+        wt = None if valid is None else valid.astype(x.dtype)
+    else:
+        wt = weight[tc] if valid is None else np.where(valid, weight[tc], 0)
+    loss = np.negative(picked) if wt is None else np.asarray(-(picked * wt))
+    total = float(t.size if wt is None else _add_reduce(wt, axis=None, dtype=np.float64))
+    if reduction == "none":
+        return np.asarray(loss, x.dtype), np.asarray(total, x.dtype)
+    s = float(_add_reduce(loss, axis=None, dtype=np.float64))
+    if reduction == "mean":
+        s = s / total if total else (np.nan if s == 0 or s != s else np.copysign(np.inf, s))
+    return np.asarray(s, x.dtype), np.asarray(total, x.dtype)
+
+
+def _k_nll_loss_backward(grad, x, target, weight, ignore_index, reduction, total_weight):
+    t = target.astype(np.int64, copy=False)
+    valid = t != ignore_index
+    tc = np.where(valid, t, 0)
+    g = np.asarray(grad, np.float64)
+    if reduction == "mean":
+        total = float(total_weight)
+        g = g / total if total else np.full(g.shape, np.nan)
+    with np.errstate(all="ignore"):
+        coef = np.where(valid, -(g if weight is None else weight[tc] * g), 0.0)  # ignored: 0 even if g is NaN
+    out = np.zeros(x.shape, x.dtype)  # calloc'ed: only the written pages are touched here
+    if x.ndim == 1:
+        out[tc] = coef
+    elif x.ndim == 2:
+        out[np.arange(x.shape[0]), tc] = coef
+    else:
+        np.put_along_axis(out, tc[:, None], np.broadcast_to(coef, tc.shape)[:, None].astype(x.dtype), 1)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _ones(c: int, dtype) -> np.ndarray:
+    """A vector of ``c`` ones (the class weights when none are given), made once per size; never written
+    (not flagged read-only: numba would compile the kernels once more for read-only arrays)."""
+    return np.ones(c, dtype)
+
+
+_NO_MAX = np.empty(0, np.float32)
+
+
+def _k_cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False).reshape(-1)
+    rows = _class_rows(x if x.dtype.type in (np.float32, np.float64) else x.astype(np.float32))
+    f32, f64, _, _ = _ce_kernels()
+    m = rows.shape[0]
+    lse = np.empty(m)
+    loss = np.empty(m)
+    wrow = np.empty(m)
+    w = _ones(c, rows.dtype) if weight is None else weight.astype(rows.dtype)
+    if m:
+        # Long rows: their maxima by numpy's SIMD reduction (numba does not vectorise a max loop, 5x slower);
+        # short rows: in the kernel (numpy's reduction of short rows costs more than the whole kernel).
+        mx = np.maximum.reduce(rows, 1) if c >= 128 else _NO_MAX.astype(rows.dtype, copy=False)
+        bad = np.full(1, ignore_index, np.int64)
+        (f32 if rows.dtype == np.float32 else f64)(rows, mx, t, w, ignore_index, float(label_smoothing), lse, loss,
+                                                   wrow, bad)
+        if bad[0] != ignore_index:
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+    total = _add_reduce(wrow)
+    lse = lse.reshape(target.shape)
+    if reduction == "none":
+        return loss.reshape(target.shape).astype(x.dtype), lse, np.asarray(total)
+    s = _add_reduce(loss)
+    if reduction == "mean":
+        s = s / total if total else (np.nan if s == 0 or s != s else np.copysign(np.inf, s))
+    return np.asarray(s, x.dtype), lse, np.asarray(total)
+
+
+def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, label_smoothing, lse, total_weight):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False).reshape(-1)
+    rows = _class_rows(x if x.dtype.type in (np.float32, np.float64) else x.astype(np.float32))
+    _, _, b32, b64 = _ce_kernels()
+    m = rows.shape[0]
+    if reduction == "none":
+        gs = np.ascontiguousarray(grad, np.float64).reshape(-1)
+    else:  # one factor for every row
+        g = float(grad)
+        if reduction == "mean":
+            total = float(total_weight)
+            g = g / total if total else np.nan
+        gs = np.full(1, g)
+    w = _ones(c, rows.dtype) if weight is None else weight.astype(rows.dtype)
+    wsum = float(c) if weight is None else float(_add_reduce(w, dtype=np.float64))
+    full = np.empty(x.shape if x.ndim <= 2 else rows.shape, rows.dtype)  # owns its memory: autograd may steal it
+    out = full.reshape(rows.shape)
+    if m:
+        (b32 if rows.dtype == np.float32 else b64)(rows, t, w, wsum, ignore_index,
+                                                   float(label_smoothing), np.ascontiguousarray(lse, np.float64)
+                                                   .reshape(-1), gs, out)
+    if x.ndim > 2:
+        full = np.moveaxis(out.reshape((x.shape[0],) + x.shape[2:] + (c,)), -1, 1)
+    return full.astype(x.dtype, copy=False)
+
+
+# --- class-index losses --------------------------------------------------------------------------------
+NLL_LOSS = declare("nll_loss(Tensor input, Tensor target, Tensor? weight=None, int ignore_index=-100, "
+                   "str reduction=\"mean\") -> Tensor", category="loss", method=False,
+                   kernels={"cpu": _k_nll_loss})
+NLL_LOSS_BACKWARD = declare(
+    "nll_loss_backward(Tensor grad_output, Tensor input, Tensor target, Tensor? weight, int ignore_index, "
+    "str reduction, Tensor total_weight) -> Tensor", category="loss", method=False, function=False,
+    differentiable=False, kernels={"cpu": _k_nll_loss_backward})
+CROSS_ENTROPY = declare("cross_entropy(Tensor input, Tensor target, Tensor? weight=None, int ignore_index=-100, "
+                        "str reduction=\"mean\", float label_smoothing=0.0) -> Tensor", category="loss",
+                        method=False, kernels={"cpu": _k_cross_entropy})
+CROSS_ENTROPY_BACKWARD = declare(
+    "cross_entropy_backward(Tensor grad_output, Tensor input, Tensor target, Tensor? weight, int ignore_index, "
+    "str reduction, float label_smoothing, Tensor lse, Tensor total_weight) -> Tensor",
+    category="loss", method=False, function=False, differentiable=False,
+    kernels={"cpu": _k_cross_entropy_backward})
+
+
+def _shape_list(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def _check_class_args(op: str, input: Tensor, target: Tensor, weight) -> int:
+    """Validate a class-index loss's input, int64/uint8 target and class weight; return the class count."""
+    check_tensor(input, "input", op)
+    check_tensor(target, "target", op)
+    if input.ndim == 0:
+        raise ValueError(f"{op}: expected input with at least 1 dimension (C), (N, C) or (N, C, d1, ...), "
+                         "but got a 0-dim tensor")
+    if target.dtype not in (dt.int64, dt.uint8):
+        given = _TYPE_NAME.get(target.dtype, target.dtype)
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {given}")
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    elif input.ndim == 2:
+        if target.ndim != 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        if input.shape[0] != target.shape[0]:
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                             f"({target.shape[0]}).")
+    else:
+        if input.shape[0] != (target.shape[0] if target.ndim else -1):
+            raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                             f"({target.shape[0] if target.ndim else 0}).")
+        if tuple(target.shape) != tuple(input.shape[:1]) + tuple(input.shape[2:]):
+            raise RuntimeError(f"size mismatch (got input: {_shape_list(input.shape)} , target: "
+                               f"{_shape_list(target.shape)}")
+    c = input.shape[0] if input.ndim == 1 else input.shape[1]
+    if weight is not None:
+        check_tensor(weight, "weight", op)
+        if weight.numel() != c:
+            raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no classes but got "
+                               f"weight tensor of shape: {_shape_list(weight.shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating point input, but got {input.dtype}")
+    return c
+
+
+def _wdata(weight):
+    return None if weight is None else weight._data.reshape(-1)
+
+
+@NLL_LOSS.front
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """The negative log likelihood loss of log-probabilities ``input`` for class indices ``target``.
+
+    ``loss[n] = -weight[target[n]] * input[n, target[n]]`` (0 where ``target[n] == ignore_index``);
+    ``"mean"`` divides the sum by the summed weights of the targets that are not ignored.
+
+    Args:
+        input: log-probabilities ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)`` (floating).
+        target: int64 (or uint8) class indices ``()``, ``(N,)`` or ``(N, d1, ...)``.
+        weight: ``(C,)`` class weights, or None.
+        ignore_index: target value that contributes neither loss nor weight.
+        reduction: ``"none"`` (a loss of ``target``'s shape), ``"mean"`` or ``"sum"``.
+
+    Returns:
+        The loss, 0-dim unless ``reduction="none"``, in ``input``'s dtype.
+    """
+    _check_class_args("nll_loss", input, target, weight)
+    _check_reduction(reduction)
+    dev = input._device
+    loss, total = NLL_LOSS.kernel(dev.type)(input._data, target._data, _wdata(weight), int(ignore_index), reduction)
+    out = _wrap(loss, dev)
+    if grad_state.enabled and input._requires_grad:
+        record(NLL_LOSS, (input, target, weight, int(ignore_index), reduction), {"total_weight": _wrap(total, dev)},
+               out)
+    return out
+
+
+@NLL_LOSS_BACKWARD.front
+def nll_loss_backward(grad_output: Tensor, input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
+                      reduction: str, total_weight: Tensor) -> Tensor:
+    """Gradient of :func:`nll_loss` w.r.t. ``input`` (not differentiable): zeros except ``-weight[t] * grad``
+    at each target class (divided by ``total_weight`` for ``"mean"``). Returns ``input``'s shape and dtype.
+    """
+    dev = input._device
+    return _wrap(NLL_LOSS_BACKWARD.kernel(dev.type)(grad_output._data, input._data, target._data, _wdata(weight),
+                                                    int(ignore_index), reduction, total_weight._data), dev)
+
+
+def _probability_cross_entropy(input, target, weight, reduction, label_smoothing):
+    """cross_entropy with class probabilities, as a composite of differentiable operators."""
+    from flambeau._ops.nn_ops import log_softmax
+
+    dim = 0 if input.ndim == 1 else 1
+    c = input.shape[dim]
+    logp = log_softmax(input, dim)
+    if label_smoothing > 0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / c
+    prod = logp * target
+    if weight is not None:
+        prod = prod * weight.reshape((c,) + (1,) * (input.ndim - dim - 1))
+    if reduction == "none":
+        return -prod.sum(dim)
+    total = -prod.sum()
+    if reduction == "sum":
+        return total
+    return total / (input.numel() // c) if input.numel() else total * float("nan")
+
+
+@CROSS_ENTROPY.front
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy between the logits ``input`` and class indices or class probabilities ``target``.
+
+    With class indices this is ``nll_loss(log_softmax(input, 1), target, ...)`` computed in one fused
+    pass; with label smoothing ``eps`` the target is ``(1 - eps)`` on the class plus ``eps / C`` spread
+    over all classes (weighted, with torch's normalisation). With probabilities (a floating
+    ``target`` of ``input``'s shape) the loss is ``-sum(weight * target * log_softmax(input))`` per
+    sample, and ``"mean"`` divides by the number of samples.
+
+    Args:
+        input: logits ``(C,)``, ``(N, C)`` or ``(N, C, d1, ...)``.
+        target: int64 class indices ``()``, ``(N,)`` or ``(N, d1, ...)``, or probabilities of ``input``'s shape.
+        weight: ``(C,)`` class weights, or None.
+        ignore_index: target value to ignore (class indices only).
+        reduction: ``"none"``, ``"mean"`` or ``"sum"``.
+        label_smoothing: in ``[0, 1]``.
+
+    Returns:
+        The loss, 0-dim unless ``reduction="none"``, in ``input``'s dtype.
+    """
+    check_tensor(input, "input", "cross_entropy")
+    check_tensor(target, "target", "cross_entropy")
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        if weight is not None:
+            c = input.shape[0] if input.ndim == 1 else input.shape[1]
+            if weight.numel() != c:
+                raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no classes but "
+                                   f"got weight tensor of shape: {_shape_list(weight.shape)}")
+        if not input.dtype.is_floating_point:
+            raise RuntimeError(f"cross_entropy: expected a floating point input, but got {input.dtype}")
+        return _probability_cross_entropy(input, target, weight, reduction, float(label_smoothing))
+    _check_class_args("cross_entropy", input, target, weight)
+    dev = input._device
+    loss, lse, total = CROSS_ENTROPY.kernel(dev.type)(input._data, target._data, _wdata(weight), int(ignore_index),
+                                                      reduction, float(label_smoothing))
+    out = _wrap(loss, dev)
+    if grad_state.enabled and input._requires_grad:
+        record(CROSS_ENTROPY, (input, target, weight, int(ignore_index), reduction, float(label_smoothing)),
+               {"lse": _wrap(lse, dev), "total_weight": _wrap(total, dev)}, out)
+    return out
+
+
+@CROSS_ENTROPY_BACKWARD.front
+def cross_entropy_backward(grad_output: Tensor, input: Tensor, target: Tensor, weight: Tensor | None,
+                           ignore_index: int, reduction: str, label_smoothing: float, lse: Tensor,
+                           total_weight: Tensor) -> Tensor:
+    """Gradient of :func:`cross_entropy` (class indices) w.r.t. ``input``, fused, not differentiable.
+
+    ``lse`` (the log-sum-exp of each sample's logits) and ``total_weight`` are what the forward
+    recorded. Returns a tensor of ``input``'s shape: ``softmax(input) - target`` scaled by the
+    weights, label smoothing and reduction.
+    """
+    dev = input._device
+    return _wrap(CROSS_ENTROPY_BACKWARD.kernel(dev.type)(
+        grad_output._data, input._data, target._data, _wdata(weight), int(ignore_index), reduction,
+        float(label_smoothing), lse._data, total_weight._data), dev)
+
+
+# --- element-wise losses --------------------------------------------------------------------------------
+def _pair(op: str, input, target):
+    """Validated ``(input, target)`` arrays broadcast to one shape and promoted to one floating dtype."""
+    check_tensor(input, "input", op)
+    check_tensor(target, "target", op)
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      "same size.", UserWarning, stacklevel=3)
+        try:
+            np.broadcast_shapes(input.shape, target.shape)
+        except ValueError:
+            raise RuntimeError(_size_mismatch(input.shape, target.shape)) from None
+    rt = dt.promote_types(input.dtype, target.dtype)
+    if not rt.is_floating_point:
+        raise RuntimeError(f"{op}: expected floating point input and target, but got {input.dtype} and "
+                           f"{target.dtype}")
+    a, b = input._data, target._data
+    npt = rt.np
+    if a.dtype != npt:
+        a = a.astype(npt)
+    if b.dtype != npt:
+        b = b.astype(npt)
+    return a, b, rt
+
+
+def _size_mismatch(s1, s2) -> str:
+    n = max(len(s1), len(s2))
+    p1, p2 = (1,) * (n - len(s1)) + tuple(s1), (1,) * (n - len(s2)) + tuple(s2)
+    for i in range(n - 1, -1, -1):
+        if p1[i] != p2[i] and p1[i] != 1 and p2[i] != 1:
+            return (f"The size of tensor a ({p1[i]}) must match the size of tensor b ({p2[i]}) at non-singleton "
+                    f"dimension {i}")
+    return "shapes do not broadcast"
+
+
+def _k_mse(a, b, reduction):
+    d = np.asarray(np.subtract(a, b))
+    if reduction == "none":
+        return np.asarray(np.square(d))
+    if d.shape == () or d.size == 0:
+        return _reduce(np.square(d), reduction, a.dtype)
+    flat = d.reshape(-1)
+    s = np.dot(flat, flat)
+    return np.asarray(s / flat.size if reduction == "mean" else s, d.dtype)
+
+
+def _k_l1(a, b, reduction):
+    d = np.asarray(np.subtract(a, b))
+    return _reduce(np.abs(d, out=d), reduction, d.dtype)
+
+
+def _k_smooth_l1(a, b, reduction, beta):
+    d = np.abs(np.subtract(a, b))
+    if beta == 0:
+        return _reduce(d, reduction, d.dtype)
+    loss = np.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta).astype(d.dtype, copy=False)
+    return _reduce(loss, reduction, d.dtype)
+
+
+def _k_huber(a, b, reduction, delta):
+    d = np.abs(np.subtract(a, b))
+    loss = np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)).astype(d.dtype, copy=False)
+    return _reduce(loss, reduction, d.dtype)
+
+
+# Note [log1p]: numpy's float32 log1p has no SIMD loop (about 15x slower than log on this machine),
+# so the binary losses take log(1 + e) and log(1 - x): the absolute error stays below float32's
+# resolution of the loss terms they are added to.
+def _k_bce(x, t, weight, reduction):
+    with np.errstate(all="ignore"):
+        loss = np.log(x)
+        np.maximum(loss, -100.0, out=loss)
+        loss *= t
+        lq = np.subtract(1, x)
+        np.log(lq, out=lq)
+        np.maximum(lq, -100.0, out=lq)
+        lq *= np.subtract(1, t)
+        loss += lq
+        np.negative(loss, out=loss)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.astype(x.dtype, copy=False), reduction, x.dtype)
+
+
+def _k_bce_logits(x, t, weight, pos_weight, reduction):
+    # loss = (1 - t) * x + lw * softplus(-x), lw = 1 + (pos_weight - 1) * t, softplus(-x) = max(-x, 0) +
+    # log(1 + exp(-|x|)) (Note [log1p]).
+    with np.errstate(all="ignore"):
+        sp = np.abs(x)
+        np.negative(sp, out=sp)
+        np.exp(sp, out=sp)
+        sp += 1
+        np.log(sp, out=sp)
+        sp += np.maximum(np.negative(x), 0)
+        if pos_weight is not None:
+            sp *= 1 + (pos_weight - 1) * t
+        loss = np.subtract(1, t)
+        loss *= x
+        loss += sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(np.asarray(loss).astype(x.dtype, copy=False), reduction, x.dtype)
+
+
+MSE_LOSS = declare("mse_loss(Tensor input, Tensor target, str reduction=\"mean\") -> Tensor", category="loss",
+                   method=False, kernels={"cpu": _k_mse})
+L1_LOSS = declare("l1_loss(Tensor input, Tensor target, str reduction=\"mean\") -> Tensor", category="loss",
+                  method=False, kernels={"cpu": _k_l1})
+SMOOTH_L1_LOSS = declare("smooth_l1_loss(Tensor input, Tensor target, str reduction=\"mean\", float beta=1.0) "
+                         "-> Tensor", category="loss", method=False, kernels={"cpu": _k_smooth_l1})
+HUBER_LOSS = declare("huber_loss(Tensor input, Tensor target, str reduction=\"mean\", float delta=1.0) -> Tensor",
+                     category="loss", method=False, kernels={"cpu": _k_huber})
+BCE = declare("binary_cross_entropy(Tensor input, Tensor target, Tensor? weight=None, str reduction=\"mean\") "
+              "-> Tensor", category="loss", method=False, kernels={"cpu": _k_bce})
+BCE_LOGITS = declare("binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight=None, "
+                     "Tensor? pos_weight=None, str reduction=\"mean\") -> Tensor", category="loss", method=False,
+                     kernels={"cpu": _k_bce_logits})
+KL_DIV = declare("kl_div(Tensor input, Tensor target, str reduction=\"mean\", bool log_target=False) -> Tensor",
+                 category="loss", method=False, composite=True)
+
+
+def _pointwise_loss(op, input, target, reduction, *extra):
+    _check_reduction(reduction)
+    a, b, rt = _pair(op.name, input, target)
+    dev = input._device
+    out = _wrap(op.kernel(dev.type)(a, b, reduction, *extra), dev)
+    record_if_needed(op, (input, target, reduction, *extra), {}, out)
+    return out
+
+
+@MSE_LOSS.front
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error ``(input - target) ** 2``, reduced by ``reduction`` (``"none"``, ``"mean"``, ``"sum"``).
+
+    ``input`` and ``target`` broadcast (with a warning when their shapes differ, as in torch); the
+    result has the promoted floating dtype, 0-dim unless ``reduction="none"``.
+    """
+    return _pointwise_loss(MSE_LOSS, input, target, reduction)
+
+
+@L1_LOSS.front
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error ``|input - target|``, reduced by ``reduction`` (``"none"``, ``"mean"``, ``"sum"``).
+
+    Shapes and dtypes as :func:`mse_loss`.
+    """
+    return _pointwise_loss(L1_LOSS, input, target, reduction)
+
+
+@SMOOTH_L1_LOSS.front
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Smooth L1: ``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``).
+
+    ``beta = 0`` is the L1 loss; ``beta`` must not be negative. Shapes and dtypes as :func:`mse_loss`.
+    """
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    return _pointwise_loss(SMOOTH_L1_LOSS, input, target, reduction, float(beta))
+
+
+@HUBER_LOSS.front
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """Huber loss: ``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (``d = input - target``).
+
+    ``delta`` must be positive. Shapes and dtypes as :func:`mse_loss`.
+    """
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    return _pointwise_loss(HUBER_LOSS, input, target, reduction, float(delta))
+
+
+def _broadcast_weight(weight, shape, argname: str):
+    if weight is None:
+        return None
+    check_tensor(weight, argname, "binary_cross_entropy")
+    w = weight._data
+    try:
+        if np.broadcast_shapes(w.shape, shape) != tuple(shape):
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(_size_mismatch(w.shape, shape)) from None
+    return w
+
+
+@BCE.front
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities ``input`` against ``target``.
+
+    ``loss = -weight * (target * log(input) + (1 - target) * log(1 - input))`` with each log clamped
+    at ``-100``, as torch does. ``input`` values must lie in ``[0, 1]``.
+
+    Args:
+        input: probabilities of any shape (floating).
+        target: the same shape and dtype as ``input``.
+        weight: broadcastable to ``input``'s shape, or None.
+        reduction: ``"none"``, ``"mean"`` or ``"sum"``.
+
+    Returns:
+        The loss in ``input``'s dtype, 0-dim unless ``reduction="none"``.
+    """
+    check_tensor(input, "input", "binary_cross_entropy")
+    check_tensor(target, "target", "binary_cross_entropy")
+    _check_reduction(reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                         f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"binary_cross_entropy: expected a floating point input, but got {input.dtype}")
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {_TYPE_NAME[target.dtype]} but expected {_TYPE_NAME[input.dtype]}")
+    x = input._data
+    if x.size and not (x.min() >= 0 and x.max() <= 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    w = _broadcast_weight(weight, x.shape, "weight")
+    dev = input._device
+    out = _wrap(BCE.kernel(dev.type)(x, target._data, w, reduction), dev)
+    if grad_state.enabled and (input._requires_grad or target._requires_grad):
+        record(BCE, (input, target, weight, reduction), {}, out)
+    return out
+
+
+@BCE_LOGITS.front
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     pos_weight: Tensor | None = None, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of ``sigmoid(input)`` against ``target``, computed stably from the logits.
+
+    ``loss = -weight * (pos_weight * target * log(sigmoid(x)) + (1 - target) * log(1 - sigmoid(x)))``,
+    evaluated as ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)``.
+
+    Args:
+        input: logits of any shape (floating).
+        target: the same shape as ``input``, values in ``[0, 1]``.
+        weight: broadcastable to ``input``'s shape, or None.
+        pos_weight: weight of positive examples, broadcastable along the last (class) dimension, or None.
+        reduction: ``"none"``, ``"mean"`` or ``"sum"``.
+
+    Returns:
+        The loss in ``input``'s dtype, 0-dim unless ``reduction="none"``.
+    """
+    check_tensor(input, "input", "binary_cross_entropy_with_logits")
+    check_tensor(target, "target", "binary_cross_entropy_with_logits")
+    _check_reduction(reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"binary_cross_entropy_with_logits: expected a floating point input, but got {input.dtype}")
+    x = input._data
+    t = target._data
+    if t.dtype != x.dtype:
+        t = t.astype(x.dtype)
+    w = _broadcast_weight(weight, x.shape, "weight")
+    pw = _broadcast_weight(pos_weight, x.shape, "pos_weight")
+    dev = input._device
+    out = _wrap(BCE_LOGITS.kernel(dev.type)(x, t, w, pw, reduction), dev)
+    if grad_state.enabled and (input._requires_grad or target._requires_grad):
+        record(BCE_LOGITS, (input, target, weight, pos_weight, reduction), {}, out)
+    return out
+
+
+@KL_DIV.front
+def kl_div(input: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence of ``target`` from the log-probabilities ``input``.
+
+    ``loss = target * (log(target) - input)`` (0 where ``target == 0``), or with ``log_target=True``
+    ``exp(target) * (target - input)``. ``reduction`` is ``"none"``, ``"mean"`` (over all elements),
+    ``"batchmean"`` (the sum divided by ``input.size(0)``, the mathematical KL divergence) or
+    ``"sum"``. A composite of differentiable operators: gradients flow to ``input`` and ``target``.
+
+    Returns:
+        The loss in the promoted dtype, 0-dim unless ``reduction="none"``.
+    """
+    check_tensor(input, "input", "kl_div")
+    check_tensor(target, "target", "kl_div")
+    if reduction not in ("none", "mean", "batchmean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        from flambeau._ops._registry import OPS
+
+        loss = OPS["xlogy"].fn(target, target) - target * input
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.mean()
+    total = loss.sum()
+    return total / input.shape[0] if input.ndim else total

@@ -1,3 +1,118 @@
-"""nn.functional: resample. Being written."""
+"""nn.functional: resampling (interpolate, upsample, pixel_shuffle, pixel_unshuffle), as torch."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import math
+import warnings
+
+import flambeau as fl
+from flambeau import Tensor
+
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle"]
+
+pixel_shuffle = fl.pixel_shuffle
+pixel_unshuffle = fl.pixel_unshuffle
+
+_INTERPOLATING = ("linear", "bilinear", "bicubic", "trilinear")
+_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+
+
+def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False) -> Tensor:
+    """Resize ``input`` ``(N, C, W)`` or ``(N, C, H, W)`` to ``size`` or by ``scale_factor``.
+
+    Args:
+        input: floating tensor, 3-D for ``'nearest'``/``'linear'``, 4-D for ``'nearest'``/``'bilinear'``.
+        size: output spatial size (an int or one int per spatial dim); exclusive with ``scale_factor``.
+        scale_factor: multiplier(s) of the spatial sizes; the output size is ``floor(in * scale)``.
+        mode: ``'nearest'``, ``'linear'`` (3-D) or ``'bilinear'`` (4-D).
+        align_corners: for the linear modes: align the corner pixels' centres (default False);
+            must be None for ``'nearest'``.
+        recompute_scale_factor: if True, the kernels use ``in / out`` instead of the given
+            ``scale_factor`` in their source-index formula (torch's option of the same name).
+        antialias: not supported (must be False).
+
+    Returns:
+        the resized tensor, ``input``'s dtype.
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"interpolate(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if mode not in _MODES:
+        raise NotImplementedError(f"interpolate(): mode {mode!r} is not one of {', '.join(_MODES)}")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: "
+                             "linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    dim = input.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        scale_factors = None
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError("Input and output must have the same number of spatial dimensions, but got input "
+                                 f"with spatial dimensions of {list(input.shape[2:])} and output size of {size}. "
+                                 "Please provide input tensor in (N, C, d1, d2, ...,dK) format and output size in "
+                                 "(o1, o2, ...,oK) format.")
+            output_size = [int(s) for s in size]
+        else:
+            output_size = [int(size)] * dim
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError("Input and scale_factor must have the same number of spatial dimensions, but got "
+                                 f"input with spatial dimensions of {list(input.shape[2:])} and scale_factor of "
+                                 f"shape {scale_factor}. Please provide input tensor in (N, C, d1, d2, ...,dK) "
+                                 "format and scale_factor in (s1, s2, ...,sK) format.")
+            scale_factors = [float(s) for s in scale_factor]
+        else:
+            scale_factors = [float(scale_factor)] * dim
+        output_size = [int(math.floor(float(input.shape[i + 2]) * scale_factors[i])) for i in range(dim)]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if recompute_scale_factor:
+        scale_factors = None
+    if antialias:
+        raise NotImplementedError("interpolate(): antialias=True is not supported by flambeau")
+    scales = scale_factors if scale_factors is not None else [None] * max(dim, 0)
+    if input.ndim == 3 and mode == "nearest":
+        return fl.upsample_nearest1d(input, output_size, scales[0])
+    if input.ndim == 4 and mode == "nearest":
+        return fl.upsample_nearest2d(input, output_size, scales[0], scales[1])
+    if input.ndim == 3 and mode == "linear":
+        return fl.upsample_linear1d(input, output_size, align_corners, scales[0])
+    if input.ndim == 4 and mode == "bilinear":
+        return fl.upsample_bilinear2d(input, output_size, align_corners, scales[0], scales[1])
+    if mode == "bilinear" and input.ndim == 3:
+        raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
+    if mode == "linear" and input.ndim == 4:
+        raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
+    if input.ndim in (3, 4):
+        raise NotImplementedError(f"interpolate(): mode {mode!r} is not supported by flambeau yet "
+                                  "(nearest, linear and bilinear are)")
+    raise NotImplementedError(f"Input Error: Only 3D and 4D input Tensors supported (got {input.ndim}D) for the "
+                              f"modes: nearest | linear | bilinear (got {mode})")
+
+
+def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:
+    """Deprecated alias of :func:`interpolate` (warns, as torch does)."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='nearest')``."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size=None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode='bilinear', align_corners=True)``."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,3 +1,187 @@
-"""nn modules: normalization. Being written."""
+"""Normalisation layers other than batch norm (as ``torch.nn``): :class:`LayerNorm`, :class:`GroupNorm` and
+:class:`InstanceNorm1d`/``2d``/``3d``."""
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import warnings
+
+import flambeau as fl
+from flambeau import Tensor
+from flambeau.nn import init
+from flambeau.nn._functional.norm import group_norm, instance_norm, layer_norm
+from flambeau.nn.modules.batchnorm import _NormBase
+from flambeau.nn.modules.module import Module
+from flambeau.nn.parameter import Parameter
+
+__all__ = ["LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the trailing dimensions ``normalized_shape`` (Ba et al., 2016).
+
+    ``y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias``, the mean and (biased) variance taken
+    over the last ``len(normalized_shape)`` dimensions of each sample.
+
+    Args:
+        normalized_shape: an int or a sequence of ints, the trailing shape of the input.
+        eps: added to the variance for numerical stability.
+        elementwise_affine: whether to learn ``weight`` (initialised to 1) and ``bias`` (to 0) of
+            shape ``normalized_shape``.
+        bias: whether to learn ``bias`` (with ``elementwise_affine``).
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+
+    Shape: input and output ``(*, *normalized_shape)``.
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(fl.empty(self.normalized_shape, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(fl.empty(self.normalized_shape, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weight to 1 and bias to 0."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise the trailing dimensions of ``input``."""
+        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+class GroupNorm(Module):
+    """Group normalisation (Wu and He, 2018): channels split into ``num_groups`` groups.
+
+    Each sample's group is normalised by its own mean and (biased) variance, then scaled and
+    shifted per channel: ``y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias``.
+
+    Args:
+        num_groups: the number of groups; must divide ``num_channels``.
+        num_channels: the number of channels ``C``.
+        eps: added to the variance for numerical stability.
+        affine: whether to learn per-channel ``weight`` (initialised to 1) and ``bias`` (to 0).
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+        bias: whether to learn ``bias`` (with ``affine``).
+
+    Shape: input and output ``(N, C, *)``.
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
+                 dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(fl.empty(num_channels, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(fl.empty(num_channels, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weight to 1 and bias to 0."""
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise each group of channels of ``input``."""
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_NormBase):
+    _batch_dims: int  # the input's number of dimensions with a batch dimension
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise each channel of each sample (the input statistics unless evaluating with running ones)."""
+        if input.dim() not in (self._batch_dims - 1, self._batch_dims):
+            raise ValueError(f"expected {self._batch_dims - 1}D or {self._batch_dims}D input "
+                             f"(got {input.dim()}D input)")
+        feature_dim = input.dim() - (self._batch_dims - 1)
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match num_features "
+                                 f"({self.num_features}), but got: {input.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False",
+                          stacklevel=2)
+        unbatched = input.dim() == self._batch_dims - 1
+        x = input.unsqueeze(0) if unbatched else input
+        out = instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+
+_INSTANCE_DOC = """Instance normalisation of {what}: each channel of each sample normalised by its own statistics.
+
+    ``y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias``, the mean and (biased) variance taken
+    over the spatial dimensions of one channel of one sample. With ``track_running_stats`` the
+    running statistics (the batch average of the instance statistics) are kept in training and
+    used in evaluation mode.
+
+    Args:
+        num_features: the number of channels ``C``.
+        eps: added to the variance for numerical stability.
+        momentum: update factor of the running statistics (None counts as 0).
+        affine: whether to learn per-channel ``weight`` (initialised to 1) and ``bias`` (to 0).
+        track_running_stats: whether to keep running statistics.
+        device: device of the parameters and buffers.
+        dtype: dtype of the parameters and buffers.
+        bias: whether to learn ``bias`` (with ``affine``).
+
+    Shape: input and output {shape} (or without the batch dimension).
+"""
+
+
+class InstanceNorm1d(_InstanceNorm):
+    __doc__ = _INSTANCE_DOC.format(what="a 3-D input", shape="``(N, C, L)``")
+    _batch_dims = 3
+
+
+class InstanceNorm2d(_InstanceNorm):
+    __doc__ = _INSTANCE_DOC.format(what="a 4-D input", shape="``(N, C, H, W)``")
+    _batch_dims = 4
+
+
+class InstanceNorm3d(_InstanceNorm):
+    __doc__ = _INSTANCE_DOC.format(what="a 5-D input", shape="``(N, C, D, H, W)``")
+    _batch_dims = 5
