@@ -1,7 +1,7 @@
 """Developer and CI tasks of the flambeau monorepo.
 
     nox -s tests   every package's tests, then the CUDA kernels under numba's simulator (CI runs this)
-    nox -s demo    examples/logistic_regression_digits.py: softmax regression on real digits
+    nox -s demo    examples/train_digits.py: a small CNN trained on real handwritten digits
     nox -s docs    the sphinx site, warnings as errors (docs/_build/html)
     nox -s bench   benchmarks/*.py side by side with PyTorch; updates benchmarks/RESULTS.md
     nox -s lint    ruff
@@ -59,6 +59,7 @@ def tests(session: nox.Session) -> None:
     # failure in one package does not hide the results of the others.
     runs = [([f"packages/{name}/tests"], {}) for name in PACKAGES]
     runs[0][0].append(f"--ignore={CUDA_TESTS}")
+    runs.append((["examples"], {}))  # the example programs, which use every package
     if os.path.isdir(CUDA_TESTS):
         runs.append(([CUDA_TESTS], {"NUMBA_ENABLE_CUDASIM": "1"}))
     else:
@@ -80,9 +81,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Softmax regression on scikit-learn's bundled 8x8 digits, gradients written by hand."""
-    session.install("-e", "packages/tensor-core", "scikit-learn")
-    session.run("python", "examples/logistic_regression_digits.py", *session.posargs)
+    """A small CNN trained on the handwritten digits shipped in flambeau-data (examples/train_digits.py)."""
+    session.install(*EDITABLE)
+    session.run("python", "examples/train_digits.py", *session.posargs)
 
 
 @nox.session

@@ -335,11 +335,14 @@ def test_layer_errors():
 
 
 def test_sdpa_heads_in_parallel_match_torch_and_restore_blas_threads(rng):
-    """Large batches split the per-head GEMMs over threads with OpenBLAS on one thread meanwhile."""
-    from flambeau._ops import attention
+    """Large batches split the per-head GEMMs over threads with BLAS on one thread meanwhile."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from flambeau._blas import blas_is_controllable, single_threaded_blas
 
-    ctl = attention._openblas_threads()
-    before = ctl[0]() if ctl else None
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
     q, k, v = (rng.standard_normal((4, 8, 64, 32)).astype(np.float32) for _ in range(3))
     (fq, tq), (fk, tk), (fv, tv) = _pair(q), _pair(k), _pair(v)
     out = fl.scaled_dot_product_attention(fq, fk, fv, is_causal=True)
@@ -349,10 +352,10 @@ def test_sdpa_heads_in_parallel_match_torch_and_restore_blas_threads(rng):
     ref.sum().backward()
     for a, b in ((fq, tq), (fk, tk), (fv, tv)):
         _close(a.grad, b.grad, np.float32, scale=10)
-    if ctl:
-        assert ctl[0]() == before
-        with attention.single_threaded_blas():
-            with attention.single_threaded_blas():
-                assert ctl[0]() == 1
-            assert ctl[0]() == 1
-        assert ctl[0]() == before
+    assert blas_threads() == before
+    if blas_is_controllable():
+        with single_threaded_blas():
+            with single_threaded_blas():
+                assert set(blas_threads()) == {1}
+            assert set(blas_threads()) == {1}
+        assert blas_threads() == before

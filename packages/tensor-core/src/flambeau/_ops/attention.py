@@ -25,15 +25,14 @@ Autograd recording: inputs ``(query, key, value, attn_mask, dropout_p, is_causal
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import threading
 
 import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau import _parallel
+from flambeau._blas import blas_is_controllable, single_threaded_blas
 from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
 from flambeau._ops._registry import declare
 
@@ -42,28 +41,6 @@ __all__ = ["scaled_dot_product_attention"]
 _matmul = np.matmul
 # Batched products of at least this many multiply-adds are split over flambeau's threads.
 _PAR_MIN_WORK = 1 << 21
-
-
-@functools.cache
-def _openblas_threads():
-    """``(get, set)`` of the thread count of the OpenBLAS numpy loaded, or None if there is none."""
-    try:
-        import ctypes
-
-        with open("/proc/self/maps") as f:
-            paths = sorted({line.split()[-1] for line in f if "openblas" in line.lower() and ".so" in line})
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            for prefix in ("scipy_openblas", "openblas"):
-                for suffix in ("64_", ""):
-                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                    set_ = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                    if get is not None and set_ is not None:
-                        set_.argtypes = [ctypes.c_int]
-                        return get, set_
-    except (OSError, AttributeError, ValueError):
-        pass
-    return None
 
 
 def _bmm(a, b):
@@ -81,8 +58,7 @@ def _bmm(a, b):
     m, k = a.shape[-2:]
     n = b.shape[-1]
     nb = a.size // max(m * k, 1)
-    ctl = _openblas_threads()
-    if ctl is None or nb < 2 or nb * m * n * k < _PAR_MIN_WORK:
+    if not blas_is_controllable() or nb < 2 or nb * m * n * k < _PAR_MIN_WORK:
         return _matmul(a, b)
     a3, b3 = a.reshape((nb, m, k)), b.reshape((nb, k, n))
     out = np.empty((nb, m, n), np.result_type(a, b))
@@ -94,36 +70,6 @@ def _bmm(a, b):
     with single_threaded_blas():
         _parallel.run_chunks(work, nb)
     return out.reshape(a.shape[:-2] + (m, n))
-
-
-_blas_lock = threading.Lock()
-_blas_state = {"depth": 0, "saved": 0}
-
-
-@contextlib.contextmanager
-def single_threaded_blas():
-    """Run the block with OpenBLAS on one thread (restored after; nesting and threads are counted).
-
-    Used around loops of small GEMMs (attention heads, recurrent steps), where OpenBLAS's thread
-    hand-offs cost more than they save. A no-op when numpy's BLAS is not an OpenBLAS.
-    """
-    ctl = _openblas_threads()
-    if ctl is None:
-        yield
-        return
-    get, set_ = ctl
-    with _blas_lock:
-        if _blas_state["depth"] == 0:
-            _blas_state["saved"] = get()
-            set_(1)
-        _blas_state["depth"] += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_state["depth"] -= 1
-            if _blas_state["depth"] == 0:
-                set_(_blas_state["saved"])
 
 
 @functools.cache

@@ -1,3 +1,989 @@
-"""Convolution operators (conv1d, conv2d, conv_transpose2d). Being written."""
+"""Convolution operators: conv1d, conv2d, conv_transpose1d, conv_transpose2d and their primitives.
 
-__all__: list[str] = []
+Every convolution runs through one primitive, ``convolution`` (torch's ``aten::convolution``:
+plain or transposed, 1-D or 2-D, any stride, padding, dilation and groups), and its weight
+gradient ``convolution_backward_weight``. The input gradient of a convolution is the transposed
+convolution of the output gradient and vice versa, so the derivative table needs nothing else and
+double backward comes from the same two operators. ``conv1d`` and friends are composites: they
+check their arguments with torch's messages, add a batch dimension to unbatched inputs and call
+``convolution``.
+
+Kernels (1-D convolutions run as 2-D ones with a height of 1):
+
+* general case: ``im2col`` (numba) into columns ``(C*KH*KW, n*OH*OW)`` for one image, or a chunk
+  of small images, then one BLAS GEMM per group (``np.matmul``); the input gradient (and the
+  transposed convolution) is the GEMM ``W^T @ g`` followed by ``col2im``; the weight gradient is
+  ``g @ cols^T`` summed over the batch. The batch is split between threads, each running BLAS on
+  one thread (Note [Threads over work items, not inside BLAS] in ``flambeau/_blas.py``).
+* 1x1 kernels without padding and stride 1: an image is its own column matrix.
+* depthwise (``groups == in_channels``, one input channel per group): direct numba kernels for the
+  forward, input and weight gradients, parallel over planes (Note [Depthwise convolution by phase
+  planes]).
+* float32 and float64 are jitted; float16 computes in float32; integer tensors take a numpy path.
+
+Kernel convention (every device; arrays in, array out; ``x`` is ``(N, C, H, W)``):
+    convolution: ``kernel(x, w, b, stride, padding, dilation, transposed, output_padding, groups)``
+        with ``w`` ``(O, C/groups, KH, KW)`` (``(C, O/groups, KH, KW)`` if ``transposed``), ``b``
+        an ``(O,)`` array or None, the others pairs of ints and an int.
+    convolution_backward_weight: ``kernel(g, x, weight_size, stride, padding, dilation, transposed,
+        output_padding, groups)`` returning the weight gradient of shape ``weight_size``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._blas import blas_is_controllable, single_threaded_blas
+from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
+from flambeau._ops._registry import declare
+from flambeau._parallel import get_num_threads, run_chunks
+
+__all__ = ["convolution", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+
+_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
+              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
+
+
+# --- numba kernels -----------------------------------------------------------------------------------
+@functools.cache
+def _numba_conv():
+    """im2col, col2im and the depthwise kernels, compiled on first use (float32 and float64).
+
+    None of them calls another jitted function (numba's disk cache misses for those). The column
+    range ``[lo, hi)`` of output positions whose input column ``ow * sw + off`` falls inside the
+    image is computed once per kernel tap, so the inner loops have no bounds test. Inner loops run
+    over views with one index (``dst[j] = src[j]``): LLVM vectorises those, not ``a[i + d]``.
+    """
+    import numba
+    from numba import prange
+
+    opts = {"parallel": True, "cache": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+    # Note [No numba threads between BLAS calls]: im2col and col2im run between GEMMs, and after a
+    # GEMM OpenBLAS's threads keep spinning for a while; numba's workers woken in between fight
+    # them for the cores (on 2 cores a forward ran 4-7x slower). These two run on the calling
+    # thread (nogil) and leave the parallelism to BLAS.
+    serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+
+    @numba.njit(**serial)
+    def im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+        # cols is (C*KH*KW, N*OH*OW): row (c, kh, kw), column (n, oh, ow). Flat indexing and slice
+        # copies: slicing 2-D views per row costs more than the copy itself.
+        N, C, H, W = x.shape
+        L = OH * OW
+        xf = x.reshape(-1)
+        cf = cols.reshape(-1)
+        for nc in prange(N * C):
+            n = nc // C
+            c = nc - n * C
+            xb = nc * H * W
+            for kh in range(KH):
+                # Output rows whose input row is inside the image: [oh0, oh1).
+                top = kh * dh - ph
+                oh0 = 0 if top >= 0 else min((-top + sh - 1) // sh, OH)
+                oh1 = min(max((H - top + sh - 1) // sh, oh0), OH) if H - top > 0 else oh0
+                for kw in range(KW):
+                    cb = ((c * KH + kh) * KW + kw) * N * L + n * L
+                    off = kw * dw - pw
+                    lo = 0 if off >= 0 else min((-off + sw - 1) // sw, OW)
+                    hi = min(max((W - off + sw - 1) // sw, lo), OW) if W - off > 0 else lo
+                    cf[cb:cb + oh0 * OW] = 0
+                    cf[cb + oh1 * OW:cb + L] = 0
+                    if sh == 1 and sw == 1 and OW == W and oh1 > oh0:
+                        # Consecutive output rows read consecutive input rows: one block copy, then
+                        # zero the columns that fall into the padding.
+                        s0 = xb + (oh0 + top) * W + off
+                        cf[cb + oh0 * OW + lo:cb + oh1 * OW - (OW - hi)] = \
+                            xf[s0 + lo:s0 + (oh1 - oh0) * W - (OW - hi)]
+                        for oh in range(oh0, oh1):
+                            o = cb + oh * OW
+                            cf[o:o + lo] = 0
+                            cf[o + hi:o + OW] = 0
+                        continue
+                    for oh in range(oh0, oh1):
+                        o = cb + oh * OW
+                        s = xb + (oh * sh + top) * W + off
+                        cf[o:o + lo] = 0
+                        if sw == 1:
+                            cf[o + lo:o + hi] = xf[s + lo:s + hi]
+                        else:
+                            dst = cf[o + lo:o + hi]
+                            src = xf[s + lo * sw:s + hi * sw:sw]
+                            for j in range(hi - lo):
+                                dst[j] = src[j]
+                        cf[o + hi:o + OW] = 0
+
+    @numba.njit(**serial)
+    def col2im(cols, x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+        N, C, H, W = x.shape
+        L = OH * OW
+        xf = x.reshape(-1)
+        cf = cols.reshape(-1)
+        for nc in prange(N * C):
+            n = nc // C
+            c = nc - n * C
+            xb = nc * H * W
+            xf[xb:xb + H * W] = 0
+            for kh in range(KH):
+                top = kh * dh - ph
+                oh0 = 0 if top >= 0 else min((-top + sh - 1) // sh, OH)
+                oh1 = min(max((H - top + sh - 1) // sh, oh0), OH) if H - top > 0 else oh0
+                for kw in range(KW):
+                    cb = ((c * KH + kh) * KW + kw) * N * L + n * L
+                    off = kw * dw - pw
+                    lo = 0 if off >= 0 else min((-off + sw - 1) // sw, OW)
+                    hi = min(max((W - off + sw - 1) // sw, lo), OW) if W - off > 0 else lo
+                    for oh in range(oh0, oh1):
+                        o = cb + oh * OW
+                        s = xb + (oh * sh + top) * W + off
+                        src = cf[o + lo:o + hi]
+                        dst = xf[s + lo * sw:s + hi * sw:sw]  # views: same-index loops vectorise
+                        for j in range(hi - lo):
+                            dst[j] += src[j]
+
+    # Note [Depthwise convolution by phase planes]: each input plane is copied, zero-padded, into
+    # sh * sw phase planes of Hq x Wq (phase (py, px) holds padded pixels (i * sh + py, j * sw + px)).
+    # Tap (kh, kw) then reads phase ((kh*dh) % sh, (kw*dw) % sw) shifted by ((kh*dh) // sh,
+    # (kw*dw) // sw) with unit stride whatever the convolution's stride, and output row oh is row
+    # oh + shift of that phase. Computing the output over the phase width (position i = oh * Wq + ow,
+    # the columns ow >= OW being scratch) makes every tap one long contiguous multiply-add over the
+    # plane that vectorises, with no bounds tests. The input and weight gradients use the same layout.
+    @numba.njit(**opts)
+    def dw_forward(x, w, out, sh, sw, ph, pw, dh, dw, chunks):
+        # out[n, o] = sum_k w[o, 0, k] * x[n, o // M, window]; M = O // C output channels per input channel.
+        N, C, H, W = x.shape
+        _, O, OH, OW = out.shape
+        KH, KW = w.shape[2], w.shape[3]
+        M = O // C
+        Hq = (max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1) + sh - 1) // sh
+        Wq = (max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1) + sw - 1) // sw
+        P = Hq * Wq
+        span = (OH - 1) * Wq + OW
+        # Planes are handed out in ``chunks`` ranges, each allocating its scratch once (small planes are
+        # common): the padding cells of xs are never written, acc is cleared per plane.
+        NO = N * O
+        for ci in prange(chunks):
+            xs = np.zeros(sh * sw * P, x.dtype)
+            acc = np.zeros(span, x.dtype)
+            for no in range(ci * NO // chunks, (ci + 1) * NO // chunks):
+                n = no // O
+                o = no - n * O
+                xp = x[n, o // M]
+                for py in range(sh):  # copy xp into its phase planes (walking phases: no division per pixel)
+                    for px in range(sw):
+                        q0 = max(0, (pw - px + sw - 1) // sw)
+                        q1 = min(Wq, (W + pw - px + sw - 1) // sw)
+                        for qi in range(Hq):
+                            ih = qi * sh + py - ph
+                            if ih >= 0 and ih < H and q1 > q0:
+                                r0 = (py * sw + px) * P + qi * Wq
+                                dst = xs[r0 + q0:r0 + q1]
+                                src = xp[ih, q0 * sw + px - pw::sw]
+                                for j in range(q1 - q0):
+                                    dst[j] = src[j]
+                acc[:] = 0
+                for kh in range(KH):
+                    for kw in range(KW):
+                        wv = w[o, 0, kh, kw]
+                        d = (((kh * dh) % sh) * sw + (kw * dw) % sw) * P + ((kh * dh) // sh) * Wq + (kw * dw) // sw
+                        src = xs[d:d + span]  # a view: same-index loops vectorise, offset indexing does not
+                        for i in range(span):
+                            acc[i] += wv * src[i]
+                op = out[n, o]
+                for oh in range(OH):
+                    orow = op[oh]
+                    arow = acc[oh * Wq:oh * Wq + OW]
+                    for ow in range(OW):
+                        orow[ow] = arow[ow]
+
+    @numba.njit(**opts)
+    def dw_input(g, w, gx, sh, sw, ph, pw, dh, dw, chunks):
+        # Adjoint of dw_forward: gx[n, c] = sum_m scatter(g[n, c*M + m], w[c*M + m]).
+        N, C, H, W = gx.shape
+        _, O, OH, OW = g.shape
+        KH, KW = w.shape[2], w.shape[3]
+        M = O // C
+        Hq = (max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1) + sh - 1) // sh
+        Wq = (max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1) + sw - 1) // sw
+        P = Hq * Wq
+        span = (OH - 1) * Wq + OW
+        NC = N * C
+        for ci in prange(chunks):  # scratch allocated once per range of planes
+            gs = np.zeros(sh * sw * P, g.dtype)
+            gw = np.zeros(span, g.dtype)  # its scratch columns are never written: they stay zero
+            for nc in range(ci * NC // chunks, (ci + 1) * NC // chunks):
+                n = nc // C
+                c = nc - n * C
+                gs[:] = 0
+                for m in range(M):
+                    o = c * M + m
+                    gp = g[n, o]
+                    for oh in range(OH):
+                        grow = gp[oh]
+                        wrow = gw[oh * Wq:oh * Wq + OW]
+                        for ow in range(OW):
+                            wrow[ow] = grow[ow]
+                    for kh in range(KH):
+                        for kw in range(KW):
+                            wv = w[o, 0, kh, kw]
+                            d = (((kh * dh) % sh) * sw + (kw * dw) % sw) * P + ((kh * dh) // sh) * Wq + (kw * dw) // sw
+                            dst = gs[d:d + span]
+                            for i in range(span):
+                                dst[i] += wv * gw[i]
+                xp = gx[n, c]
+                for py in range(sh):  # gather the phase planes back into the plane
+                    for px in range(sw):
+                        q0 = max(0, (pw - px + sw - 1) // sw)
+                        q1 = min(Wq, (W + pw - px + sw - 1) // sw)
+                        for qi in range(Hq):
+                            ih = qi * sh + py - ph
+                            if ih >= 0 and ih < H and q1 > q0:
+                                r0 = (py * sw + px) * P + qi * Wq
+                                src = gs[r0 + q0:r0 + q1]
+                                dst = xp[ih, q0 * sw + px - pw::sw]
+                                for j in range(q1 - q0):
+                                    dst[j] = src[j]
+
+    @numba.njit(**opts)
+    def dw_weight(g, x, gwt, sh, sw, ph, pw, dh, dw):
+        N, C, H, W = x.shape
+        _, O, OH, OW = g.shape
+        KH, KW = gwt.shape[2], gwt.shape[3]
+        M = O // C
+        Hq = (max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1) + sh - 1) // sh
+        Wq = (max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1) + sw - 1) // sw
+        P = Hq * Wq
+        span = (OH - 1) * Wq + OW
+        for o in prange(O):
+            c = o // M
+            xs = np.zeros(sh * sw * P, x.dtype)
+            gw = np.zeros(span, g.dtype)
+            zero = gw[:1].sum() * 0
+            acc = np.zeros(KH * KW, np.float64)
+            for n in range(N):
+                xp = x[n, c]
+                gp = g[n, o]
+                for py in range(sh):  # copy xp into its phase planes (walking phases: no division per pixel)
+                    for px in range(sw):
+                        q0 = max(0, (pw - px + sw - 1) // sw)
+                        q1 = min(Wq, (W + pw - px + sw - 1) // sw)
+                        for qi in range(Hq):
+                            ih = qi * sh + py - ph
+                            if ih >= 0 and ih < H and q1 > q0:
+                                r0 = (py * sw + px) * P + qi * Wq
+                                dst = xs[r0 + q0:r0 + q1]
+                                src = xp[ih, q0 * sw + px - pw::sw]
+                                for j in range(q1 - q0):
+                                    dst[j] = src[j]
+                for oh in range(OH):
+                    grow = gp[oh]
+                    wrow = gw[oh * Wq:oh * Wq + OW]
+                    for ow in range(OW):
+                        wrow[ow] = grow[ow]
+                for kh in range(KH):
+                    for kw in range(KW):
+                        d = (((kh * dh) % sh) * sw + (kw * dw) % sw) * P + ((kh * dh) // sh) * Wq + (kw * dw) // sw
+                        s = zero
+                        src = xs[d:d + span]
+                        for i in range(span):
+                            s += gw[i] * src[i]
+                        acc[kh * KW + kw] += s
+            for kh in range(KH):
+                for kw in range(KW):
+                    gwt[o, 0, kh, kw] = acc[kh * KW + kw]
+
+    # Note [Stride-1 columns over the padded width]: for a stride-1 convolution of one image, the
+    # column of output position i = oh * Wp + ow (Wp: padded width, ow >= OW being scratch) for
+    # tap (kh, kw) is padded input i + kh * dh * Wp + kw * dw, so each row of the column matrix is
+    # one contiguous copy of the padded plane. The GEMM computes the scratch columns too (Wp / OW
+    # more work, a few percent) and they are dropped; gradients fed in have zeros there.
+    @numba.njit(**serial)
+    def im2col_wide(x, cols, KH, KW, ph, pw, dh, dw, Hp, Wp):
+        C, H, W = x.shape
+        Lw = cols.shape[1]
+        xs = np.zeros(Hp * Wp + Wp, x.dtype)  # slack: the last row's scratch columns read past the plane
+        for c in range(C):
+            xp = x[c]
+            for ih in range(H):
+                dst = xs[(ih + ph) * Wp + pw:(ih + ph) * Wp + pw + W]
+                src = xp[ih]
+                for j in range(W):
+                    dst[j] = src[j]
+            for kh in range(KH):
+                for kw in range(KW):
+                    d = kh * dh * Wp + kw * dw
+                    dst = cols[(c * KH + kh) * KW + kw]
+                    src = xs[d:d + Lw]
+                    for j in range(Lw):
+                        dst[j] = src[j]
+
+    @numba.njit(**serial)
+    def col2im_wide(cols, gx, KH, KW, ph, pw, dh, dw, Hp, Wp):
+        C, H, W = gx.shape
+        Lw = cols.shape[1]
+        gs = np.zeros(Hp * Wp + Wp, gx.dtype)
+        for c in range(C):
+            gs[:] = 0
+            for kh in range(KH):
+                for kw in range(KW):
+                    d = kh * dh * Wp + kw * dw
+                    dst = gs[d:d + Lw]
+                    src = cols[(c * KH + kh) * KW + kw]
+                    for j in range(Lw):
+                        dst[j] += src[j]
+            xp = gx[c]
+            for ih in range(H):
+                src = gs[(ih + ph) * Wp + pw:(ih + ph) * Wp + pw + W]
+                dst = xp[ih]
+                for j in range(W):
+                    dst[j] = src[j]
+
+    return im2col, col2im, dw_forward, dw_input, dw_weight, im2col_wide, col2im_wide
+
+
+# --- numpy fallbacks (integer dtypes) ----------------------------------------------------------------
+def _padded(shape, dtype, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N, C, H, W = shape
+    return np.zeros((N, C, max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1),
+                     max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1)), dtype)
+
+
+def _im2col_np(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N, C, H, W = x.shape
+    xp = _padded(x.shape, x.dtype, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    xp[:, :, ph:ph + H, pw:pw + W] = x
+    c6 = cols.reshape(C, KH, KW, N, OH, OW)
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dh, kw * dw
+            c6[:, kh, kw] = xp[:, :, h0:h0 + (OH - 1) * sh + 1:sh, w0:w0 + (OW - 1) * sw + 1:sw].transpose(1, 0, 2, 3)
+
+
+def _col2im_np(cols, x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    N, C, H, W = x.shape
+    xp = _padded(x.shape, x.dtype, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+    c6 = cols.reshape(C, KH, KW, N, OH, OW)
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dh, kw * dw
+            xp[:, :, h0:h0 + (OH - 1) * sh + 1:sh, w0:w0 + (OW - 1) * sw + 1:sw] += c6[:, kh, kw].transpose(1, 0, 2, 3)
+    x[...] = xp[:, :, ph:ph + H, pw:pw + W]
+
+
+# --- the three building blocks ------------------------------------------------------------------------
+# Note [Convolution as chunked GEMMs]: the batch is processed in chunks whose column matrix
+# (C*KH*KW, n*OH*OW) stays around _CHUNK_BYTES, so it is written and read back while still in
+# cache and never costs a large fresh allocation (page faults). A chunk's images share one wide
+# GEMM whose result is transposed into place: numpy's matmul does not hand strided operands to
+# BLAS, and per-image GEMMs are too thin for small images.
+_CHUNK_BYTES = 1 << 22
+_WIDE_BELOW = 256  # output positions per image under which one wide GEMM beats per-image GEMMs
+_PER_IMAGE_BYTES = 1 << 18  # and the column bytes per image under which per-image calls cost too much
+
+
+def _jitted(a) -> bool:
+    return a.dtype == np.float32 or a.dtype == np.float64
+
+
+def _out_size(n, k, s, p, d):
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _is_depthwise(C, w, groups):
+    return groups == C and w.shape[1] == 1 and C > 1
+
+
+def _chunks(a, b, per_image_bytes, L):
+    """Image ranges covering ``[a, b)``.
+
+    Images with many output positions go one at a time: their GEMM is wide enough, the columns
+    stay in cache and the output needs no transposition (BLAS also runs a 64x288x576 product
+    faster than one 64x288x36864 product).
+    """
+    if L >= _WIDE_BELOW and per_image_bytes >= _PER_IMAGE_BYTES:
+        nb = 1
+    else:
+        nb = max(1, _CHUNK_BYTES // max(per_image_bytes, 1))
+    return [(i, min(i + nb, b)) for i in range(a, b, nb)]
+
+
+def _over_images(N, body) -> None:
+    """Run ``body(n0, n1)`` over ``[0, N)``: one range per thread, each calling single-threaded BLAS.
+
+    See Note [Threads over work items, not inside BLAS] in ``flambeau/_blas.py`` (torch parallelises its
+    convolutions over the batch too).
+    """
+    if N < 2 or get_num_threads() < 2 or not blas_is_controllable():
+        body(0, N)
+        return
+    with single_threaded_blas():
+        run_chunks(body, N)
+
+
+def _is_pointwise(KH, KW, stride, padding):
+    return KH == 1 and KW == 1 and padding == (0, 0) and stride == (1, 1)
+
+
+def _im2col(x, KH, KW, stride, padding, dilation, OH, OW, buf=None):
+    """Columns ``(C*KH*KW, N*OH*OW)`` of ``x`` ``(N, C, H, W)`` (in ``buf`` if given)."""
+    N, C, H, W = x.shape
+    size = (C * KH * KW, N * OH * OW)
+    cols = np.empty(size, x.dtype) if buf is None else buf[:size[0] * size[1]].reshape(size)
+    args = (KH, KW, *stride, *padding, *dilation, OH, OW)
+    if _is_pointwise(KH, KW, stride, padding):
+        if N == 1:
+            return x.reshape(C, H * W)  # an image is its own column matrix
+        cols.reshape(C, N, H * W)[...] = x.reshape(N, C, H * W).transpose(1, 0, 2)
+    elif _jitted(x):
+        _numba_conv()[0](x, cols, *args)
+    else:
+        _im2col_np(x, cols, *args)
+    return cols
+
+
+def _col2im(cols, x, KH, KW, stride, padding, dilation, OH, OW):
+    """Sum columns ``(C*KH*KW, N*OH*OW)`` back into ``x`` ``(N, C, H, W)`` (overwritten)."""
+    N, C, H, W = x.shape
+    args = (KH, KW, *stride, *padding, *dilation, OH, OW)
+    if _is_pointwise(KH, KW, stride, padding):
+        x.reshape(N, C, H * W)[...] = cols.reshape(C, N, H * W).transpose(1, 0, 2)
+    elif _jitted(x):
+        _numba_conv()[1](cols, x, *args)
+    else:
+        _col2im_np(cols, x, *args)
+
+
+def _wide_ok(x, KH, KW, stride, padding):
+    """Whether one image takes the stride-1 padded-width path (Note [Stride-1 columns over the padded width])."""
+    return stride == (1, 1) and _jitted(x) and not _is_pointwise(KH, KW, stride, padding)
+
+
+def _widen(g1, Wp):
+    """``g1`` ``(O, OH, OW)`` as ``(O, OH * Wp)`` with zeros in the scratch columns."""
+    O, OH, OW = g1.shape
+    gw = np.zeros((O, OH, Wp), g1.dtype)
+    gw[:, :, :OW] = g1
+    return gw.reshape(O, OH * Wp)
+
+
+def _plane_chunks(planes: int) -> int:
+    """How many ranges of planes the depthwise kernels hand to numba's threads (a few per thread)."""
+    return max(1, min(planes, 4 * get_num_threads()))
+
+
+def _to_images(y, out, O):
+    """``y`` ``(O, n*L)`` written into ``out`` ``(n, O, L)``."""
+    n = out.shape[0]
+    out[...] = y.reshape(O, n, -1).transpose(1, 0, 2)
+
+
+def _from_images(g):
+    """``g`` ``(n, O, L)`` as ``(O, n*L)`` (a copy)."""
+    n, O, L = g.shape
+    return np.ascontiguousarray(g.transpose(1, 0, 2)).reshape(O, n * L)
+
+
+def _forward(x, w, stride, padding, dilation, groups):
+    """Plain convolution ``(N, C, H, W) * (O, C/groups, KH, KW) -> (N, O, OH, OW)``."""
+    N, C, H, W = x.shape
+    O, Cg, KH, KW = w.shape
+    OH = _out_size(H, KH, stride[0], padding[0], dilation[0])
+    OW = _out_size(W, KW, stride[1], padding[1], dilation[1])
+    L = OH * OW
+    out = np.empty((N, O, L), x.dtype)
+    if _is_depthwise(C, w, groups) and _jitted(x):
+        _numba_conv()[2](x, w, out.reshape(N, O, OH, OW), *stride, *padding, *dilation, _plane_chunks(N * O))
+        return out.reshape(N, O, OH, OW)
+    K = Cg * KH * KW
+    w2 = w.reshape(O, K) if groups == 1 else w.reshape(groups, O // groups, K)
+    wide = _wide_ok(x, KH, KW, stride, padding)
+    Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
+
+    def body(a, b):
+        buf = None
+        for n0, n1 in _chunks(a, b, C * KH * KW * L * x.itemsize, L):
+            nb = n1 - n0
+            if nb == 1 and wide:
+                cols = np.empty((C * KH * KW, OH * Wp), x.dtype)
+                _numba_conv()[5](x[n0], cols, KH, KW, *padding, *dilation, Hp, Wp)
+                y = np.matmul(w2, cols if groups == 1 else cols.reshape(groups, K, -1))
+                out[n0].reshape(O, OH, OW)[...] = y.reshape(O, OH, Wp)[:, :, :OW]
+                continue
+            if buf is None:
+                buf = np.empty(C * KH * KW * (n1 - n0) * L, x.dtype)
+            cols = _im2col(x[n0:n1], KH, KW, stride, padding, dilation, OH, OW, buf)
+            if nb == 1:  # one image: its columns are (K, L) and the GEMM writes the output in place
+                np.matmul(w2, cols if groups == 1 else cols.reshape(groups, K, L),
+                          out=out[n0] if groups == 1 else out[n0].reshape(groups, O // groups, L))
+            elif groups == 1:
+                _to_images(w2 @ cols, out[n0:n1], O)
+            else:
+                _to_images(np.matmul(w2, cols.reshape(groups, K, nb * L)).reshape(O, nb * L), out[n0:n1], O)
+
+    _over_images(N, body)
+    return out.reshape(N, O, OH, OW)
+
+
+def _input_grad(g, w, shape, stride, padding, dilation, groups):
+    """Adjoint of :func:`_forward` in ``x``: ``g (N, O, OH, OW) -> (N, C, H, W)`` (= transposed convolution)."""
+    N, O, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    C = shape[1]
+    gx = np.empty(shape, g.dtype)
+    if _is_depthwise(C, w, groups) and _jitted(g):
+        _numba_conv()[3](g, w, gx, *stride, *padding, *dilation, _plane_chunks(N * C))
+        return gx
+    L = OH * OW
+    K = Cg * KH * KW
+    g3 = g.reshape(N, O, L)
+    wt = w.reshape(O, K).T if groups == 1 else w.reshape(groups, O // groups, K).transpose(0, 2, 1)
+    wide = _wide_ok(g, KH, KW, stride, padding)
+    Hp, Wp = shape[2] + 2 * padding[0], shape[3] + 2 * padding[1]
+    wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
+
+    def body(a, b):
+        for n0, n1 in _chunks(a, b, C * KH * KW * L * g.itemsize, L):
+            if n1 - n0 == 1 and wide:
+                gw = _widen(g[n0], Wp)
+                cols = wt @ gw if groups == 1 else np.matmul(wt, gw.reshape(groups, O // groups, -1))
+                _numba_conv()[6](cols.reshape(C * KH * KW, -1), gx[n0], KH, KW, *padding, *dilation, Hp, Wp)
+                continue
+            if groups == 1 and n1 - n0 == 1 and _is_pointwise(KH, KW, stride, padding):
+                np.matmul(wt, g3[n0], out=gx[n0].reshape(C, L))
+                continue
+            gw = _from_images(g3[n0:n1])
+            cols = wt @ gw if groups == 1 else np.matmul(wt, gw.reshape(groups, O // groups, -1))
+            _col2im(cols.reshape(C * KH * KW, -1), gx[n0:n1], KH, KW, stride, padding, dilation, OH, OW)
+
+    _over_images(N, body)
+    return gx
+
+
+def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
+    """Adjoint of :func:`_forward` in ``w``: ``g (N, O, OH, OW), x (N, C, H, W) -> (O, C/groups, KH, KW)``."""
+    N, O, OH, OW = g.shape
+    C = x.shape[1]
+    _, Cg, KH, KW = wshape
+    if groups == C and Cg == 1 and C > 1 and _jitted(g):
+        gw = np.empty(wshape, g.dtype)
+        _numba_conv()[4](g, x, gw, *stride, *padding, *dilation)
+        return gw
+    L = OH * OW
+    K = Cg * KH * KW
+    g3 = g.reshape(N, O, L)
+    partials = []
+    wide = _wide_ok(x, KH, KW, stride, padding)
+    Hp, Wp = x.shape[2] + 2 * padding[0], x.shape[3] + 2 * padding[1]
+    wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
+
+    def body(a, b):
+        total = None
+        buf = None
+        for n0, n1 in _chunks(a, b, C * KH * KW * L * x.itemsize, L):
+            if n1 - n0 == 1 and wide:
+                cols = np.empty((C * KH * KW, OH * Wp), x.dtype)
+                _numba_conv()[5](x[n0], cols, KH, KW, *padding, *dilation, Hp, Wp)
+                gg = _widen(g[n0], Wp)
+                if groups == 1:
+                    part = gg @ cols.T
+                else:
+                    part = np.matmul(gg.reshape(groups, O // groups, -1),
+                                     cols.reshape(groups, K, -1).transpose(0, 2, 1))
+                total = part if total is None else total + part
+                continue
+            if buf is None:
+                buf = np.empty(C * KH * KW * (n1 - n0) * L, x.dtype)
+            cols = _im2col(x[n0:n1], KH, KW, stride, padding, dilation, OH, OW, buf)
+            gg = _from_images(g3[n0:n1])
+            if groups == 1:
+                part = gg @ cols.T
+            else:
+                part = np.matmul(gg.reshape(groups, O // groups, -1), cols.reshape(groups, K, -1).transpose(0, 2, 1))
+            if total is None:
+                total = part
+            else:
+                total += part
+        if total is not None:
+            partials.append(total)
+
+    _over_images(N, body)
+    if not partials:
+        return np.zeros(wshape, g.dtype)
+    total = partials[0]
+    for part in partials[1:]:
+        total += part
+    return total.reshape(wshape)
+
+
+# --- kernels of the table -----------------------------------------------------------------------------
+def _compute_dtype(a):
+    return np.float32 if a.dtype == np.float16 else None
+
+
+def _k_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    half = _compute_dtype(x)
+    if half is not None:
+        x, w = x.astype(half), w.astype(half)
+        b = None if b is None else b.astype(half)
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(w)
+    if transposed:
+        N, C, H, W = x.shape
+        _, Og, KH, KW = w.shape
+        OH = (H - 1) * stride[0] - 2 * padding[0] + dilation[0] * (KH - 1) + output_padding[0] + 1
+        OW = (W - 1) * stride[1] - 2 * padding[1] + dilation[1] * (KW - 1) + output_padding[1] + 1
+        shape = (N, Og * groups, OH, OW)
+        out = _input_grad(x, w, shape, stride, padding, dilation, groups)
+    else:
+        out = _forward(x, w, stride, padding, dilation, groups)
+    if b is not None:
+        out += b.reshape(-1, 1, 1).astype(out.dtype, copy=False)
+    return out.astype(np.float16) if half is not None else out
+
+
+def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation, transposed, output_padding, groups):
+    half = _compute_dtype(g)
+    if half is not None:
+        g, x = g.astype(half), x.astype(half)
+    g = np.ascontiguousarray(g)
+    x = np.ascontiguousarray(x)
+    wshape = tuple(weight_size)
+    if transposed:  # y = convT(x, w) is the input gradient of a plain convolution of y with w: swap roles
+        gw = _weight_grad(x, g, wshape, stride, padding, dilation, groups)
+    else:
+        gw = _weight_grad(g, x, wshape, stride, padding, dilation, groups)
+    return gw.astype(np.float16) if half is not None else gw
+
+
+# --- the primitives -----------------------------------------------------------------------------------
+CONVOLUTION = declare(
+    "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+    "bool transposed, int[] output_padding, int groups) -> Tensor",
+    category="convolution", method=False, kernels={"cpu": _k_convolution})
+
+CONVOLUTION_BACKWARD_WEIGHT = declare(
+    "convolution_backward_weight(Tensor grad_output, Tensor input, int[] weight_size, int[] stride, "
+    "int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups) -> Tensor",
+    category="convolution", method=False, function=False, kernels={"cpu": _k_convolution_backward_weight})
+
+
+def _as4d(a: np.ndarray, dim: int) -> np.ndarray:
+    return a.reshape(a.shape[0], a.shape[1], 1, a.shape[2]) if dim == 1 else a
+
+
+def _pad2(v, dim, fill):
+    """A 1-D convolution's parameter as the 2-D kernels' pair (height 1)."""
+    return (fill, v[0]) if dim == 1 else (v[0], v[1])
+
+
+def _check_dtypes(opname, x, w, b):
+    if x.dtype is not w.dtype:
+        raise RuntimeError(f"Input type ({_TYPE_NAME[x.dtype]}) and weight type ({_TYPE_NAME[w.dtype]}) "
+                           "should be the same")
+    if b is not None and b.dtype is not w.dtype:
+        raise RuntimeError(f"Input type ({_TYPE_NAME[x.dtype]}) and bias type ({_TYPE_NAME[b.dtype]}) "
+                           "should be the same")
+    if x.dtype is dt.bool:
+        raise NotImplementedError(f"\"{opname}\" not implemented for 'Bool'")
+    if x._device is not w._device or (b is not None and b._device is not x._device):
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{x._device} and {w._device if w._device is not x._device else b._device}!")
+
+
+@CONVOLUTION.front
+def convolution(input: Tensor, weight: Tensor, bias, stride, padding, dilation, transposed: bool,
+                output_padding, groups: int) -> Tensor:
+    """The general convolution of a batched ``input`` ``(N, C, L)`` or ``(N, C, H, W)`` (torch's ``convolution``).
+
+    Args:
+        input: float tensor ``(N, C_in, *spatial)`` with one or two spatial dimensions.
+        weight: ``(C_out, C_in / groups, *kernel)``, or ``(C_in, C_out / groups, *kernel)`` if ``transposed``.
+        bias: ``(C_out,)`` tensor or None.
+        stride, padding, dilation, output_padding: one int per spatial dimension (lists or tuples).
+        transposed: compute the transposed convolution (the adjoint of the plain one).
+        groups: number of blocked connections from input to output channels.
+
+    Returns:
+        ``(N, C_out, *out_spatial)`` of ``input``'s dtype. The user-facing checks live in
+        :func:`conv2d` and friends; this primitive trusts its arguments.
+    """
+    dim = input.ndim - 2
+    stride, padding, dilation, output_padding = (_pad2(tuple(v), dim, f) for v, f in
+                                                 ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+    x, w = _as4d(input._data, dim), _as4d(weight._data, dim)
+    out = CONVOLUTION.kernel(input._device.type)(x, w, None if bias is None else bias._data, stride, padding,
+                                                 dilation, bool(transposed), output_padding, int(groups))
+    if dim == 1:
+        out = out.reshape(out.shape[0], out.shape[1], out.shape[3])
+    out = _wrap(out, input._device)
+    if grad_state.enabled and (input._requires_grad or weight._requires_grad
+                               or (bias is not None and bias._requires_grad)):
+        record(CONVOLUTION, (input, weight, bias, stride[2 - dim:], padding[2 - dim:], dilation[2 - dim:],
+                             bool(transposed), output_padding[2 - dim:], int(groups)), {}, out)
+    return out
+
+
+@CONVOLUTION_BACKWARD_WEIGHT.front
+def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size, stride, padding, dilation,
+                                transposed: bool, output_padding, groups: int) -> Tensor:
+    """Gradient of :func:`convolution` with respect to its weight, given ``grad_output`` and ``input``.
+
+    Args:
+        grad_output: ``(N, C_out, *out_spatial)``, the gradient of the convolution's result.
+        input: ``(N, C_in, *spatial)``, the convolution's input.
+        weight_size: the shape of the weight.
+        stride, padding, dilation, transposed, output_padding, groups: as given to :func:`convolution`.
+
+    Returns:
+        A tensor of shape ``weight_size``; it is bilinear in ``grad_output`` and ``input``, and
+        differentiable in both (double backward of convolutions).
+    """
+    dim = input.ndim - 2
+    st, pa, di, op = (_pad2(tuple(v), dim, f) for v, f in
+                      ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+    ws = tuple(weight_size)
+    ws4 = (ws[0], ws[1], 1, ws[2]) if dim == 1 else ws
+    gw = CONVOLUTION_BACKWARD_WEIGHT.kernel(input._device.type)(
+        _as4d(grad_output._data, dim), _as4d(input._data, dim), ws4, st, pa, di, bool(transposed), op, int(groups))
+    out = _wrap(gw.reshape(ws), input._device)
+    if grad_state.enabled and (input._requires_grad or grad_output._requires_grad):
+        record(CONVOLUTION_BACKWARD_WEIGHT, (grad_output, input, ws, tuple(stride), tuple(padding), tuple(dilation),
+                                             bool(transposed), tuple(output_padding), int(groups)), {}, out)
+    return out
+
+
+# --- user-facing composites ---------------------------------------------------------------------------
+def _expand(value, n: int, argname: str):
+    if isinstance(value, bool):
+        raise TypeError(f"{argname} must be an int or a tuple of ints, got bool")
+    if isinstance(value, int):
+        return (value,) * n
+    if isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if len(value) == 1:
+            return tuple(value) * n
+        if len(value) == n:
+            return tuple(value)
+        raise RuntimeError(f"expected {argname} to be a single integer value or a list of {n} values to match "
+                           f"the convolution dimensions, but got {argname}={list(value)}")
+    raise TypeError(f"{argname} must be an int or a tuple of ints, got {type(value).__name__}")
+
+
+def _check_conv(opname, input, weight, bias, dim, stride, padding, dilation, groups, transposed, output_padding):
+    """torch's argument checks; returns (batched input, stride, padding, dilation, output_padding, groups, asym)."""
+    check_tensor(input, "input", opname)
+    check_tensor(weight, "weight", opname)
+    if bias is not None:
+        check_tensor(bias, "bias", opname)
+    if input.ndim not in (dim + 1, dim + 2):
+        raise RuntimeError(f"Expected {dim + 1}D (unbatched) or {dim + 2}D (batched) input to {opname}, but got "
+                           f"input of size: {list(input.shape)}")
+    if weight.ndim != dim + 2:
+        raise RuntimeError(f"Expected {dim + 2}-dimensional weight for {dim + 2}-dimensional input "
+                           f"{list(input.shape)}, but got {weight.ndim}-dimensional weight of size "
+                           f"{list(weight.shape)} instead")
+    _check_dtypes(opname, input, weight, bias)
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError(f"{opname}(): argument 'groups' must be int, not {type(groups).__name__}")
+    stride = _expand(stride, dim, "stride")
+    dilation = _expand(dilation, dim, "dilation")
+    output_padding = _expand(output_padding, dim, "output_padding")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("non-positive dilation is not supported")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    k = tuple(weight.shape[2:])
+    asym = None
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0,) * dim
+        elif padding == "same":
+            if transposed:
+                raise RuntimeError(f"{opname}(): padding='same' is not supported for transposed convolutions")
+            if any(s != 1 for s in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            totals = [d * (kk - 1) for d, kk in zip(dilation, k)]
+            padding = tuple(t // 2 for t in totals)
+            if any(t % 2 for t in totals):
+                asym = tuple(t - t // 2 - t // 2 for t in totals)  # the extra pad on the right/bottom
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    else:
+        padding = _expand(padding, dim, "padding")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in output_padding):
+        raise RuntimeError("negative output_padding is not supported")
+    batched = input.ndim == dim + 2
+    x = input if batched else input.unsqueeze(0)
+    C = x.shape[1]
+    if transposed:
+        if weight.shape[0] != C:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
+                               f"{list(x.shape)} to have {weight.shape[0]} channels, but got {C} channels instead")
+        if weight.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                               f"but got weight of size {list(weight.shape)} instead")
+        out_channels = weight.shape[1] * groups
+        for i in range(dim):
+            if output_padding[i] >= stride[i] and output_padding[i] >= dilation[i]:
+                names = ("height", "width") if dim == 2 else ("",)
+                raise RuntimeError(
+                    "output padding must be smaller than either stride or dilation, but got "
+                    + " ".join(f"output_padding_{n}: {output_padding[j]}" for j, n in enumerate(names)) + " "
+                    + " ".join(f"stride_{n}: {stride[j]}" for j, n in enumerate(names)) + " "
+                    + " ".join(f"dilation_{n}: {dilation[j]}" for j, n in enumerate(names)))
+    else:
+        if weight.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                               f"but got weight of size {list(weight.shape)} instead")
+        if weight.shape[1] * groups != C:
+            raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                               f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {C} "
+                               "channels instead")
+        out_channels = weight.shape[0]
+        spatial = x.shape[2:]
+        padded = tuple(n + 2 * p + (asym[i] if asym else 0) for i, (n, p) in enumerate(zip(spatial, padding)))
+        eff = tuple(d * (kk - 1) + 1 for d, kk in zip(dilation, k))
+        if any(e > pn for e, pn in zip(eff, padded)):
+            raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                               f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
+                               "actual input size")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_channels):
+        raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
+                           f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
+    if not x.dtype.is_floating_point and (
+            input._requires_grad or weight._requires_grad):  # pragma: no cover - ints cannot require grad
+        raise RuntimeError("only floating point tensors can require gradients")
+    return x, batched, stride, padding, dilation, output_padding, asym
+
+
+def _pad_right(x, extra, dim):
+    """``x`` with ``extra[i]`` zeros appended along spatial dimension ``i`` (asymmetric 'same' padding)."""
+    import flambeau as fl
+
+    for i, e in enumerate(extra):
+        if e:
+            shape = list(x.shape)
+            shape[2 + i] = e
+            x = fl.cat([x, fl.zeros(shape, dtype=x.dtype, device=x.device)], 2 + i)
+    return x
+
+
+def _conv(opname, dim, input, weight, bias, stride, padding, dilation, groups):
+    x, batched, stride, padding, dilation, _, asym = _check_conv(
+        opname, input, weight, bias, dim, stride, padding, dilation, groups, False, 0)
+    if asym is not None:
+        x = _pad_right(x, asym, dim)
+    out = convolution(x, weight, bias, stride, padding, dilation, False, (0,) * dim, groups)
+    return out if batched else out.squeeze(0)
+
+
+def _conv_t(opname, dim, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    x, batched, stride, padding, dilation, output_padding, _ = _check_conv(
+        opname, input, weight, bias, dim, stride, padding, dilation, groups, True, output_padding)
+    spatial = x.shape[2:]
+    k = weight.shape[2:]
+    size = [(n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+            for n, s, p, d, kk, op in zip(spatial, stride, padding, dilation, k, output_padding)]
+    if any(n <= 0 for n in size):
+        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, spatial))}). Calculated output "
+                           f"size per channel: ({' x '.join(map(str, size))}). Output size is too small")
+    out = convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    return out if batched else out.squeeze(0)
+
+
+CONV1D = declare("conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, "
+                 "str padding=0, int[1] dilation=1, int groups=1) -> Tensor",
+                 category="convolution", method=False, composite=True)
+CONV2D = declare("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
+                 "str padding=0, int[2] dilation=1, int groups=1) -> Tensor",
+                 category="convolution", method=False, composite=True)
+CONV_TRANSPOSE1D = declare("conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=1, "
+                           "int[1] padding=0, int[1] output_padding=0, int groups=1, int[1] dilation=1) -> Tensor",
+                           category="convolution", method=False, composite=True)
+CONV_TRANSPOSE2D = declare("conv_transpose2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
+                           "int[2] padding=0, int[2] output_padding=0, int groups=1, int[2] dilation=1) -> Tensor",
+                           category="convolution", method=False, composite=True)
+
+
+@CONV1D.front
+def conv1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """1-D convolution (cross-correlation, as in torch) over ``input`` ``(N, C_in, L)`` or ``(C_in, L)``.
+
+    Args:
+        input: float tensor ``(N, C_in, L)`` or unbatched ``(C_in, L)``.
+        weight: ``(C_out, C_in / groups, K)``.
+        bias: optional ``(C_out,)``.
+        stride: int or 1-tuple.
+        padding: int, 1-tuple, ``"valid"`` (no padding) or ``"same"`` (output length = input length, stride 1).
+        dilation: spacing between kernel taps.
+        groups: ``C_in`` and ``C_out`` are split into this many independent groups.
+
+    Returns:
+        ``(N, C_out, L_out)`` (or ``(C_out, L_out)``) with
+        ``L_out = (L + 2 * padding - dilation * (K - 1) - 1) // stride + 1``.
+    """
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+@CONV2D.front
+def conv2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
+    """2-D convolution (cross-correlation, as in torch) over ``input`` ``(N, C_in, H, W)`` or ``(C_in, H, W)``.
+
+    Args:
+        input: float tensor ``(N, C_in, H, W)`` or unbatched ``(C_in, H, W)``.
+        weight: ``(C_out, C_in / groups, KH, KW)``.
+        bias: optional ``(C_out,)``.
+        stride: int or pair.
+        padding: int, pair, ``"valid"`` or ``"same"`` (output size = input size; stride 1 only).
+        dilation: int or pair, spacing between kernel taps.
+        groups: blocked connections; ``groups == C_in`` with ``C_out = k * C_in`` is a depthwise convolution.
+
+    Returns:
+        ``(N, C_out, H_out, W_out)`` with ``H_out = (H + 2 * padding - dilation * (KH - 1) - 1) // stride + 1``
+        (likewise ``W_out``).
+    """
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+@CONV_TRANSPOSE1D.front
+def conv_transpose1d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """1-D transposed convolution (the gradient of :func:`conv1d` with respect to its input).
+
+    Args:
+        input: float tensor ``(N, C_in, L)`` or unbatched ``(C_in, L)``.
+        weight: ``(C_in, C_out / groups, K)``.
+        bias: optional ``(C_out,)``.
+        stride, padding, dilation: as for the convolution this transposes.
+        output_padding: extra length added on one side of the output (smaller than stride or dilation).
+        groups: blocked connections.
+
+    Returns:
+        ``(N, C_out, L_out)`` with ``L_out = (L - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1``.
+    """
+    return _conv_t("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@CONV_TRANSPOSE2D.front
+def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding=0, output_padding=0,
+                     groups: int = 1, dilation=1) -> Tensor:
+    """2-D transposed convolution ("deconvolution": the gradient of :func:`conv2d` with respect to its input).
+
+    Args:
+        input: float tensor ``(N, C_in, H, W)`` or unbatched ``(C_in, H, W)``.
+        weight: ``(C_in, C_out / groups, KH, KW)``.
+        bias: optional ``(C_out,)``.
+        stride, padding, dilation: int or pair, as for the convolution this transposes.
+        output_padding: int or pair added to one side of each output dimension (smaller than stride or dilation).
+        groups: blocked connections.
+
+    Returns:
+        ``(N, C_out, H_out, W_out)`` with
+        ``H_out = (H - 1) * stride - 2 * padding + dilation * (KH - 1) + output_padding + 1`` (likewise ``W_out``).
+    """
+    return _conv_t("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups, dilation)

@@ -35,9 +35,9 @@ import functools
 
 import numpy as np
 
+from flambeau._blas import single_threaded_blas
 from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
 from flambeau._ops._registry import declare
-from flambeau._ops.attention import single_threaded_blas
 
 __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
 

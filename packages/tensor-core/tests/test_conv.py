@@ -1,0 +1,254 @@
+"""Convolution operators (``flambeau/_ops/conv.py``) against torch: every option, dtypes, layouts, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flambeau as fl
+from flambeau._ops import conv as conv_mod
+from flambeau._ops import get_op
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding=.same.")
+
+TOL = {np.float32: dict(rtol=1e-4, atol=1e-4), np.float64: dict(rtol=1e-10, atol=1e-10)}
+
+
+def check(out, ref, dtype=np.float64):
+    assert isinstance(out, fl.Tensor)
+    assert tuple(out.shape) == tuple(ref.shape), (out.shape, ref.shape)
+    assert str(out.dtype).split(".")[1] == str(ref.dtype).split(".")[1], (out.dtype, ref.dtype)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref.numpy().astype(np.float64), **TOL[dtype])
+
+
+def both(a):
+    return fl.from_numpy(a.copy()), torch.from_numpy(a.copy())
+
+
+# (input shape, weight shape, kwargs): 2-D convolutions.
+CONV2D = [
+    ((2, 3, 8, 7), (4, 3, 3, 3), {}),
+    ((2, 3, 8, 7), (4, 3, 3, 3), dict(stride=2, padding=1)),
+    ((2, 4, 9, 8), (6, 2, 3, 2), dict(stride=(2, 1), padding=(0, 2), dilation=(2, 1), groups=2)),
+    ((2, 4, 9, 8), (4, 1, 3, 3), dict(padding=1, groups=4)),                 # depthwise
+    ((2, 4, 9, 8), (8, 1, 3, 3), dict(stride=2, padding=1, groups=4)),       # depthwise, multiplier 2
+    ((2, 4, 9, 8), (4, 1, 5, 5), dict(padding=2, dilation=2, groups=4)),
+    ((3, 5, 6, 6), (7, 5, 1, 1), {}),                                        # pointwise
+    ((3, 5, 6, 6), (7, 5, 1, 1), dict(stride=2)),
+    ((3, 5, 20, 20), (7, 5, 1, 1), {}),                                      # pointwise, wide images
+    ((2, 3, 7, 8), (4, 3, 3, 3), dict(padding="same")),
+    ((2, 3, 7, 8), (4, 3, 4, 2), dict(padding="same", dilation=(1, 3))),     # asymmetric 'same'
+    ((2, 3, 7, 8), (4, 3, 3, 3), dict(padding="valid")),
+    ((3, 7, 8), (4, 3, 3, 3), dict(padding=1)),                              # unbatched
+    ((1, 2, 5, 5), (3, 2, 5, 5), {}),                                        # kernel = image
+    ((2, 3, 17, 19), (5, 3, 3, 3), dict(stride=3, padding=1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("xs,ws,kw", CONV2D)
+def test_conv2d_matches_torch(rng, xs, ws, kw, bias, dtype):
+    x, tx = both(rng.standard_normal(xs).astype(dtype))
+    w, tw = both(rng.standard_normal(ws).astype(dtype))
+    b, tb = both(rng.standard_normal(ws[0]).astype(dtype)) if bias else (None, None)
+    check(fl.conv2d(x, w, b, **kw), F.conv2d(tx, tw, tb, **kw), dtype)
+
+
+CONV1D = [
+    ((2, 3, 10), (4, 3, 3), {}),
+    ((2, 4, 11), (6, 2, 3), dict(stride=2, padding=2, dilation=2, groups=2)),
+    ((2, 4, 11), (4, 1, 5), dict(padding="same", groups=4)),
+    ((3, 9), (5, 3, 2), dict(padding="same")),
+    ((2, 3, 10), (4, 3, 1), dict(stride=3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,kw", CONV1D)
+def test_conv1d_matches_torch(rng, xs, ws, kw, dtype):
+    x, tx = both(rng.standard_normal(xs).astype(dtype))
+    w, tw = both(rng.standard_normal(ws).astype(dtype))
+    b, tb = both(rng.standard_normal(ws[0]).astype(dtype))
+    check(fl.conv1d(x, w, b, **kw), F.conv1d(tx, tw, tb, **kw), dtype)
+
+
+CONV_T2D = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), {}),
+    ((2, 3, 4, 5), (3, 2, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((2, 4, 4, 5), (4, 3, 3, 2), dict(stride=(2, 3), padding=(1, 0), output_padding=(0, 2), groups=2)),
+    ((2, 4, 4, 5), (4, 1, 3, 3), dict(stride=2, padding=1, groups=4, output_padding=1)),   # depthwise
+    ((2, 4, 4, 5), (4, 2, 3, 3), dict(groups=4, dilation=2)),
+    ((2, 3, 4, 5), (3, 2, 3, 3), dict(dilation=(2, 3), output_padding=(1, 2), stride=1)),
+    ((2, 3, 4, 5), (3, 6, 1, 1), {}),
+    ((2, 3, 4, 5), (3, 6, 2, 2), dict(stride=2)),
+    ((3, 4, 5), (3, 2, 3, 3), dict(stride=2)),                                            # unbatched
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,kw", CONV_T2D)
+def test_conv_transpose2d_matches_torch(rng, xs, ws, kw, dtype):
+    x, tx = both(rng.standard_normal(xs).astype(dtype))
+    w, tw = both(rng.standard_normal(ws).astype(dtype))
+    b, tb = both(rng.standard_normal(ws[1] * kw.get("groups", 1)).astype(dtype))
+    check(fl.conv_transpose2d(x, w, b, **kw), F.conv_transpose2d(tx, tw, tb, **kw), dtype)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(stride=3, padding=1, output_padding=2), dict(groups=3, dilation=2),
+                                dict(stride=2, output_padding=1, groups=3)])
+def test_conv_transpose1d_matches_torch(rng, kw):
+    x, tx = both(rng.standard_normal((2, 3, 7)))
+    w, tw = both(rng.standard_normal((3, 2, 3)))
+    check(fl.conv_transpose1d(x, w, **kw), F.conv_transpose1d(tx, tw, **kw))
+
+
+def test_convolution_primitive_and_backward_weight(rng):
+    x, tx = both(rng.standard_normal((2, 3, 7, 6)))
+    w, tw = both(rng.standard_normal((4, 3, 3, 3)))
+    kw = dict(stride=[2, 1], padding=[1, 1], dilation=[1, 2], transposed=False, output_padding=[0, 0], groups=1)
+    out = fl.convolution(x, w, None, *kw.values())
+    check(out, torch.convolution(tx, tw, None, *kw.values()))
+    g = rng.standard_normal(tuple(out.shape))
+    tw.requires_grad_(True)
+    torch.convolution(tx, tw, None, *kw.values()).backward(torch.from_numpy(g))
+    gw = get_op("convolution_backward_weight").fn(fl.from_numpy(g), x, [4, 3, 3, 3], *kw.values())
+    check(gw, tw.grad)
+
+
+def test_non_contiguous_inputs(rng):
+    base = rng.standard_normal((3, 8, 10, 2))
+    x = fl.from_numpy(base).permute(3, 0, 1, 2)[:, :, ::2]              # (2, 3, 4, 10), strided
+    tx = torch.from_numpy(base).permute(3, 0, 1, 2)[:, :, ::2]
+    w, tw = both(rng.standard_normal((5, 3, 3, 2)))
+    wt = w.transpose(2, 3).transpose(2, 3)
+    check(fl.conv2d(x, wt, padding=1), F.conv2d(tx, tw, padding=1))
+    wb = fl.from_numpy(rng.standard_normal((3, 3, 2, 5))).permute(3, 0, 1, 2)  # non-contiguous weight
+    check(fl.conv2d(x, wb), F.conv2d(tx, torch.from_numpy(wb.numpy().copy())))
+    check(fl.conv_transpose2d(x, wt.transpose(0, 1), stride=2), F.conv_transpose2d(tx, tw.transpose(0, 1), stride=2))
+
+
+def test_many_chunks_match_one(rng, monkeypatch):
+    """The batch is processed in chunks (Note [Convolution as chunked GEMMs]); tiny chunks agree."""
+    x, tx = both(rng.standard_normal((5, 3, 9, 9)))
+    w, tw = both(rng.standard_normal((4, 3, 3, 3)))
+    monkeypatch.setattr(conv_mod, "_CHUNK_BYTES", 1)
+    check(fl.conv2d(x, w, padding=1, stride=2), F.conv2d(tx, tw, padding=1, stride=2))
+    check(fl.conv_transpose2d(x, w.transpose(0, 1), stride=2), F.conv_transpose2d(tx, tw.transpose(0, 1), stride=2))
+    g = rng.standard_normal((5, 4, 5, 5))
+    gw = get_op("convolution_backward_weight").fn(fl.from_numpy(g), x, [4, 3, 3, 3], [2, 2], [1, 1], [1, 1],
+                                                  False, [0, 0], 1)
+    tw.requires_grad_(True)
+    F.conv2d(tx, tw, padding=1, stride=2).backward(torch.from_numpy(g))
+    check(gw, tw.grad)
+
+
+def test_float16_and_integer_dtypes(rng):
+    x = rng.standard_normal((2, 3, 6, 6)).astype(np.float16)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
+    out = fl.conv2d(fl.from_numpy(x), fl.from_numpy(w))
+    assert out.dtype == fl.float16
+    ref = F.conv2d(torch.from_numpy(x.astype(np.float32)), torch.from_numpy(w.astype(np.float32)))
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref.numpy(), rtol=1e-2, atol=1e-2)
+    xi = rng.integers(-5, 5, (2, 3, 6, 6))
+    wi = rng.integers(-3, 3, (4, 3, 3, 3))
+    out = fl.conv2d(fl.from_numpy(xi), fl.from_numpy(wi), padding=1, stride=2)
+    assert out.dtype == fl.int64
+    np.testing.assert_array_equal(out.numpy(), F.conv2d(torch.from_numpy(xi), torch.from_numpy(wi), padding=1,
+                                                        stride=2).numpy())
+    wti = rng.integers(-3, 3, (3, 2, 3, 3))
+    np.testing.assert_array_equal(fl.conv_transpose2d(fl.from_numpy(xi), fl.from_numpy(wti), stride=2).numpy(),
+                                  F.conv_transpose2d(torch.from_numpy(xi), torch.from_numpy(wti), stride=2).numpy())
+
+
+def test_grads_match_torch(rng):
+    x, tx = both(rng.standard_normal((2, 4, 7, 6)).astype(np.float32))
+    w, tw = both(rng.standard_normal((6, 2, 3, 3)).astype(np.float32))
+    b, tb = both(rng.standard_normal(6).astype(np.float32))
+    for t in (x, w, b, tx, tw, tb):
+        t.requires_grad_(True)
+    g = rng.standard_normal((2, 6, 4, 6)).astype(np.float32)
+    fl.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2).backward(fl.from_numpy(g))
+    F.conv2d(tx, tw, tb, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2).backward(torch.from_numpy(g))
+    for a, ref in ((x, tx), (w, tw), (b, tb)):
+        check(a.grad, ref.grad, np.float32)
+
+
+def test_empty_batch(rng):
+    x, tx = both(np.zeros((0, 3, 5, 5)))
+    w, tw = both(rng.standard_normal((4, 3, 3, 3)))
+    check(fl.conv2d(x, w, padding=1), F.conv2d(tx, tw, padding=1))
+
+
+ERRORS = [
+    (lambda x, w: fl.conv2d(x[0, 0], w), RuntimeError, r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"),
+    (lambda x, w: fl.conv2d(x, fl.zeros(6, 3, 3, 3)), RuntimeError,
+     r"Given groups=1, weight of size \[6, 3, 3, 3\], expected input\[2, 4, 8, 8\] to have 3 channels, but got 4"),
+    (lambda x, w: fl.conv2d(x, fl.zeros(6, 2, 3, 3), groups=3), RuntimeError, r"expected input.* to have 6 channels"),
+    (lambda x, w: fl.conv2d(x, fl.zeros(5, 2, 3, 3), groups=2), RuntimeError, "divisible by 2 at dimension 0"),
+    (lambda x, w: fl.conv2d(x, w, fl.zeros(5)), RuntimeError, "expected bias to be 1-dimensional with 6 elements"),
+    (lambda x, w: fl.conv2d(x, fl.zeros(6, 4, 10, 10)), RuntimeError,
+     r"Calculated padded input size per channel: \(8 x 8\). Kernel size: \(10 x 10\)"),
+    (lambda x, w: fl.conv2d(x, w, stride=0), RuntimeError, "non-positive stride is not supported"),
+    (lambda x, w: fl.conv2d(x, w, padding=-1), RuntimeError, "negative padding is not supported"),
+    (lambda x, w: fl.conv2d(x, w, dilation=0), RuntimeError, "non-positive dilation is not supported"),
+    (lambda x, w: fl.conv2d(x, w, groups=0), RuntimeError, "non-positive groups is not supported"),
+    (lambda x, w: fl.conv2d(x, w, padding="same", stride=2), RuntimeError,
+     "padding='same' is not supported for strided convolutions"),
+    (lambda x, w: fl.conv2d(x, w, padding="foo"), RuntimeError, "Invalid padding string: 'foo'"),
+    (lambda x, w: fl.conv2d(x, w.double()), RuntimeError, r"Input type \(Float\) and weight type \(Double\)"),
+    (lambda x, w: fl.conv2d(x, fl.zeros(6, 4, 3)), RuntimeError, "Expected 4-dimensional weight"),
+    (lambda x, w: fl.conv2d(x, w, stride=(1, 1, 1)), RuntimeError,
+     r"expected stride to be a single integer value or a list of 2 values"),
+    (lambda x, w: fl.conv2d(x, w, stride=1.5), TypeError, "stride must be an int or a tuple of ints"),
+    (lambda x, w: fl.conv2d(x.numpy(), w), TypeError, r"conv2d\(\): argument 'input' must be Tensor"),
+    (lambda x, w: fl.conv1d(x, w), RuntimeError, r"Expected 2D \(unbatched\) or 3D \(batched\) input to conv1d"),
+    (lambda x, w: fl.conv_transpose2d(x, fl.zeros(4, 3, 3, 3), stride=2, output_padding=2), RuntimeError,
+     "output padding must be smaller than either stride or dilation"),
+    (lambda x, w: fl.conv_transpose2d(x, fl.zeros(5, 3, 3, 3)), RuntimeError,
+     r"Given transposed=1, weight of size \[5, 3, 3, 3\], expected input\[2, 4, 8, 8\] to have 5 channels"),
+    (lambda x, w: fl.conv_transpose2d(x, fl.zeros(4, 3, 3, 3), padding=6), RuntimeError, "Output size is too small"),
+    (lambda x, w: fl.conv2d(x.bool(), w.bool()), NotImplementedError, "not implemented for 'Bool'"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ERRORS)))
+def test_errors(i):
+    fn, exc, match = ERRORS[i]
+    with pytest.raises(exc, match=match):
+        fn(fl.zeros(2, 4, 8, 8), fl.zeros(6, 4, 3, 3))
+
+
+def test_table_declarations():
+    assert get_op("convolution").category == "convolution"
+    assert get_op("conv2d").composite and not get_op("conv2d").method
+    assert not get_op("convolution_backward_weight").function
+    assert not hasattr(fl, "convolution_backward_weight")
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(padding=(2, 0), dilation=(1, 2), groups=2),
+                                dict(padding=0), dict(stride=2, padding=1)])
+def test_per_image_paths_with_gradients(rng, monkeypatch, kw):
+    """Every image alone (stride 1 takes Note [Stride-1 columns over the padded width]); grads vs torch."""
+    monkeypatch.setattr(conv_mod, "_PER_IMAGE_BYTES", 0)
+    monkeypatch.setattr(conv_mod, "_WIDE_BELOW", 0)
+    arrays = [rng.standard_normal((3, 4, 9, 8)), rng.standard_normal((6, 4 // kw.get("groups", 1), 3, 3)),
+              rng.standard_normal(6)]
+    ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    out, tout = fl.conv2d(*ours, **kw), F.conv2d(*ref, **kw)
+    check(out.detach(), tout.detach())
+    g = rng.standard_normal(tuple(tout.shape))
+    out.backward(fl.from_numpy(g))
+    tout.backward(torch.from_numpy(g))
+    for a, t in zip(ours, ref):
+        check(a.grad, t.grad)
+    tw = ref[1].detach().transpose(0, 1).contiguous() if kw.get("groups", 1) == 1 else None
+    if tw is not None:
+        check(fl.conv_transpose2d(ours[0].detach(), fl.from_numpy(tw.numpy()), padding=kw.get("padding", 0)
+                                  if isinstance(kw.get("padding", 0), int) else 0),
+              F.conv_transpose2d(ref[0].detach(), tw, padding=kw.get("padding", 0)
+                                 if isinstance(kw.get("padding", 0), int) else 0))
