@@ -23,6 +23,26 @@ def _ip(inplace: bool, first: bool = False) -> str:
     return "inplace=True" if first else ", inplace=True"
 
 
+class _InplaceActivation(Module):
+    """An activation whose only option is ``inplace``; a subclass names its functional form.
+
+    ``_show_inplace``: whether the repr prints ``inplace=True`` (torch's Hardsigmoid and Hardswish
+    do not).
+    """
+
+    _show_inplace = True
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self._function(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _ip(self.inplace, True) if self._show_inplace else ""
+
+
 class Threshold(Module):
     """``x`` where ``x > threshold``, else ``value``.
 
@@ -45,22 +65,14 @@ class Threshold(Module):
         return f"threshold={self.threshold}, value={self.value}{_ip(self.inplace)}"
 
 
-class ReLU(Module):
+class ReLU(_InplaceActivation):
     """``max(x, 0)``.
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return input.relu_() if self.inplace else fl.relu(input)
-
-    def extra_repr(self) -> str:
-        return _ip(self.inplace, True)
+    _function = staticmethod(F.relu)
 
 
 class RReLU(Module):
@@ -135,19 +147,15 @@ class Sigmoid(Module):
         return fl.sigmoid(input)
 
 
-class Hardsigmoid(Module):
+class Hardsigmoid(_InplaceActivation):
     """``relu6(x + 3) / 6``.
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.hardsigmoid(input, self.inplace)
+    _function = staticmethod(F.hardsigmoid)
+    _show_inplace = False
 
 
 class Tanh(Module):
@@ -157,55 +165,35 @@ class Tanh(Module):
         return fl.tanh(input)
 
 
-class SiLU(Module):
+class SiLU(_InplaceActivation):
     """``x * sigmoid(x)`` (swish).
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.silu(input, self.inplace)
-
-    def extra_repr(self) -> str:
-        return _ip(self.inplace, True)
+    _function = staticmethod(F.silu)
 
 
-class Mish(Module):
+class Mish(_InplaceActivation):
     """``x * tanh(softplus(x))``.
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.mish(input, self.inplace)
-
-    def extra_repr(self) -> str:
-        return _ip(self.inplace, True)
+    _function = staticmethod(F.mish)
 
 
-class Hardswish(Module):
+class Hardswish(_InplaceActivation):
     """``x * relu6(x + 3) / 6``.
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.hardswish(input, self.inplace)
+    _function = staticmethod(F.hardswish)
+    _show_inplace = False
 
 
 class ELU(Module):
@@ -248,22 +236,14 @@ class CELU(Module):
         return f"alpha={self.alpha}{_ip(self.inplace)}"
 
 
-class SELU(Module):
+class SELU(_InplaceActivation):
     """Scaled ELU with fixed constants (self-normalising networks).
 
     Args:
         inplace: overwrite the input.
     """
 
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.selu(input, self.inplace)
-
-    def extra_repr(self) -> str:
-        return _ip(self.inplace, True)
+    _function = staticmethod(F.selu)
 
 
 class GLU(Module):
