@@ -23,12 +23,12 @@ Note [Fused optimizer kernels]
       compile time, and a numba function calling another is never served from the disk cache).
     * Kernels are built on first use (``functools.cache``) with ``cache=True``; importing
       flambeau.optim compiles nothing.
-    * The caller bumps the version counter of every tensor a kernel wrote (parameter and state),
+    * :func:`launch` bumps the version counter of every tensor a kernel wrote (parameter and state),
       as the in-place operators of the unfused path would (Note [Version counter] in
       tensor-core), so autograd still detects a parameter modified after it was saved.
 
-:func:`fusable` says whether a parameter takes the kernel path; other parameters (CUDA,
-float16, non-contiguous) run the optimizer's formula in flambeau tensor operators.
+:func:`fused_dtype` says whether a parameter takes the kernel path, which :func:`launch` runs; other
+parameters (CUDA, float16, non-contiguous) run the optimizer's formula in flambeau tensor operators.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import numpy as np
 
 import flambeau as fl
 
-__all__ = ["kernels", "fusable", "flat", "flat_grad", "run", "empty_buffer", "cast", "pack"]
+__all__ = ["kernels", "fused_dtype", "launch", "run", "cast", "pack"]
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _ndarray = np.ndarray
@@ -229,40 +229,47 @@ def kernels() -> SimpleNamespace:
                            adamax=adamax, nadam=nadam, radam=radam)
 
 
-def fusable(p, *state) -> bool:
-    """Whether ``p`` (and its state tensors) can be updated in place by a fused kernel."""
+def fused_dtype(p, *state) -> np.dtype | None:
+    """The numpy dtype of ``p`` when it and its state tensors (None entries: buffers an option leaves
+    unused) can be updated in place by a fused kernel; None otherwise (the tensor-operator path)."""
     d = p._data
     if d.__class__ is not _ndarray or d.dtype not in _FLOAT_DTYPES:
-        return False
+        return None
     flags = d.flags
     if not (flags.c_contiguous and flags.writeable):
-        return False
+        return None
     for s in state:
+        if s is None:
+            continue
         a = s._data
         if a.__class__ is not _ndarray or a.dtype != d.dtype or not a.flags.c_contiguous or a.shape != d.shape:
-            return False
-    return True
-
-
-def flat(t) -> np.ndarray:
-    """The flat view of a C-contiguous tensor's data (0-dim tensors give one element)."""
-    return t._data.reshape(-1)
-
-
-def flat_grad(g) -> np.ndarray:
-    """The gradient's data as a flat contiguous array (a copy only when it is strided)."""
-    a = g._data
-    if not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a)
-    return a.reshape(-1)
+            return None
+    return d.dtype
 
 
 _EMPTY = {dt: np.empty(0, dt) for dt in _FLOAT_DTYPES}
 
 
-def empty_buffer(dtype: np.dtype) -> np.ndarray:
-    """A zero-length array standing for a state buffer an option leaves unused."""
-    return _EMPTY[dtype]
+def launch(kernel, p, g, bufs: tuple, *args) -> None:
+    """``kernel(lo, hi, param, grad, *bufs, *args)`` over the flat data of a parameter that
+    :func:`fused_dtype` accepted, its gradient (copied only when strided) and its state tensors (a
+    None buffer passes a zero-length array); then bumps the version counters of the tensors written."""
+    pd = p._data.reshape(-1)
+    gd = g._data
+    if not gd.flags.c_contiguous:
+        gd = np.ascontiguousarray(gd)
+    arrays = [pd, gd.reshape(-1)]
+    for b in bufs:  # (a loop: cheaper than a comprehension for a few items)
+        arrays.append(_EMPTY[pd.dtype] if b is None else b._data.reshape(-1))
+    n = pd.size
+    if n < PARALLEL_MIN:
+        kernel(0, n, *arrays, *args)
+    else:
+        run(kernel, n, *arrays, *args)
+    p._storage._version += 1
+    for b in bufs:
+        if b is not None:
+            b._storage._version += 1
 
 
 _CAST_CACHE: dict = {}

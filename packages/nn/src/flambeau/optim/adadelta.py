@@ -5,7 +5,8 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim._functional import bump_step, decayed_grad
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _check_nonnegative, _step_tensor, _to_scalar
 
 __all__ = ["Adadelta", "adadelta"]
 
@@ -32,63 +33,36 @@ class Adadelta(Optimizer):
     State per parameter: ``step``, ``square_avg`` and ``acc_delta``.
     """
 
+    _group_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float | Tensor = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach: bool | None = None, *, capturable: bool = False,
                  maximize: bool = False, differentiable: bool = False, fused: bool | None = None):
         _check_lr(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_nonnegative(eps=eps, weight_decay=weight_decay)
         _check_flags(differentiable)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize, capturable=capturable,
                         foreach=foreach, differentiable=differentiable)
         self._fused = fused
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self.__dict__.setdefault("_fused", None)
-        for group in self.param_groups:
-            for key, value in (("foreach", None), ("maximize", False), ("differentiable", False),
-                               ("capturable", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, square_avgs, acc_deltas, steps = self._gather(group, ("square_avg", "acc_delta", "step"),
+                                                                     _init_state)
+        adadelta(params, grads, square_avgs, acc_deltas, steps, lr=group["lr"], rho=group["rho"], eps=group["eps"],
+                 weight_decay=group["weight_decay"], maximize=group["maximize"], fused=self._fused)
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, square_avgs, acc_deltas, steps = [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["square_avg"] = fl.zeros_like(p)
-                        state["acc_delta"] = fl.zeros_like(p)
-                    square_avgs.append(state["square_avg"])
-                    acc_deltas.append(state["acc_delta"])
-                    steps.append(state["step"])
-                adadelta(params, grads, square_avgs, acc_deltas, steps, lr=group["lr"], rho=group["rho"],
-                         eps=group["eps"], weight_decay=group["weight_decay"], maximize=group["maximize"],
-                         fused=self._fused)
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["square_avg"] = fl.zeros_like(p)
+    state["acc_delta"] = fl.zeros_like(p)
 
 
 def adadelta(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], acc_deltas: list[Tensor],
@@ -99,17 +73,12 @@ def adadelta(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor
     for i, p in enumerate(params):
         g = grads[i]
         sq, acc = square_avgs[i], acc_deltas[i]
-        _bump_step(state_steps[i])
-        if fused is not False and K.fusable(p, sq, acc):
-            pd = K.flat(p)
-            K.run(K.kernels().adadelta, pd.size, pd, K.flat_grad(g), K.flat(sq), K.flat(acc),
-                  K.pack(pd.dtype, weight_decay, rho, 1 - rho, eps, -lr), maximize)
-            for t in (p, sq, acc):
-                t._storage._version += 1
+        bump_step(state_steps[i])
+        dt = K.fused_dtype(p, sq, acc) if fused is not False else None
+        if dt is not None:
+            K.launch(K.kernels().adadelta, p, g, (sq, acc), K.pack(dt, weight_decay, rho, 1 - rho, eps, -lr), maximize)
             continue
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay)
         sq.mul_(rho).addcmul_(grad, grad, value=1 - rho)
         std = sq.add(eps).sqrt_()
         delta = acc.add(eps).sqrt_()

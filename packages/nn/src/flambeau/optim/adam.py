@@ -5,7 +5,8 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim._functional import bump_step, decayed_grad
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _step_tensor, _to_scalar
 
 __all__ = ["Adam", "adam"]
 
@@ -57,6 +58,9 @@ class Adam(Optimizer):
     ``amsgrad``, ``max_exp_avg_sq``.
     """
 
+    _group_defaults = (("amsgrad", False), ("maximize", False), ("foreach", None), ("capturable", False),
+                       ("differentiable", False), ("decoupled_weight_decay", False), ("fused", None))
+
     def __init__(self, params, lr: float | Tensor = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
@@ -71,52 +75,26 @@ class Adam(Optimizer):
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            for key, value in (("amsgrad", False), ("maximize", False), ("foreach", None), ("capturable", False),
-                               ("differentiable", False), ("decoupled_weight_decay", False), ("fused", None)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        amsgrad = group["amsgrad"]
+        params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = self._gather(
+            group, ("exp_avg", "exp_avg_sq", "max_exp_avg_sq" if amsgrad else None, "step"), _init_state)
+        beta1, beta2 = group["betas"]
+        adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, amsgrad=amsgrad, beta1=beta1, beta2=beta2,
+             lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+             decoupled_weight_decay=group["decoupled_weight_decay"], fused=group["fused"])
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
-                amsgrad = group["amsgrad"]
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["exp_avg"] = fl.zeros_like(p)
-                        state["exp_avg_sq"] = fl.zeros_like(p)
-                        if amsgrad:
-                            state["max_exp_avg_sq"] = fl.zeros_like(p)
-                    exp_avgs.append(state["exp_avg"])
-                    exp_avg_sqs.append(state["exp_avg_sq"])
-                    if amsgrad:
-                        max_sqs.append(state["max_exp_avg_sq"])
-                    steps.append(state["step"])
-                beta1, beta2 = group["betas"]
-                adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, amsgrad=amsgrad, beta1=beta1, beta2=beta2,
-                     lr=group["lr"], weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
-                     decoupled_weight_decay=group["decoupled_weight_decay"], fused=group["fused"])
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["exp_avg"] = fl.zeros_like(p)
+    state["exp_avg_sq"] = fl.zeros_like(p)
+    if group.get("amsgrad"):  # (also RAdam's state: its groups have no "amsgrad")
+        state["max_exp_avg_sq"] = fl.zeros_like(p)
 
 
 def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
@@ -139,32 +117,21 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
         g = grads[i]
         m, v = exp_avgs[i], exp_avg_sqs[i]
         vmax = max_exp_avg_sqs[i] if amsgrad else None
-        step = _bump_step(state_steps[i])
-        if kernel is not None and (K.fusable(p, m, v, vmax) if amsgrad else K.fusable(p, m, v)):
-            pd = K.flat(p)
-            args = scalars.get((pd.dtype, step))
+        step = bump_step(state_steps[i])
+        dt = K.fused_dtype(p, m, v, vmax) if kernel is not None else None
+        if dt is not None:
+            args = scalars.get((dt, step))
             if args is None:
                 step_size = lr / (1 - beta1**step)
-                w1, omw1, small = _lerp_args(pd.dtype, 1 - beta1)
-                sc = K.pack(pd.dtype, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2,
+                w1, omw1, small = _lerp_args(dt, 1 - beta1)
+                sc = K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2,
                             (1 - beta2**step) ** 0.5, eps, -step_size)
-                args = scalars[pd.dtype, step] = (sc, maximize, decoupled_weight_decay, small, amsgrad)
-            K.run(kernel, pd.size, pd, K.flat_grad(g), K.flat(m), K.flat(v),
-                  K.flat(vmax) if amsgrad else K.empty_buffer(pd.dtype), *args)
-            p._storage._version += 1
-            m._storage._version += 1
-            v._storage._version += 1
-            if amsgrad:
-                vmax._storage._version += 1
+                args = scalars[dt, step] = (sc, maximize, decoupled_weight_decay, small, amsgrad)
+            K.launch(kernel, p, g, (m, v, vmax), *args)
             continue
         step_size = lr / (1 - beta1**step)
         bias_correction2_sqrt = (1 - beta2**step) ** 0.5
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)
         m.lerp_(grad, 1 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         if amsgrad:

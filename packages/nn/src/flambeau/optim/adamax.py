@@ -5,8 +5,9 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
+from flambeau.optim._functional import bump_step, decayed_grad
 from flambeau.optim.adam import _check_betas, _lerp_args
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _step_tensor, _to_scalar
 
 __all__ = ["Adamax", "adamax"]
 
@@ -32,6 +33,8 @@ class Adamax(Optimizer):
     State per parameter: ``step``, ``exp_avg`` and ``exp_inf``.
     """
 
+    _group_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float | Tensor = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False, fused: bool | None = None):
@@ -43,48 +46,21 @@ class Adamax(Optimizer):
         self._fused = fused
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self.__dict__.setdefault("_fused", None)
-        for group in self.param_groups:
-            for key, value in (("foreach", None), ("maximize", False), ("differentiable", False),
-                               ("capturable", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, exp_avgs, exp_infs, steps = self._gather(group, ("exp_avg", "exp_inf", "step"), _init_state)
+        beta1, beta2 = group["betas"]
+        adamax(params, grads, exp_avgs, exp_infs, steps, eps=group["eps"], beta1=beta1, beta2=beta2,
+               lr=group["lr"], weight_decay=group["weight_decay"], maximize=group["maximize"], fused=self._fused)
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, exp_avgs, exp_infs, steps = [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["exp_avg"] = fl.zeros_like(p)
-                        state["exp_inf"] = fl.zeros_like(p)
-                    exp_avgs.append(state["exp_avg"])
-                    exp_infs.append(state["exp_inf"])
-                    steps.append(state["step"])
-                beta1, beta2 = group["betas"]
-                adamax(params, grads, exp_avgs, exp_infs, steps, eps=group["eps"], beta1=beta1, beta2=beta2,
-                       lr=group["lr"], weight_decay=group["weight_decay"], maximize=group["maximize"],
-                       fused=self._fused)
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["exp_avg"] = fl.zeros_like(p)
+    state["exp_inf"] = fl.zeros_like(p)
 
 
 def adamax(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_infs: list[Tensor],
@@ -95,19 +71,15 @@ def adamax(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], ex
     for i, p in enumerate(params):
         g = grads[i]
         m, u = exp_avgs[i], exp_infs[i]
-        step = _bump_step(state_steps[i])
+        step = bump_step(state_steps[i])
         clr = lr / (1 - beta1**step)
-        if fused is not False and K.fusable(p, m, u):
-            pd = K.flat(p)
-            w1, omw1, small = _lerp_args(pd.dtype, 1 - beta1)
-            K.run(K.kernels().adamax, pd.size, pd, K.flat_grad(g), K.flat(m), K.flat(u),
-                  K.pack(pd.dtype, weight_decay, w1, omw1, beta2, eps, -clr), maximize, small)
-            for t in (p, m, u):
-                t._storage._version += 1
+        dt = K.fused_dtype(p, m, u) if fused is not False else None
+        if dt is not None:
+            w1, omw1, small = _lerp_args(dt, 1 - beta1)
+            K.launch(K.kernels().adamax, p, g, (m, u), K.pack(dt, weight_decay, w1, omw1, beta2, eps, -clr), maximize,
+                     small)
             continue
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay)
         m.lerp_(grad, 1 - beta1)
         u.copy_(fl.maximum(u.mul_(beta2), grad.abs().add_(eps)))
         p.addcdiv_(m, u, value=-clr)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import flambeau as fl
 from flambeau import Tensor
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim._functional import bump_step, decayed_grad
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _check_nonnegative, _step_tensor, _to_scalar
 
 __all__ = ["ASGD", "asgd"]
 
@@ -34,58 +35,33 @@ class ASGD(Optimizer):
     runs as flambeau tensor operators (no fused kernel).
     """
 
+    _group_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float | Tensor = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
                  weight_decay: float = 0, foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False):
         _check_lr(lr)
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_nonnegative(weight_decay=weight_decay)
         _check_flags(differentiable)
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            for key, value in (("foreach", None), ("maximize", False), ("differentiable", False),
-                               ("capturable", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, mus, axs, etas, steps = self._gather(group, ("mu", "ax", "eta", "step"), _init_state)
+        asgd(params, grads, axs, mus, etas, steps, lambd=group["lambd"], lr=group["lr"], t0=group["t0"],
+             alpha=group["alpha"], weight_decay=group["weight_decay"], maximize=group["maximize"])
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, mus, axs, etas, steps = [], [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["eta"] = _step_tensor().add_(_to_scalar(group["lr"]))
-                        state["mu"] = _step_tensor().add_(1)
-                        state["ax"] = fl.zeros_like(p)
-                    mus.append(state["mu"])
-                    axs.append(state["ax"])
-                    etas.append(state["eta"])
-                    steps.append(state["step"])
-                asgd(params, grads, axs, mus, etas, steps, lambd=group["lambd"], lr=group["lr"], t0=group["t0"],
-                     alpha=group["alpha"], weight_decay=group["weight_decay"], maximize=group["maximize"])
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["eta"] = _step_tensor().add_(_to_scalar(group["lr"]))
+    state["mu"] = _step_tensor().add_(1)
+    state["ax"] = fl.zeros_like(p)
 
 
 def asgd(params: list[Tensor], grads: list[Tensor], axs: list[Tensor], mus: list[Tensor], etas: list[Tensor],
@@ -94,10 +70,8 @@ def asgd(params: list[Tensor], grads: list[Tensor], axs: list[Tensor], mus: list
     """The update of :class:`ASGD` on lists of parameters and their state (see the class for the arguments)."""
     lr = _to_scalar(lr)
     for p, g, ax, mu, eta, step_t in zip(params, grads, axs, mus, etas, state_steps):
-        grad = -g if maximize else g
-        step = _bump_step(step_t)
-        if weight_decay != 0:
-            grad = grad.add(p, alpha=weight_decay)
+        step = bump_step(step_t)
+        grad = decayed_grad(p, g, maximize, weight_decay)
         eta_value = eta.item()
         p.mul_(1 - lambd * eta_value)
         p.add_(grad, alpha=-eta_value)

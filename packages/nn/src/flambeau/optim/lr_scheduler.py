@@ -58,6 +58,14 @@ def _set_group_value(group: dict, key: str, value) -> None:
         group[key] = value
 
 
+def _set_momentum(group: dict, use_beta1: bool, momentum: float) -> None:
+    """Set a group's momentum, or the beta1 of its ``betas`` (Adam-like optimizers)."""
+    if use_beta1:
+        group["betas"] = (momentum, *group["betas"][1:])
+    else:
+        group["momentum"] = momentum
+
+
 class LRScheduler:
     """Base class of the learning-rate schedulers.
 
@@ -120,6 +128,21 @@ class LRScheduler:
         finally:
             self._is_initial = False
 
+    def _init_momentum(self, base_momentum, max_momentum, last_epoch: int) -> tuple[list, list]:
+        # cycle_momentum of CyclicLR and OneCycleLR: the groups start at their max_momentum
+        optimizer = self.optimizer
+        if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        self.use_beta1 = "betas" in optimizer.defaults
+        base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+        max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+        if last_epoch == -1:
+            for m_momentum, b_momentum, group in zip(max_momentums, base_momentums, optimizer.param_groups):
+                _set_momentum(group, self.use_beta1, m_momentum)
+                group["max_momentum"] = m_momentum
+                group["base_momentum"] = b_momentum
+        return base_momentums, max_momentums
+
     def state_dict(self) -> dict[str, Any]:
         """The scheduler's state: every attribute except the optimizer."""
         return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
@@ -154,14 +177,18 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch: int | None = None) -> None:
+        if epoch is None:
+            self.last_epoch += 1
+            self._apply_lrs(self.get_lr)
+        else:
+            self.last_epoch = epoch
+            self._apply_lrs(self._get_closed_form_lr if hasattr(self, "_get_closed_form_lr") else self.get_lr)
+
+    def _apply_lrs(self, get_lrs: Callable[[], list]) -> None:
+        """Set the groups' rates to ``get_lrs()`` (called as from within ``step``: no warning) and record them."""
         self._get_lr_called_within_step = True
         try:
-            if epoch is None:
-                self.last_epoch += 1
-                values = self.get_lr()
-            else:
-                self.last_epoch = epoch
-                values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+            values = get_lrs()
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
@@ -397,6 +424,21 @@ class ExponentialLR(LRScheduler):
         return [base_lr * self.gamma**self.last_epoch for base_lr in self.base_lrs]
 
 
+def _check_schedulers(name: str, optimizer: Optimizer, schedulers) -> None:
+    """The checks of :class:`SequentialLR` and :class:`ChainedScheduler` on the schedulers they drive."""
+    for idx, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             "kwargs to be specified when calling `step`, but got one at index "
+                             f"{idx} in the given schedulers sequence.")
+        if optimizer != scheduler.optimizer:
+            raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
+                             f"{type(scheduler).__name__} at index {idx} has {scheduler.optimizer}, which is "
+                             f"different from {type(optimizer).__name__}.")
+
+
 class SequentialLR(LRScheduler):
     """Run schedulers one after the other, switching at the milestone epochs.
 
@@ -412,17 +454,7 @@ class SequentialLR(LRScheduler):
         name = type(self).__name__
         if len(schedulers) < 1:
             raise ValueError(f"{name} expects at least one scheduler, but got no scheduler.")
-        for idx, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
-                                 "kwargs to be specified when calling `step`, but got one at index "
-                                 f"{idx} in the given schedulers sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
-                                 f"{type(scheduler).__name__} at index {idx} has {scheduler.optimizer}, which is "
-                                 f"different from {type(optimizer).__name__}.")
+        _check_schedulers(name, optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
             raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
                              f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
@@ -555,17 +587,7 @@ class ChainedScheduler(LRScheduler):
         if len(schedulers) < 1:
             raise ValueError(f"{name} expects at least one scheduler to be chained, but got no scheduler.")
         optimizer = optimizer or schedulers[0].optimizer
-        for idx, scheduler in enumerate(schedulers):
-            if not hasattr(scheduler, "optimizer"):
-                raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
-            if isinstance(scheduler, ReduceLROnPlateau):
-                raise ValueError(f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional "
-                                 "kwargs to be specified when calling `step`, but got one at index "
-                                 f"{idx} in the given schedulers sequence.")
-            if optimizer != scheduler.optimizer:
-                raise ValueError(f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
-                                 f"{type(scheduler).__name__} at index {idx} has {scheduler.optimizer}, which is "
-                                 f"different from {type(optimizer).__name__}.")
+        _check_schedulers(name, optimizer, schedulers)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = _group_values(self._schedulers[-1].optimizer, "lr")
@@ -736,20 +758,7 @@ class CyclicLR(LRScheduler):
         self._init_scale_fn()
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
-            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m_momentum, b_momentum, group in zip(self.max_momentums, self.base_momentums,
-                                                         optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (m_momentum, *group["betas"][1:])
-                    else:
-                        group["momentum"] = m_momentum
-                    group["max_momentum"] = m_momentum
-                    group["base_momentum"] = b_momentum
+            self.base_momentums, self.max_momentums = self._init_momentum(base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -785,10 +794,7 @@ class CyclicLR(LRScheduler):
             momentums = [max_m - (max_m - base_m) * scale_factor * self.scale_fn(arg)
                          for base_m, max_m in zip(self.base_momentums, self.max_momentums)]
             for group, momentum in zip(self.optimizer.param_groups, momentums):
-                if self.use_beta1:
-                    group["betas"] = (momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = momentum
+                _set_momentum(group, self.use_beta1, momentum)
         return lrs
 
     def state_dict(self) -> dict[str, Any]:
@@ -881,14 +887,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        self._get_lr_called_within_step = True
-        try:
-            values = self.get_lr()
-        finally:
-            self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
-            _set_group_value(group, "lr", lr)
-        self._last_lr = _group_values(self.optimizer, "lr")
+        self._apply_lrs(self.get_lr)
 
 
 class OneCycleLR(LRScheduler):
@@ -960,19 +959,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if self.cycle_momentum:
-            if "momentum" not in self.optimizer.defaults and "betas" not in self.optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in self.optimizer.defaults
-            max_momentums = _format_param("max_momentum", optimizer, max_momentum)
-            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for m_momentum, b_momentum, group in zip(max_momentums, base_momentums, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (m_momentum, *group["betas"][1:])
-                    else:
-                        group["momentum"] = m_momentum
-                    group["max_momentum"] = m_momentum
-                    group["base_momentum"] = b_momentum
+            self._init_momentum(base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal_func(self, start, end, pct):
@@ -1002,8 +989,5 @@ class OneCycleLR(LRScheduler):
                 start_step = phase["end_step"]
             lrs.append(computed_lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (computed_momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = computed_momentum
+                _set_momentum(group, self.use_beta1, computed_momentum)
         return lrs

@@ -7,8 +7,9 @@ import numpy as np
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
+from flambeau.optim._functional import bump_step, decayed_grad
 from flambeau.optim.adam import _check_betas, _lerp_args
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _check_nonnegative, _step_tensor, _to_scalar
 
 __all__ = ["NAdam", "nadam"]
 
@@ -41,14 +42,16 @@ class NAdam(Optimizer):
     ``exp_avg_sq``.
     """
 
+    _group_defaults = (("maximize", False), ("foreach", None), ("capturable", False), ("differentiable", False),
+                       ("decoupled_weight_decay", False))
+
     def __init__(self, params, lr: float | Tensor = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None):
         _check_lr(lr)
         betas = _check_betas(betas, eps, weight_decay)
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        _check_nonnegative(momentum_decay=momentum_decay)
         _check_flags(differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize, foreach=foreach,
@@ -56,51 +59,24 @@ class NAdam(Optimizer):
         self._fused = fused
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self.__dict__.setdefault("_fused", None)
-        for group in self.param_groups:
-            for key, value in (("maximize", False), ("foreach", None), ("capturable", False),
-                               ("differentiable", False), ("decoupled_weight_decay", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = self._gather(
+            group, ("exp_avg", "exp_avg_sq", "mu_product", "step"), _init_state)
+        beta1, beta2 = group["betas"]
+        nadam(params, grads, exp_avgs, exp_avg_sqs, mu_products, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
+              weight_decay=group["weight_decay"], momentum_decay=group["momentum_decay"], eps=group["eps"],
+              decoupled_weight_decay=group["decoupled_weight_decay"], maximize=group["maximize"], fused=self._fused)
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, exp_avgs, exp_avg_sqs, mu_products, steps = [], [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["mu_product"] = _step_tensor().add_(1)
-                        state["exp_avg"] = fl.zeros_like(p)
-                        state["exp_avg_sq"] = fl.zeros_like(p)
-                    exp_avgs.append(state["exp_avg"])
-                    exp_avg_sqs.append(state["exp_avg_sq"])
-                    mu_products.append(state["mu_product"])
-                    steps.append(state["step"])
-                beta1, beta2 = group["betas"]
-                nadam(params, grads, exp_avgs, exp_avg_sqs, mu_products, steps, beta1=beta1, beta2=beta2,
-                      lr=group["lr"], weight_decay=group["weight_decay"], momentum_decay=group["momentum_decay"],
-                      eps=group["eps"], decoupled_weight_decay=group["decoupled_weight_decay"],
-                      maximize=group["maximize"], fused=self._fused)
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["mu_product"] = _step_tensor().add_(1)
+    state["exp_avg"] = fl.zeros_like(p)
+    state["exp_avg_sq"] = fl.zeros_like(p)
 
 
 def _mul_mu_product(mu_product: Tensor, mu: float) -> float:
@@ -123,7 +99,7 @@ def nadam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
     for i, p in enumerate(params):
         g = grads[i]
         m, v = exp_avgs[i], exp_avg_sqs[i]
-        step = _bump_step(state_steps[i])
+        step = bump_step(state_steps[i])
         bias_correction2 = 1 - beta2**step
         mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
         mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
@@ -131,22 +107,15 @@ def nadam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
         mu_product_next = mu_product * mu_next
         c_grad = -lr * (1.0 - mu) / (1.0 - mu_product)
         c_avg = (-lr * mu_next) / (1.0 - mu_product_next)
-        if fused is not False and K.fusable(p, m, v):
-            pd = K.flat(p)
-            w1, omw1, small = _lerp_args(pd.dtype, 1 - beta1)
-            K.run(K.kernels().nadam, pd.size, pd, K.flat_grad(g), K.flat(m), K.flat(v),
-                  K.pack(pd.dtype, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2,
-                         bias_correction2, eps, c_grad, c_avg),
-                  maximize, decoupled_weight_decay, small)
-            for t in (p, m, v):
-                t._storage._version += 1
+        dt = K.fused_dtype(p, m, v) if fused is not False else None
+        if dt is not None:
+            w1, omw1, small = _lerp_args(dt, 1 - beta1)
+            K.launch(K.kernels().nadam, p, g, (m, v),
+                     K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction2,
+                            eps, c_grad, c_avg),
+                     maximize, decoupled_weight_decay, small)
             continue
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)
         m.lerp_(grad, 1 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         denom = v.div(bias_correction2).sqrt().add_(eps)

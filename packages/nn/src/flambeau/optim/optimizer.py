@@ -18,8 +18,6 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
-import numpy as np
-
 import flambeau as fl
 from flambeau import Tensor
 
@@ -58,6 +56,13 @@ def _check_lr(lr) -> None:
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
+def _check_nonnegative(**values) -> None:
+    """Raise torch's ``ValueError("Invalid <name> value: ...")`` for the first negative (or NaN) value."""
+    for name, value in values.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {'epsilon' if name == 'eps' else name} value: {value}")
+
+
 def _check_flags(differentiable: bool = False, **_) -> None:
     if differentiable:
         raise ValueError("differentiable=True is not supported by flambeau.optim")
@@ -92,10 +97,15 @@ _global_pre_hooks: OrderedDict = OrderedDict()
 _global_post_hooks: OrderedDict = OrderedDict()
 
 
-def _handle(hooks: OrderedDict):
+def _register_hook(hooks: OrderedDict, hook: Callable, prepend: bool = False):
+    """Add ``hook`` to ``hooks`` (first with ``prepend``); returns its removable handle."""
     from flambeau.nn.utils.hooks import RemovableHandle
 
-    return RemovableHandle(hooks)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
 
 
 def register_optimizer_step_pre_hook(hook: Callable):
@@ -104,9 +114,7 @@ def register_optimizer_step_pre_hook(hook: Callable):
     Returns:
         A handle whose ``remove()`` unregisters the hook.
     """
-    handle = _handle(_global_pre_hooks)
-    _global_pre_hooks[handle.id] = hook
-    return handle
+    return _register_hook(_global_pre_hooks, hook)
 
 
 def register_optimizer_step_post_hook(hook: Callable):
@@ -115,9 +123,7 @@ def register_optimizer_step_post_hook(hook: Callable):
     Returns:
         A handle whose ``remove()`` unregisters the hook.
     """
-    handle = _handle(_global_post_hooks)
-    _global_post_hooks[handle.id] = hook
-    return handle
+    return _register_hook(_global_post_hooks, hook)
 
 
 class Optimizer:
@@ -135,6 +141,11 @@ class Optimizer:
         state: per-parameter state, ``state[param]`` a dict (``defaultdict(dict)``).
         defaults: the default hyperparameters.
     """
+
+    # (key, value) pairs that __setstate__ adds to groups missing them (checkpoints of older versions)
+    _group_defaults: tuple = ()
+    # ``fused`` of the optimizers that keep it out of their groups, as torch does (None: fuse where possible)
+    _fused: bool | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -178,6 +189,9 @@ class Optimizer:
             # checkpoints of old torch versions hold the step counter as a Python number
             if isinstance(param_state, dict) and "step" in param_state and not isinstance(param_state["step"], Tensor):
                 param_state["step"] = _step_tensor().add_(float(param_state["step"]))
+        for group in self.param_groups:
+            for key, value in self._group_defaults:
+                group.setdefault(key, value)
 
     def __repr__(self) -> str:
         out = self.__class__.__name__ + " ("
@@ -195,9 +209,7 @@ class Optimizer:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
-        handle = _handle(self._optimizer_step_pre_hooks)
-        self._optimizer_step_pre_hooks[handle.id] = hook
-        return handle
+        return _register_hook(self._optimizer_step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook: Callable):
         """Register ``hook(optimizer, args, kwargs) -> None`` run after ``step``.
@@ -205,32 +217,23 @@ class Optimizer:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
-        handle = _handle(self._optimizer_step_post_hooks)
-        self._optimizer_step_post_hooks[handle.id] = hook
-        return handle
-
-    def _register(self, hooks: OrderedDict, hook: Callable, prepend: bool):
-        handle = _handle(hooks)
-        hooks[handle.id] = hook
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _register_hook(self._optimizer_step_post_hooks, hook)
 
     def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False):
         """Register ``hook(optimizer)`` run at the start of :meth:`state_dict`."""
-        return self._register(self._optimizer_state_dict_pre_hooks, hook, prepend)
+        return _register_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
 
     def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False):
         """Register ``hook(optimizer, state_dict) -> state_dict or None`` run at the end of :meth:`state_dict`."""
-        return self._register(self._optimizer_state_dict_post_hooks, hook, prepend)
+        return _register_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
 
     def register_load_state_dict_pre_hook(self, hook: Callable, prepend: bool = False):
         """Register ``hook(optimizer, state_dict) -> state_dict or None`` run before :meth:`load_state_dict`."""
-        return self._register(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+        return _register_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
 
     def register_load_state_dict_post_hook(self, hook: Callable, prepend: bool = False):
         """Register ``hook(optimizer)`` run after :meth:`load_state_dict`."""
-        return self._register(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+        return _register_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     # --- state dict ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -363,6 +366,37 @@ class Optimizer:
         """
         raise NotImplementedError
 
+    def _step_groups(self, closure: Callable[[], Any] | None):
+        """The ``step`` of the optimizers that update each parameter group on its own: ``closure()`` with
+        grad enabled, then ``self._step_group(group)`` for every group under ``no_grad``; returns the loss."""
+        loss = None
+        if closure is not None:
+            with fl.enable_grad():
+                loss = closure()
+        with fl.no_grad():
+            for group in self.param_groups:
+                self._step_group(group)
+        return loss
+
+    def _gather(self, group: dict[str, Any], keys: tuple, init_state: Callable | None = None) -> tuple:
+        """The parameters of ``group`` that have a gradient, their gradients and, for each name of ``keys``,
+        the list of their ``state[name]`` (an empty list where the name is None).
+
+        ``init_state(state, param, group)`` fills the empty state of a parameter at its first step.
+        """
+        params, grads, states = [], [], []
+        state_of = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is not None:
+                params.append(p)
+                grads.append(g)
+                state = state_of[p]
+                if init_state is not None and len(state) == 0:
+                    init_state(state, p, group)
+                states.append(state)
+        return (params, grads, *([s[k] for s in states] if k is not None else [] for k in keys))
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a parameter group (a dict with ``"params"`` and optional hyperparameters).
 
@@ -426,16 +460,3 @@ class Optimizer:
 def _step_tensor() -> Tensor:
     """A fresh ``state["step"]`` counter: a 0-dim float tensor, as torch keeps it (float32 by default)."""
     return fl.zeros((), dtype=fl.float64 if fl.get_default_dtype() is fl.float64 else fl.float32)
-
-
-def _bump_step(step_t: Tensor) -> float:
-    """``step_t += 1`` in the counter's dtype; returns the new value as a Python float."""
-    a = step_t._data
-    if a.__class__ is not np.ndarray or a.ndim != 0:
-        with fl.no_grad():
-            step_t.add_(1)
-        return step_t.item()
-    a[()] = a + 1
-    step_t._storage._version += 1
-    return float(a)
-

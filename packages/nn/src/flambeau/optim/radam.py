@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
+from flambeau.optim._functional import bump_step, decayed_grad
 from flambeau.optim.adam import _check_betas, _lerp_args
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim.adam import _init_state as _init_adam_state
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _to_scalar
 
 __all__ = ["RAdam", "radam"]
 
@@ -35,6 +36,9 @@ class RAdam(Optimizer):
     State per parameter: ``step``, ``exp_avg`` and ``exp_avg_sq``.
     """
 
+    _group_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),
+                       ("decoupled_weight_decay", False))
+
     def __init__(self, params, lr: float | Tensor = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
@@ -48,48 +52,17 @@ class RAdam(Optimizer):
         self._fused = fused
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self.__dict__.setdefault("_fused", None)
-        for group in self.param_groups:
-            for key, value in (("foreach", None), ("maximize", False), ("differentiable", False),
-                               ("capturable", False), ("decoupled_weight_decay", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
-
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["exp_avg"] = fl.zeros_like(p)
-                        state["exp_avg_sq"] = fl.zeros_like(p)
-                    exp_avgs.append(state["exp_avg"])
-                    exp_avg_sqs.append(state["exp_avg_sq"])
-                    steps.append(state["step"])
-                beta1, beta2 = group["betas"]
-                radam(params, grads, exp_avgs, exp_avg_sqs, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
-                      weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
-                      decoupled_weight_decay=group["decoupled_weight_decay"], fused=self._fused)
-        return loss
+    def _step_group(self, group):
+        params, grads, exp_avgs, exp_avg_sqs, steps = self._gather(group, ("exp_avg", "exp_avg_sq", "step"),
+                                                                   _init_adam_state)
+        beta1, beta2 = group["betas"]
+        radam(params, grads, exp_avgs, exp_avg_sqs, steps, beta1=beta1, beta2=beta2, lr=group["lr"],
+              weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+              decoupled_weight_decay=group["decoupled_weight_decay"], fused=self._fused)
 
 
 def radam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
@@ -101,7 +74,7 @@ def radam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
     for i, p in enumerate(params):
         g = grads[i]
         m, v = exp_avgs[i], exp_avg_sqs[i]
-        step = _bump_step(state_steps[i])
+        step = bump_step(state_steps[i])
         bias_correction1 = 1 - beta1**step
         bias_correction2 = 1 - beta2**step
         rho_inf = 2 / (1 - beta2) - 1
@@ -110,22 +83,15 @@ def radam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
         rect = 1.0
         if rectify:
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-        if fused is not False and K.fusable(p, m, v):
-            pd = K.flat(p)
-            w1, omw1, small = _lerp_args(pd.dtype, 1 - beta1)
-            K.run(K.kernels().radam, pd.size, pd, K.flat_grad(g), K.flat(m), K.flat(v),
-                  K.pack(pd.dtype, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2,
-                         bias_correction1, lr, bias_correction2**0.5, eps, rect, 1),
-                  maximize, decoupled_weight_decay, small, rectify)
-            for t in (p, m, v):
-                t._storage._version += 1
+        dt = K.fused_dtype(p, m, v) if fused is not False else None
+        if dt is not None:
+            w1, omw1, small = _lerp_args(dt, 1 - beta1)
+            K.launch(K.kernels().radam, p, g, (m, v),
+                     K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction1,
+                            lr, bias_correction2**0.5, eps, rect, 1),
+                     maximize, decoupled_weight_decay, small, rectify)
             continue
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            if decoupled_weight_decay:
-                p.mul_(1 - lr * weight_decay)
-            else:
-                grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)
         m.lerp_(grad, 1 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         bias_corrected_exp_avg = m / bias_correction1

@@ -5,7 +5,8 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim import _kernels as K
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim._functional import bump_step, decayed_grad
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _check_nonnegative, _step_tensor, _to_scalar
 
 __all__ = ["RMSprop", "rmsprop"]
 
@@ -37,72 +38,41 @@ class RMSprop(Optimizer):
     ``grad_avg`` (centered).
     """
 
+    _group_defaults = (("momentum", 0), ("centered", False), ("foreach", None), ("maximize", False),
+                       ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float | Tensor = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False, differentiable: bool = False, *,
                  fused: bool | None = None):
         _check_lr(lr)
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= momentum:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= alpha:
-            raise ValueError(f"Invalid alpha value: {alpha}")
+        _check_nonnegative(eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         _check_flags(differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         self._fused = fused
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self.__dict__.setdefault("_fused", None)
-        for group in self.param_groups:
-            for key, value in (("momentum", 0), ("centered", False), ("foreach", None), ("maximize", False),
-                               ("differentiable", False), ("capturable", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, square_avgs, grad_avgs, bufs, steps = self._gather(
+            group, ("square_avg", "grad_avg" if group["centered"] else None,
+                    "momentum_buffer" if group["momentum"] > 0 else None, "step"), _init_state)
+        rmsprop(params, grads, square_avgs, grad_avgs, bufs, steps, lr=group["lr"], alpha=group["alpha"],
+                eps=group["eps"], weight_decay=group["weight_decay"], momentum=group["momentum"],
+                centered=group["centered"], maximize=group["maximize"], fused=self._fused)
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, square_avgs, grad_avgs, bufs, steps = [], [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["square_avg"] = fl.zeros_like(p)
-                        if group["momentum"] > 0:
-                            state["momentum_buffer"] = fl.zeros_like(p)
-                        if group["centered"]:
-                            state["grad_avg"] = fl.zeros_like(p)
-                    square_avgs.append(state["square_avg"])
-                    steps.append(state["step"])
-                    if group["momentum"] > 0:
-                        bufs.append(state["momentum_buffer"])
-                    if group["centered"]:
-                        grad_avgs.append(state["grad_avg"])
-                rmsprop(params, grads, square_avgs, grad_avgs, bufs, steps, lr=group["lr"], alpha=group["alpha"],
-                        eps=group["eps"], weight_decay=group["weight_decay"], momentum=group["momentum"],
-                        centered=group["centered"], maximize=group["maximize"], fused=self._fused)
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["square_avg"] = fl.zeros_like(p)
+    if group["momentum"] > 0:
+        state["momentum_buffer"] = fl.zeros_like(p)
+    if group["centered"]:
+        state["grad_avg"] = fl.zeros_like(p)
 
 
 def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor], grad_avgs: list[Tensor],
@@ -120,22 +90,15 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
         sq = square_avgs[i]
         ga = grad_avgs[i] if centered else None
         buf = momentum_buffer_list[i] if momentum > 0 else None
-        _bump_step(state_steps[i])
-        if fused is not False and K.fusable(p, *[t for t in (sq, ga, buf) if t is not None]):
-            pd = K.flat(p)
-            empty = K.empty_buffer(pd.dtype)
-            oma, one = K.cast(pd.dtype, 1 - alpha, 1)
-            K.run(K.kernels().rmsprop, pd.size, pd, K.flat_grad(g), K.flat(sq), K.flat(ga) if centered else empty,
-                  K.flat(buf) if buf is not None else empty,
-                  K.pack(pd.dtype, weight_decay, alpha, oma, one - oma, eps, momentum, -lr),
-                  bool(abs(oma) < 0.5), maximize, centered, buf is not None)
-            for t in (p, sq, ga, buf):
-                if t is not None:
-                    t._storage._version += 1
+        bump_step(state_steps[i])
+        dt = K.fused_dtype(p, sq, ga, buf) if fused is not False else None
+        if dt is not None:
+            oma, one = K.cast(dt, 1 - alpha, 1)
+            K.launch(K.kernels().rmsprop, p, g, (sq, ga, buf),
+                     K.pack(dt, weight_decay, alpha, oma, one - oma, eps, momentum, -lr),
+                     bool(abs(oma) < 0.5), maximize, centered, buf is not None)
             continue
-        grad = -g if maximize else g
-        if weight_decay != 0:
-            grad = grad.add(p, alpha=weight_decay)
+        grad = decayed_grad(p, g, maximize, weight_decay)
         sq.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
         if centered:
             ga.lerp_(grad, 1 - alpha)

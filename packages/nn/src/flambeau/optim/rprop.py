@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import flambeau as fl
 from flambeau import Tensor
-from flambeau.optim.optimizer import Optimizer, _bump_step, _check_flags, _check_lr, _step_tensor, _to_scalar
+from flambeau.optim._functional import bump_step
+from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _step_tensor, _to_scalar
 
 __all__ = ["Rprop", "rprop"]
 
@@ -29,6 +30,8 @@ class Rprop(Optimizer):
     runs as flambeau tensor operators (no fused kernel).
     """
 
+    _group_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False))
+
     def __init__(self, params, lr: float | Tensor = 1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False):
@@ -40,47 +43,22 @@ class Rprop(Optimizer):
                         differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            for key, value in (("foreach", None), ("maximize", False), ("differentiable", False),
-                               ("capturable", False)):
-                group.setdefault(key, value)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
+    def _step_group(self, group):
+        params, grads, prevs, step_sizes, steps = self._gather(group, ("prev", "step_size", "step"), _init_state)
+        etaminus, etaplus = group["etas"]
+        step_size_min, step_size_max = group["step_sizes"]
+        rprop(params, grads, prevs, step_sizes, steps, step_size_min=step_size_min, step_size_max=step_size_max,
+              etaminus=etaminus, etaplus=etaplus, maximize=group["maximize"])
 
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, prevs, step_sizes, steps = [], [], [], [], []
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    params.append(p)
-                    grads.append(p.grad)
-                    state = self.state[p]
-                    if len(state) == 0:
-                        state["step"] = _step_tensor()
-                        state["prev"] = fl.zeros_like(p)
-                        state["step_size"] = fl.full_like(p.grad, _to_scalar(group["lr"]))
-                    prevs.append(state["prev"])
-                    step_sizes.append(state["step_size"])
-                    steps.append(state["step"])
-                etaminus, etaplus = group["etas"]
-                step_size_min, step_size_max = group["step_sizes"]
-                rprop(params, grads, prevs, step_sizes, steps, step_size_min=step_size_min,
-                      step_size_max=step_size_max, etaminus=etaminus, etaplus=etaplus, maximize=group["maximize"])
-        return loss
+
+def _init_state(state, p, group):
+    state["step"] = _step_tensor()
+    state["prev"] = fl.zeros_like(p)
+    state["step_size"] = fl.full_like(p.grad, _to_scalar(group["lr"]))
 
 
 def rprop(params: list[Tensor], grads: list[Tensor], prevs: list[Tensor], step_sizes: list[Tensor],
@@ -88,7 +66,7 @@ def rprop(params: list[Tensor], grads: list[Tensor], prevs: list[Tensor], step_s
           maximize: bool) -> None:
     """The update of :class:`Rprop` on lists of parameters and their state (see the class for the arguments)."""
     for p, g, prev, step_size, step_t in zip(params, grads, prevs, step_sizes, state_steps):
-        _bump_step(step_t)
+        bump_step(step_t)
         grad = -g if maximize else g
         sign = grad.mul(prev).sign()
         flipped = sign < 0

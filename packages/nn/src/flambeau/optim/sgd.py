@@ -38,6 +38,9 @@ class SGD(Optimizer):
     State per parameter: ``momentum_buffer`` (when ``momentum != 0``), same shape and dtype.
     """
 
+    _group_defaults = (("nesterov", False), ("maximize", False), ("foreach", None), ("differentiable", False),
+                       ("fused", None))
+
     def __init__(self, params, lr: float | Tensor = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
@@ -55,45 +58,25 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("nesterov", False)
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", None)
-
     def step(self, closure=None):
-        """Perform one optimization step.
+        """Perform one optimization step (see :meth:`Optimizer.step`)."""
+        return self._step_groups(closure)
 
-        Args:
-            closure: optional callable that re-evaluates the model and returns the loss.
-
-        Returns:
-            The closure's loss, or None.
-        """
-        loss = None
-        if closure is not None:
-            with fl.enable_grad():
-                loss = closure()
-        with fl.no_grad():
-            for group in self.param_groups:
-                params, grads, bufs = [], [], []
-                use_momentum = group["momentum"] != 0
-                for p in group["params"]:
-                    if p.grad is not None:
-                        params.append(p)
-                        grads.append(p.grad)
-                        if use_momentum:
-                            bufs.append(self.state[p].get("momentum_buffer"))
-                sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"],
-                    lr=group["lr"], dampening=group["dampening"], nesterov=group["nesterov"],
-                    maximize=group["maximize"], fused=group["fused"])
-                if use_momentum:
-                    for p, buf in zip(params, bufs):
-                        self.state[p]["momentum_buffer"] = buf
-        return loss
+    def _step_group(self, group):
+        params, grads, bufs = [], [], []
+        use_momentum = group["momentum"] != 0
+        for p in group["params"]:
+            if p.grad is not None:
+                params.append(p)
+                grads.append(p.grad)
+                if use_momentum:  # (no state at all without momentum, as torch)
+                    bufs.append(self.state[p].get("momentum_buffer"))
+        sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"], lr=group["lr"],
+            dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
+            fused=group["fused"])
+        if use_momentum:
+            for p, buf in zip(params, bufs):
+                self.state[p]["momentum_buffer"] = buf
 
 
 def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list[Tensor | None], *,
@@ -115,24 +98,17 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list[Te
     for i, p in enumerate(params):
         g = grads[i]
         buf = momentum_buffer_list[i] if momentum != 0 else None
-        if kernel is not None and (K.fusable(p) if buf is None else K.fusable(p, buf)):
-            pd = K.flat(p)
-            args = scalars.get(pd.dtype)
+        dt = K.fused_dtype(p, buf) if kernel is not None else None
+        if dt is not None:
+            args = scalars.get(dt)
             if args is None:
-                args = scalars[pd.dtype] = (K.pack(pd.dtype, weight_decay, momentum, 1 - dampening, -lr), maximize,
-                                            momentum != 0)
+                args = scalars[dt] = (K.pack(dt, weight_decay, momentum, 1 - dampening, -lr), maximize, momentum != 0)
             first = False
             if momentum != 0:
                 first = buf is None
                 if first:
                     buf = momentum_buffer_list[i] = fl.empty_like(p)
-                bd = K.flat(buf)
-            else:
-                bd = K.empty_buffer(pd.dtype)
-            K.run(kernel, pd.size, pd, K.flat_grad(g), bd, *args, first, nesterov)
-            p._storage._version += 1
-            if buf is not None:
-                buf._storage._version += 1
+            K.launch(kernel, p, g, (buf,), *args, first, nesterov)
             continue
         grad = -g if maximize else g
         if weight_decay != 0:
