@@ -9,7 +9,7 @@ steady state is measured, not the start of the processes; the first epoch is the
   so the cost is moving batches from the workers to the main process (shared memory in both
   libraries).
 
-One timed call is one epoch (16 batches). Besides the usual ratio (flambeau / torch time, below 1
+One timed call is one epoch (64 batches). Besides the usual ratio (flambeau / torch time, below 1
 means flambeau is faster) the notes give batches/s and the speedup of 2 workers over 0.
 
     python benchmarks/dataloader.py            # writes its section of RESULTS.md
@@ -28,7 +28,7 @@ import flambeau as fl
 from flambeau.data import DataLoader, Dataset
 
 BATCH = 32
-BATCHES = 16
+BATCHES = 64  # an epoch long enough that filling the workers' pipeline at its start is a small part
 
 
 def _spin(seconds: float) -> None:
