@@ -170,5 +170,4 @@ def test_worker_collate_goes_through_shared_stack(monkeypatch):
     monkeypatch.setattr(_collate, "_shared_stack", lambda b: calls.append(len(b)) or real(b))
     out = default_collate([fl.ones(2, 2), fl.zeros(2, 2)])
     assert calls == [2] and out.shape == (2, 2, 2) and out.sum().item() == 4
-    if hasattr(fl.Tensor, "is_shared") and hasattr(fl.Tensor, "share_memory_"):
-        assert out.is_shared()
+    assert out.is_shared()

@@ -560,8 +560,6 @@ def shared_mappings():
 
 def test_batches_come_back_in_shared_memory_and_leave_nothing_behind():
     mp = pytest.importorskip("flambeau.multiprocessing")
-    if not hasattr(mp, "set_sharing_strategy") or not hasattr(fl.Tensor, "is_shared"):
-        pytest.skip("flambeau.multiprocessing cannot share memory yet")
     ds = TensorDataset(fl.arange(400.0).reshape(100, 4))
     old = mp.get_sharing_strategy()
     gc.collect()

@@ -187,8 +187,6 @@ def test_views_sent_separately_share_one_storage_in_receiver():
 
 def test_parameter_crosses_processes():
     nn = pytest.importorskip("flambeau.nn")
-    if not hasattr(nn, "Parameter"):
-        pytest.skip("flambeau.nn.Parameter is not there yet")
     ctx = mp.get_context("spawn")
     to_child, to_parent = ctx.SimpleQueue(), ctx.SimpleQueue()
     p = ctx.Process(target=W.describe, args=(to_child, to_parent))

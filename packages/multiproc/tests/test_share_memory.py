@@ -172,8 +172,6 @@ def test_requires_grad_travels_as_leaf_and_non_leaf_is_refused():
 
 def test_parameter_keeps_its_class():
     nn = pytest.importorskip("flambeau.nn")
-    if not hasattr(nn, "Parameter"):
-        pytest.skip("flambeau.nn.Parameter is not there yet")
     p = nn.Parameter(fl.zeros(2, 2))
     q = roundtrip(p)
     assert type(q) is nn.Parameter and q.requires_grad and q._storage is p._storage

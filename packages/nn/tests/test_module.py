@@ -433,8 +433,7 @@ def test_apply_and_share_memory_calls():
 
     m._apply(fake)
     assert len(calls) == 4
-    if hasattr(fl.Tensor, "share_memory_"):
-        assert m.share_memory() is m
+    assert m.share_memory() is m
 
 
 # --- hooks ------------------------------------------------------------------------------------------------

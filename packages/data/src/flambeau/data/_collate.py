@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import collections.abc
 import copy
-import math
 import re
 from collections.abc import Callable
 
 import numpy as np
 
 import flambeau as fl
+from flambeau import _sharing
 from flambeau.data._worker import get_worker_info
 
 __all__ = ["default_collate", "default_convert", "collate", "default_collate_fn_map"]
@@ -139,37 +139,11 @@ def collate(batch, *, collate_fn_map: dict[type | tuple[type, ...], Callable] | 
     raise TypeError(_ERR_FORMAT.format(elem_type))
 
 
-def _shared_empty(shape: tuple, dtype):
-    """An uninitialised CPU tensor in shared memory, or None if flambeau cannot share memory."""
-    try:
-        from flambeau import _sharing
-    except ImportError:
-        return None
-    fn = getattr(_sharing, "empty_shared", None)
-    if fn is not None:
-        return fn(shape, dtype)
-    if not hasattr(fl.Tensor, "share_memory_"):
-        return None
-    # Note [Staging buffer]: ``share_memory_`` copies a tensor's bytes into a new segment. The
-    # tensor moved here views a zero buffer this process keeps (and never writes): copying it
-    # reads pages that are already mapped, and no batch-sized block is malloc'ed and freed per
-    # batch, which would make glibc trim and regrow its heap so that the dataset's own
-    # allocations page-fault again at every batch.
-    nbytes = math.prod(shape) * dtype.itemsize
-    if _staging[0].nbytes < nbytes:
-        _staging[0] = np.zeros(nbytes, np.uint8)
-    view = _staging[0][:nbytes].view(np.dtype(dtype.np)).reshape(shape)
-    return fl.from_numpy(view).share_memory_()
-
-
-_staging = [np.zeros(0, np.uint8)]
-
-
 def _shared_stack(batch: list) -> fl.Tensor:
     """``flambeau.stack(batch)`` written straight into shared memory (CPU tensors, in a worker)."""
     elem = batch[0]
     same = all(x.dtype is elem.dtype and x.shape == elem.shape for x in batch)
-    out = _shared_empty((len(batch), *elem.shape), elem.dtype) if same else None
+    out = _sharing.empty_shared((len(batch), *elem.shape), elem.dtype) if same else None
     if out is None:  # fl.stack raises the errors (shapes) or promotes the dtypes
         return fl.stack(batch, 0)
     np.stack([x.numpy(force=True) for x in batch], 0, out=out.numpy())

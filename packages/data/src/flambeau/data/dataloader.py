@@ -92,9 +92,7 @@ def _start_shared_memory_manager() -> None:
     try:
         import flambeau.multiprocessing as mp
 
-        start = getattr(mp, "shared_memory_manager_stats", None)  # starts the daemon if needed
-        if start is not None:
-            start()
+        mp.shared_memory_manager_stats()  # starts the daemon if needed
     except Exception:  # noqa: BLE001 - without it each worker starts one: slower, not wrong
         pass
     _manager_started_in[:] = [os.getpid()]
