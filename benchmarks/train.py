@@ -1,7 +1,8 @@
 """Training-step benchmarks: whole models in flambeau against the same models in PyTorch, 2 threads each.
 
-One step is ``zero_grad``, forward, cross-entropy, backward and an optimizer step, on a fixed
-batch of float32 data. Each model is written once, over a library argument (``lib.nn``,
+One step is ``zero_grad``, forward, the loss, backward (gradient clipping where the model asks
+for it) and an optimizer step, on a fixed batch of float32 data (int64 token ids for the sequence
+models). Each model is written once, over a library argument (``lib.nn``,
 ``lib.optim``), and built twice: in torch, then in flambeau with torch's initial parameters copied
 in, so both sides run the same arithmetic. Before timing, one step on each side checks that the
 two losses agree.
@@ -9,7 +10,12 @@ two losses agree.
 - MLP 784-1024-1024-10, batch 128, SGD with momentum;
 - LeNet-style CNN (conv 32 and 64 3x3, max-pool, fc 128) on 1x28x28, batch 64, SGD with momentum;
 - CIFAR ResNet-18 layout with widths 32-64-128-256 and BatchNorm, on 3x32x32, batch 32, SGD with momentum;
-- MobileNetV2 (width 0.5) on 3x64x64, batch 16, SGD with momentum.
+- MobileNetV2 (width 0.5) on 3x64x64, batch 16, SGD with momentum;
+- 2-layer LSTM language model (vocabulary 10k, 256 hidden, 35 steps, batch 20), SGD with
+  gradient-norm clipping at 0.25;
+- NCF (10k users and items, 64-dim embeddings, MLP 128-64-32-1, batch 4096), binary
+  cross-entropy with logits, Adam;
+- a small GPT (4 layers, 4 heads, d_model 128, context 64, vocabulary 1000, batch 32), AdamW.
 
     nox -s bench                         # all benchmark scripts, results into RESULTS.md
     python benchmarks/train.py --quick   # fewer repeats, RESULTS.md untouched
@@ -19,6 +25,8 @@ two losses agree.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Callable
 
 import _harness  # noqa: I001 - first: pins every library to 2 threads before they are imported
 import numpy as np
@@ -124,27 +132,136 @@ def mobilenet_v2(lib, width=0.5, num_classes=10):
     return nn.Sequential(*features, *head)
 
 
-# name -> (builder, input shape without the batch, batch size)
+def lstm_lm(lib, vocab=10_000, hidden=256, layers=2):
+    """The word-language-model of PyTorch's examples: embedding, 2-layer LSTM, decoder to the vocabulary."""
+    nn = lib.nn
+
+    class LanguageModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Embedding(vocab, hidden)
+            self.rnn = nn.LSTM(hidden, hidden, layers)
+            self.decoder = nn.Linear(hidden, vocab)
+
+        def forward(self, tokens):  # (seq, batch) int64 -> (seq * batch, vocab)
+            out, _ = self.rnn(self.encoder(tokens))
+            return self.decoder(out).flatten(0, 1)
+
+    return LanguageModel()
+
+
+def ncf(lib, users=10_000, items=10_000, dim=64):
+    """He et al.'s neural collaborative filtering (the MLP tower): user and item embeddings, MLP to a logit."""
+    nn = lib.nn
+
+    class NCF(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.users = nn.Embedding(users, dim)
+            self.items = nn.Embedding(items, dim)
+            self.mlp = nn.Sequential(nn.Linear(2 * dim, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
+                                     nn.Linear(32, 1))
+
+        def forward(self, pairs):  # (batch, 2) int64 -> (batch,) logits
+            both = lib.cat([self.users(pairs[:, 0]), self.items(pairs[:, 1])], 1)
+            return self.mlp(both).squeeze(1)
+
+    return NCF()
+
+
+def gpt(lib, vocab=1000, context=64, d_model=128, heads=4, layers=4):
+    """A small GPT-2 layout: token and position embeddings, pre-norm causal self-attention blocks."""
+    nn, F = lib.nn, lib.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+            self.proj = nn.Linear(d_model, d_model)
+            self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d_model, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokens = nn.Embedding(vocab, d_model)
+            self.positions = nn.Embedding(context, d_model)
+            self.blocks = nn.Sequential(*(Block() for _ in range(layers)))
+            self.ln = nn.LayerNorm(d_model)
+            self.head = nn.Linear(d_model, vocab, bias=False)
+
+        def forward(self, idx):  # (batch, context) int64 -> (batch * context, vocab)
+            x = self.tokens(idx) + self.positions(lib.arange(idx.shape[1]))
+            return self.head(self.ln(self.blocks(x))).flatten(0, 1)
+
+    return GPT()
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """How one benchmark model is fed and trained."""
+
+    title: str
+    builder: Callable
+    batch: int
+    make_batch: Callable  # numpy Generator -> (inputs, targets) as numpy arrays
+    setup: str  # the size column of the table
+    loss: str = "cross_entropy"  # a name in nn.functional, called as loss(output, targets)
+    optimizer: str = "SGD"
+    optimizer_args: dict = dataclasses.field(default_factory=lambda: {"lr": 0.01, "momentum": 0.9})
+    clip_norm: float | None = None
+
+
+def _images(batch, *shape):
+    return lambda rng: (rng.standard_normal((batch, *shape), dtype=np.float32), rng.integers(0, 10, batch))
+
+
+def _tokens(shape, vocab):
+    return lambda rng: (rng.integers(0, vocab, shape), rng.integers(0, vocab, int(np.prod(shape))))
+
+
+def _pairs(batch, users, items):
+    def make(rng):
+        pairs = np.stack([rng.integers(0, users, batch), rng.integers(0, items, batch)], 1)
+        return pairs, rng.integers(0, 2, batch).astype(np.float32)
+    return make
+
+
 MODELS = {
-    "mlp": (mlp, (784,), 128),
-    "lenet": (lenet, (1, 28, 28), 64),
-    "resnet18": (resnet18, (3, 32, 32), 32),
-    "mobilenet_v2": (mobilenet_v2, (3, 64, 64), 16),
-}
-TITLES = {
-    "mlp": "MLP 784-1024-1024-10",
-    "lenet": "LeNet-style CNN, 1x28x28",
-    "resnet18": "ResNet-18 (32-64-128-256), 3x32x32",
-    "mobilenet_v2": "MobileNetV2 x0.5, 3x64x64",
+    "mlp": Spec("MLP 784-1024-1024-10", mlp, 128, _images(128, 784), "batch 128, SGD momentum"),
+    "lenet": Spec("LeNet-style CNN, 1x28x28", lenet, 64, _images(64, 1, 28, 28), "batch 64, SGD momentum"),
+    "resnet18": Spec("ResNet-18 (32-64-128-256), 3x32x32", resnet18, 32, _images(32, 3, 32, 32),
+                     "batch 32, SGD momentum"),
+    "mobilenet_v2": Spec("MobileNetV2 x0.5, 3x64x64", mobilenet_v2, 16, _images(16, 3, 64, 64),
+                         "batch 16, SGD momentum"),
+    "lstm_lm": Spec("LSTM LM, 2x256, vocab 10k", lstm_lm, 20, _tokens((35, 20), 10_000),
+                    "seq 35, batch 20, SGD, clip 0.25", optimizer_args={"lr": 1.0}, clip_norm=0.25),
+    "ncf": Spec("NCF, 10k users/items, dim 64", ncf, 4096, _pairs(4096, 10_000, 10_000), "batch 4096, Adam",
+                loss="binary_cross_entropy_with_logits", optimizer="Adam", optimizer_args={"lr": 1e-3}),
+    "gpt": Spec("GPT 4x4 heads, d 128, ctx 64, vocab 1k", gpt, 32, _tokens((32, 64), 1000), "batch 32, AdamW",
+                optimizer="AdamW", optimizer_args={"lr": 3e-4}),
 }
 
 
-def train_step(lib, model, optimizer, x, y):
-    """One SGD step; returns the loss tensor."""
+def train_step(lib, spec: Spec, model, optimizer, x, y):
+    """One optimizer step of ``spec``; returns the loss tensor."""
+    loss_fn = getattr(lib.nn.functional, spec.loss)
+    parameters = list(model.parameters())
+
     def step():
         optimizer.zero_grad()
-        loss = lib.nn.functional.cross_entropy(model(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
+        if spec.clip_norm is not None:
+            lib.nn.utils.clip_grad_norm_(parameters, spec.clip_norm)
         optimizer.step()
         return loss
     return step
@@ -152,19 +269,17 @@ def train_step(lib, model, optimizer, x, y):
 
 def build_pair(torch, name: str, seed: int = 0):
     """The model in torch and in flambeau with the same parameters and buffers, and their step functions."""
-    builder, shape, batch = MODELS[name]
+    spec = MODELS[name]
     torch.manual_seed(seed)
-    th_model = builder(torch)
-    fl_model = builder(fl)
+    th_model = spec.builder(torch)
+    fl_model = spec.builder(fl)
     fl_model.load_state_dict({k: fl.from_numpy(v.detach().numpy().copy()) for k, v in th_model.state_dict().items()})
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((batch, *shape), dtype=np.float32)
-    y = rng.integers(0, 10, batch)
-    th_opt = torch.optim.SGD(th_model.parameters(), lr=0.01, momentum=0.9)
-    fl_opt = fl.optim.SGD(fl_model.parameters(), lr=0.01, momentum=0.9)
-    th_step = train_step(torch, th_model, th_opt, torch.from_numpy(x), torch.from_numpy(y))
-    fl_step = train_step(fl, fl_model, fl_opt, fl.from_numpy(x), fl.from_numpy(y))
-    return fl_model, th_model, fl_step, th_step, batch
+    x, y = spec.make_batch(np.random.default_rng(seed))
+    th_opt = getattr(torch.optim, spec.optimizer)(th_model.parameters(), **spec.optimizer_args)
+    fl_opt = getattr(fl.optim, spec.optimizer)(fl_model.parameters(), **spec.optimizer_args)
+    th_step = train_step(torch, spec, th_model, th_opt, torch.from_numpy(x), torch.from_numpy(y))
+    fl_step = train_step(fl, spec, fl_model, fl_opt, fl.from_numpy(x), fl.from_numpy(y))
+    return fl_model, th_model, fl_step, th_step
 
 
 def check_same_loss(fl_model, th_model, fl_step, th_step) -> float:
@@ -188,10 +303,12 @@ def main() -> None:
         raise SystemExit("benchmarks/train.py needs torch: it builds each model in torch first")
     r.header()
     for name in args.only or MODELS:
-        fl_model, th_model, fl_step, th_step, batch = build_pair(torch, name)
+        spec = MODELS[name]
+        fl_model, th_model, fl_step, th_step = build_pair(torch, name)
         check_same_loss(fl_model, th_model, fl_step, th_step)
-        t_fl, t_th = r.compare(TITLES[name], f"batch {batch}, SGD momentum", fl_step, th_step)
-        r.add_note(f"{TITLES[name]}: flambeau {batch / t_fl:,.0f} samples/s, torch {batch / t_th:,.0f} samples/s")
+        t_fl, t_th = r.compare(spec.title, spec.setup, fl_step, th_step)
+        r.add_note(f"{spec.title}: flambeau {spec.batch / t_fl:,.0f} samples/s, "
+                   f"torch {spec.batch / t_th:,.0f} samples/s")
     if not args.quick:
         r.finish()
 

@@ -137,6 +137,9 @@ CASES = {
     "log_softmax": (lambda a: fl.log_softmax(a, dim=0), (t(3, 2),)),
     "matmul": (lambda a, b: a @ b, (t(2, 3, 4), t(4, 2))),
     "matmul#vec": (lambda a, b: fl.matmul(a, b), (t(4), t(3, 4, 2))),
+    "matmul#batch_by_transposed": (lambda a, b: a @ b.t(), (t(2, 3, 4), t(2, 4))),
+    # in place on a non-leaf: the derivative reads the saved result, not the overwritten input
+    "hardtanh#inplace": (lambda a: (a * 1).hardtanh_(-1.5, 2.0), (cases_act._away((4, 3), kinks=(-1.5, 2.0)),)),
     "matmul#vecvec": (lambda a, b: fl.matmul(a, b), (t(4), t(4))),
     "mm": (lambda a, b: fl.mm(a, b), (nc(2, 3), t(3, 2))),
     "bmm": (lambda a, b: fl.bmm(a, b), (t(2, 2, 3), t(2, 3, 2))),

@@ -340,6 +340,55 @@ def test_transposed_weight_gets_a_contiguous_gradient_without_a_copy(op):
     assert w.grad._base is not None  # a view of the product: taken over, not cloned
 
 
+def _grad_from_array(make_array):
+    """A leaf whose incoming gradient is ``fl.from_numpy(make_array())`` (a custom Function)."""
+    from flambeau.autograd import Function
+
+    class FromArray(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, grad):
+            return fl.from_numpy(make_array())
+
+    x = leaf(np.zeros((3, 4)))
+    FromArray.apply(x).sum().backward()
+    return x
+
+
+_PARAMETER_USES = {
+    # the kernel's result is a GEMM output reshaped to the weight's shape: a view of a private array
+    "conv2d": ((2, 3, 3, 3), lambda w: fl.conv2d(fl.ones((1, 3, 5, 5), dtype=fl.float64), w)),
+    "embedding": ((10, 4), lambda w: fl.embedding(fl.tensor([[1, 2], [2, 9]]), w)),
+    "linear_on_3d_input": ((4, 6), lambda w: fl.ones((2, 3, 6), dtype=fl.float64) @ w.t()),
+}
+
+
+@pytest.mark.parametrize("use", sorted(_PARAMETER_USES))
+def test_parameter_gradients_are_taken_over_not_copied(monkeypatch, use):
+    # nothing but the engine can reach these gradients' memory: .grad adopts them without a copy
+    shape, fn = _PARAMETER_USES[use]
+    w = leaf(np.random.default_rng(0).standard_normal(shape))
+    out = fn(w)
+    clones = []
+    original = fl.Tensor.clone
+    monkeypatch.setattr(fl.Tensor, "clone", lambda self, *a, **k: clones.append(self.shape) or original(self, *a, **k))
+    out.sum().backward()
+    assert clones == []
+    assert w.grad.shape == w.shape and w.grad.is_contiguous()
+
+
+def test_gradient_viewing_memory_someone_else_holds_is_copied():
+    owner = np.arange(12.0)
+    x = _grad_from_array(lambda: owner.reshape(3, 4))
+    owner[:] = -1.0  # the owner's later writes must not reach .grad
+    assert x.grad.tolist() == np.arange(12.0).reshape(3, 4).tolist()
+    x.grad.add_(1.0)  # nor .grad's writes the owner
+    assert (owner == -1.0).all()
+
+
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
 def test_scatter_reduce_gradients_match_torch_with_ties(reduce, include_self):

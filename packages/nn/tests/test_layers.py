@@ -64,7 +64,7 @@ def _arr(*shape, dtype=np.float64, scale=1.0):
 # --- linear ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("shape", [(5, 7), (7,), (2, 3, 7), (0, 7)])
+@pytest.mark.parametrize("shape", [(5, 7), (7,), (2, 3, 7), (2, 2, 3, 7), (0, 7), (2, 0, 7)])
 def test_linear(dtype, bias, shape):
     t = tnn.Linear(7, 4, bias=bias).to(torch.float64 if dtype == np.float64 else torch.float32)
     o = nn.Linear(7, 4, bias=bias).to(fl.float64 if dtype == np.float64 else fl.float32)

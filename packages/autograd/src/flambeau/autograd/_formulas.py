@@ -79,6 +79,10 @@ def _matmul_grad(g, a, b, which: int):
         b2 = b.unsqueeze(-1) if b.dim() == 1 else b
         ga = g @ b2.mT
         return ga.squeeze(-2) if a.dim() == 1 else ga  # drop the row dim added for a 1-D ``a``
+    if b.dim() == 2 and a.dim() > 2:
+        # A Linear on (B, T, D) inputs: one (D, B*T) @ (B*T, O) product, not B products summed after.
+        rows = math.prod(a.shape[:-1])
+        return _mm_grad(g.reshape(rows, g.shape[-1]), a.reshape(rows, a.shape[-1]), b, 1)
     a2 = a.unsqueeze(0) if a.dim() == 1 else a
     gb = a2.mT @ g
     return gb.squeeze(-1) if b.dim() == 1 else gb  # drop the column dim added for a 1-D ``b``
@@ -435,7 +439,7 @@ def _embedding_grad(g, s):
     if padding_idx is not None:
         keep = (idx != padding_idx).to(rows.dtype).unsqueeze(1)
         rows = rows * keep
-    return fl.zeros(s.weight_shape, dtype=g.dtype, device=g.device).index_add(0, idx, rows)
+    return fl.zeros(s.weight_shape, dtype=g.dtype, device=g.device).index_add_(0, idx, rows)
 
 
 # --- view rebasing (Note [In-place operators under autograd]) ----------------------------------------

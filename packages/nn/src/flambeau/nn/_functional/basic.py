@@ -41,6 +41,12 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         if bias is not None:
             return _addmm(bias, input, weight.t())
         return _matmul(input, weight.t())
+    if input.ndim > 2 and weight.ndim == 2:
+        # (*, in) as one (rows, in) matrix: one GEMM with the bias fused, and mm's backward
+        # (a single weight-gradient product) instead of a batched one summed over the batch.
+        rows = math.prod(input.shape[:-1])
+        out = linear(input.reshape(rows, input.shape[-1]), weight, bias)
+        return out.view(*input.shape[:-1], weight.shape[0])
     out = _matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 
