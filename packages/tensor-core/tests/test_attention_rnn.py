@@ -337,10 +337,12 @@ def test_layer_errors():
 def test_sdpa_heads_in_parallel_match_torch_and_restore_blas_threads(rng):
     """Large batches split the per-head GEMMs over threads with BLAS on one thread meanwhile."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from flambeau._blas import blas_is_controllable, single_threaded_blas
+    from flambeau._blas import _controllers, blas_is_controllable, single_threaded_blas
 
-    def blas_threads():
-        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["user_api"] == "blas"]
+    numpy_blas = {c.filepath for c in _controllers()}
+
+    def blas_threads():  # of the BLAS numpy calls (numba's compiler may load scipy's own copy as well)
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info() if lib["filepath"] in numpy_blas]
 
     before = blas_threads()
     q, k, v = (rng.standard_normal((4, 8, 64, 32)).astype(np.float32) for _ in range(3))

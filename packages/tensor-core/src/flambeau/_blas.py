@@ -13,31 +13,40 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 
 __all__ = ["blas_is_controllable", "single_threaded_blas"]
 
 _lock = threading.Lock()
 _depth = 0
-_limiter = None
+_saved: list = []  # (library controller, its thread count before the outermost block)
 
 
 @functools.cache
-def _controller():
-    """threadpoolctl's handle on numpy's BLAS libraries, or None where none can be controlled."""
+def _controllers() -> tuple:
+    """threadpoolctl's handles on numpy's BLAS (empty where it cannot be controlled).
+
+    Only the library numpy links (the one in numpy's wheel directories when there is one): other
+    BLAS copies load later and at times that vary (numba's compiler brings scipy's), and flambeau
+    calls BLAS through numpy alone.
+    """
     try:
-        import numpy  # noqa: F401 - loads the BLAS that threadpoolctl should find
+        import numpy
         from threadpoolctl import ThreadpoolController
 
-        blas = ThreadpoolController().select(user_api="blas")
+        found = ThreadpoolController().select(user_api="blas").lib_controllers
     except Exception:  # threadpoolctl missing or unable to inspect this process
-        return None
-    return blas if blas.lib_controllers else None
+        return ()
+    here = os.path.dirname(numpy.__file__)
+    numpy_dirs = (here + os.sep, os.path.join(os.path.dirname(here), "numpy.libs") + os.sep)
+    own = [c for c in found if c.filepath and c.filepath.startswith(numpy_dirs)]
+    return tuple(own or found)
 
 
 def blas_is_controllable() -> bool:
     """Whether :func:`single_threaded_blas` can change numpy's BLAS thread count here."""
-    return _controller() is not None
+    return bool(_controllers())
 
 
 @contextlib.contextmanager
@@ -45,16 +54,20 @@ def single_threaded_blas():
     """Run the block with numpy's BLAS on one thread; nested and concurrent uses share one limit.
 
     The previous thread count comes back when the last block (of any thread) exits. A no-op where
-    the BLAS cannot be controlled.
+    the BLAS cannot be controlled. Each library's own get/set calls are used directly (about 1 µs
+    each; a ``threadpoolctl`` limiter object costs several times that, on every convolution).
     """
-    global _depth, _limiter
-    ctl = _controller()
-    if ctl is None:
+    global _depth, _saved
+    controllers = _controllers()
+    if not controllers:
         yield
         return
     with _lock:
         if _depth == 0:
-            _limiter = ctl.limit(limits=1)
+            _saved = [(c, c.get_num_threads()) for c in controllers]
+            for c, n in _saved:
+                if n != 1:
+                    c.set_num_threads(1)
         _depth += 1
     try:
         yield
@@ -62,5 +75,7 @@ def single_threaded_blas():
         with _lock:
             _depth -= 1
             if _depth == 0:
-                _limiter.restore_original_limits()
-                _limiter = None
+                for c, n in _saved:
+                    if n != 1:
+                        c.set_num_threads(n)
+                _saved = []
