@@ -158,7 +158,8 @@ VIEW_CALLS = {
     "view": ((3, 2),), "permute": ((1, 0),), "transpose": (0, 1), "t": (), "expand": ((2, 2, 3),),
     "broadcast_to": ((2, 2, 3),), "squeeze": (), "unsqueeze": (0,), "narrow": (1, 0, 2), "select": (0, 1),
     "unfold": (1, 2, 1), "as_strided": ((2,), (1,)), "unbind": (), "split": (1,), "chunk": (2,),
-    "tensor_split": (2,), "diagonal": (), "movedim": (0, 1), "unflatten": (1, (3, 1)), "detach": (), "alias": (),
+    "split_with_sizes": ([1, 1],), "tensor_split": (2,), "diagonal": (), "movedim": (0, 1),
+    "unflatten": (1, (3, 1)), "detach": (), "alias": (),
     "swapaxes": (0, 1), "swapdims": (0, 1), "adjoint": (), "moveaxis": (0, 1), "hsplit": (3,), "vsplit": (2,),
 }
 

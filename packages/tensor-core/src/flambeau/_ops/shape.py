@@ -822,12 +822,19 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
                 f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at dimension {d}), "
                 f"but got split_sizes={sizes}"
             )
+    # One autograd node for all the pieces (torch's SplitBackward0): its backward concatenates the
+    # pieces' gradients once, where a narrow per piece would pad each to the full size and sum them.
+    src = _src(tensor)
+    lead = (slice(None),) * d
     out = []
     start = 0
     for sz in sizes:
-        out.append(narrow(tensor, d, start, sz))
+        out.append(_mkview(tensor, src[lead + (slice(start, start + sz),)]))
         start += sz
-    return tuple(out)
+    out = tuple(out)
+    if tensor._requires_grad and grad_state.enabled:
+        record(SPLIT, (tensor, split_size_or_sections, d), {}, out)
+    return out
 
 
 CHUNK = declare("chunk(Tensor(a -> *) input, int chunks, int dim=0) -> Tensor(a)[]", view=True, category="view")
