@@ -1,8 +1,9 @@
 """ops.py benchmarks of the activation operators and of nn.Module call overhead.
 
-Rows: the new activation operators (forward, and forward+backward) on 1M float32 elements, the
-nn.Linear layer 128x784 -> 1024 (forward, and forward+backward), and the per-call Python overhead
-of ``Module.__call__`` and ``Module.__getattr__`` against torch's.
+Rows: the new activation operators (forward, and forward+backward) on 1M float32 elements, gelu on
+the GPT MLP activation of benchmarks/train.py (2048x512), the nn.Linear layer 128x784 -> 1024
+(forward, and forward+backward), and the per-call Python overhead of ``Module.__call__`` and
+``Module.__getattr__`` against torch's.
 
     python benchmarks/_bench_act.py            # this family alone (3 quick repeats)
     python benchmarks/ops.py --quick           # with every other operator benchmark
@@ -32,12 +33,13 @@ def _activations(r, torch, n: int = 1_000_000) -> None:
         ("hardswish", lambda a: fl.hardswish(a), lambda a: F.hardswish(a)),
         ("hardsigmoid", lambda a: fl.hardsigmoid(a), lambda a: F.hardsigmoid(a)),
         ("log_sigmoid", lambda a: fl.log_sigmoid(a), lambda a: F.logsigmoid(a)),
+        ("silu", lambda a: fl.silu(a), lambda a: F.silu(a)),
     ]
     for name, f_fl, f_th in cases:
         r.compare(name, size, lambda f=f_fl: f(x), (lambda f=f_th: f(tx)) if torch else None)
     xg = fl.from_numpy(x_np.copy()).requires_grad_()
     txg = torch.from_numpy(x_np.copy()).requires_grad_() if torch else None
-    for name, f_fl, f_th in cases[:2] + cases[4:6]:
+    for name, f_fl, f_th in [c for c in cases if c[0] in ("leaky_relu", "elu", "mish", "hardswish", "silu")]:
         def fb_fl(f=f_fl):
             xg.grad = None
             f(xg).sum().backward()
@@ -47,6 +49,33 @@ def _activations(r, torch, n: int = 1_000_000) -> None:
             f(txg).sum().backward()
 
         r.compare(f"{name} fwd+bwd", size, fb_fl, fb_th if torch else None)
+
+
+def _gelu(r, torch) -> None:
+    """gelu (both formulas) on the MLP activation of benchmarks/train.py's GPT: (2048, 512) float32."""
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((2048, 512), dtype=np.float32)
+    g_np = rng.standard_normal((2048, 512), dtype=np.float32)
+    x, g = fl.from_numpy(x_np), fl.from_numpy(g_np)
+    xg = fl.from_numpy(x_np.copy()).requires_grad_()
+    if torch:
+        F = torch.nn.functional
+        tx, tg = torch.from_numpy(x_np), torch.from_numpy(g_np)
+        txg = torch.from_numpy(x_np.copy()).requires_grad_()
+    size = "2048x512 float32"
+    for approx in ("none", "tanh"):
+        r.compare(f"gelu({approx})", size, lambda a=approx: fl.gelu(x, approximate=a),
+                  (lambda a=approx: F.gelu(tx, approximate=a)) if torch else None)
+
+        def fb_fl(a=approx):
+            xg.grad = None
+            fl.gelu(xg, approximate=a).backward(g)
+
+        def fb_th(a=approx):
+            txg.grad = None
+            F.gelu(txg, approximate=a).backward(tg)
+
+        r.compare(f"gelu({approx}) fwd+bwd", size, fb_fl, fb_th if torch else None)
 
 
 def _linear(r, torch) -> None:
@@ -99,6 +128,7 @@ def _module_overhead(r, torch) -> None:
 def run(r, torch) -> None:
     """Add this family's comparisons to the report ``r`` (``torch`` is None when not installed)."""
     _activations(r, torch)
+    _gelu(r, torch)
     _linear(r, torch)
     _module_overhead(r, torch)
 

@@ -235,3 +235,155 @@ def test_hardtanh_backward_op():
     assert torch.ops.aten.hardtanh_backward(tg, tx, -1.0, 1.0).tolist() == [0.0, 0.0, 3.0, 0.0, 0.0]
     with pytest.raises(RuntimeError, match="does not match input of shape"):
         fl.hardtanh_backward(fl.ones(2), fl.ones(3), -1.0, 1.0)
+
+
+# --- the fused kernels: gelu, silu (declared in elementwise.py), mish, hardswish and their *_backward ----
+GELU_TOL = {np.float32: dict(rtol=1e-5, atol=3e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
+BWD_TOL = {np.float32: dict(rtol=2e-5, atol=1e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+SPECIALS = [0.0, -0.0, 1e-30, -1e-30, 2.9, -2.9, 3.0, -3.0, 3.9, -3.9, 5.7, -5.7, 8.5, -8.5, 19.9, 20.5, 30.0,
+            -30.0, 90.0, -90.0, 1e4, -1e4, float("inf"), float("-inf"), float("nan")]
+# name -> (flambeau forward, torch forward, flambeau backward op, torch backward op)
+FUSED = {
+    "gelu": (fl.gelu, TF.gelu, fl.gelu_backward, torch.ops.aten.gelu_backward),
+    "gelu_tanh": (lambda x: fl.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh"),
+                  lambda g, x: fl.gelu_backward(g, x, approximate="tanh"),
+                  lambda g, x: torch.ops.aten.gelu_backward(g, x, approximate="tanh")),
+    "silu": (fl.silu, TF.silu, fl.silu_backward, torch.ops.aten.silu_backward),
+    "mish": (fl.mish, TF.mish, fl.mish_backward, torch.ops.aten.mish_backward),
+    "hardswish": (fl.hardswish, TF.hardswish, fl.hardswish_backward, torch.ops.aten.hardswish_backward),
+}
+
+
+def _fused_data(shape, dtype):
+    a = np.asarray(RNG.standard_normal(shape) * 4)
+    flat = a.reshape(-1)
+    flat[: min(flat.size, len(SPECIALS))] = SPECIALS[: flat.size]
+    return a.astype(dtype)
+
+
+def _fused_layouts(a: np.ndarray):
+    yield from _layouts(a)
+    if a.ndim >= 1:  # a broadcast (stride 0) view
+        yield fl.from_numpy(a[..., :1].copy()).expand(*a.shape), torch.from_numpy(a[..., :1].copy()).expand(*a.shape)
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (7,), (3, 5), (2, 3, 4), (70, 300)])
+def test_fused_values_match_torch(name, dtype, shape):
+    f, tf, _, _ = FUSED[name]
+    for x, tx in _fused_layouts(_fused_data(shape, dtype)):
+        out = f(x)
+        ref = tf(tx)
+        assert out.dtype == {np.float32: fl.float32, np.float64: fl.float64}[dtype]
+        assert tuple(out.shape) == tuple(ref.shape)
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), equal_nan=True, **GELU_TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (0,), (7,), (3, 5), (2, 3, 4), (70, 300)])
+def test_fused_backward_matches_torch(name, dtype, shape):
+    _, _, fb, tfb = FUSED[name]
+    a = _fused_data(shape, dtype)
+    gn = RNG.standard_normal(shape).astype(dtype)
+    for (x, tx), (g, tg) in zip(_fused_layouts(a), _fused_layouts(gn)):
+        for g_, tg_ in ((g, tg), (g.contiguous(), tg.contiguous())):  # mixed layouts too
+            out = fb(g_, x)
+            ref = tfb(tg_, tx).numpy()
+            if name == "hardswish":  # torch's vectorised loop gives NaN at x = NaN, its scalar tail grad_output
+                ref = np.where(np.isnan(tx.numpy()), np.nan, ref)
+            assert out.dtype == x.dtype and tuple(out.shape) == ref.shape
+            np.testing.assert_allclose(out.numpy(), ref, equal_nan=True, **BWD_TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_float16(name):
+    f, tf, fb, tfb = FUSED[name]
+    a = _fused_data((30,), np.float16)
+    gn = RNG.standard_normal(30).astype(np.float16)
+    out = f(fl.from_numpy(a.copy()))
+    assert out.dtype == fl.float16
+    ref = tf(torch.from_numpy(a.copy()).float()).numpy().astype(np.float16)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3, equal_nan=True)
+    out = fb(fl.from_numpy(gn.copy()), fl.from_numpy(a.copy()))
+    assert out.dtype == fl.float16
+    ref = tfb(torch.from_numpy(gn.copy()).float(), torch.from_numpy(a.copy()).float()).numpy().astype(np.float16)
+    ref[np.isnan(a)] = np.nan  # hardswish: see test_fused_backward_matches_torch
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3, equal_nan=True)
+
+
+def test_fused_fortran_layout_kept():
+    x = fl.from_numpy(np.asfortranarray(_fused_data((6, 5), np.float32)))
+    out = fl.gelu(x)
+    assert out.numpy().flags.f_contiguous  # the layout of a dense input is kept, as torch does
+    np.testing.assert_allclose(out.numpy(), TF.gelu(torch.from_numpy(x.numpy())).numpy(), equal_nan=True,
+                               **GELU_TOL[np.float32])
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_autograd_matches_torch(name, dtype):
+    f, tf, _, _ = FUSED[name]
+    a = (RNG.standard_normal((40, 30)) * 3).astype(dtype)
+    g = RNG.standard_normal((40, 30)).astype(dtype)
+    x = fl.from_numpy(a.copy()).requires_grad_()
+    tx = torch.from_numpy(a.copy()).requires_grad_()
+    f(x).backward(fl.from_numpy(g.copy()))
+    tf(tx).backward(torch.from_numpy(g.copy()))
+    tol = dict(rtol=2e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
+    assert x.grad.grad_fn is None  # backward() ran the fused kernel without recording it
+    # double backward: d/dx sum(w * (g * f'(x))), against torch's
+    x.grad = tx.grad = None
+    (gx,) = fl.autograd.grad(f(x), x, fl.from_numpy(g.copy()), create_graph=True)
+    (tgx,) = torch.autograd.grad(tf(tx), tx, torch.from_numpy(g.copy()), create_graph=True)
+    assert gx.grad_fn is not None
+    w = RNG.standard_normal((40, 30)).astype(dtype)
+    (gx * fl.from_numpy(w.copy())).sum().backward()
+    (tgx * torch.from_numpy(w.copy())).sum().backward()
+    # float32 second derivatives cancel in 1 - tanh(u)^2 (both libraries) where tanh saturates
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **(dict(rtol=1e-4, atol=1e-4) if dtype == np.float32
+                                                                   else tol))
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_second_derivatives(name):
+    from flambeau.autograd import gradgradcheck
+
+    f, _, fb, _ = FUSED[name]
+    x = _away_from_kinks((3, 4), (-3.0, 3.0) if name == "hardswish" else ())
+    assert gradgradcheck(f, (x,))
+    g = fl.tensor(RNG.standard_normal((3, 4)), dtype=fl.float64, requires_grad=True)
+    assert gradgradcheck(fb, (g, x))
+
+
+def test_fused_backward_errors():
+    for name in ("gelu_backward", "silu_backward", "mish_backward", "hardswish_backward"):
+        assert OPS[name].category == "activation_ext" and OPS[name].differentiable
+        fb = getattr(fl, name)
+        with pytest.raises(RuntimeError, match=f"{name}\\(\\): grad_output of shape \\[2\\] does not match input"):
+            fb(fl.ones(2), fl.ones(3))
+        with pytest.raises(TypeError, match="argument 'grad_output' \\(position 1\\) must be Tensor"):
+            fb([1.0], fl.ones(1))
+        with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+            fb(fl.ones(2), fl.arange(2))
+    with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh"):
+        fl.gelu_backward(fl.ones(2), fl.ones(2), approximate="erf")
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_backward_composite_fallback(name, monkeypatch):
+    # devices without a kernel of the *_backward op (CUDA) compute it from differentiable operators
+    from flambeau.autograd import gradgradcheck
+
+    _, _, fb, _ = FUSED[name]
+    opname = "gelu_backward" if name.startswith("gelu") else f"{name}_backward"
+    x = _away_from_kinks((3, 4), (-3.0, 3.0) if name == "hardswish" else ())
+    g = fl.tensor(RNG.standard_normal((3, 4)), dtype=fl.float64, requires_grad=True)
+    fused = fb(g, x).detach().numpy()
+    monkeypatch.delitem(OPS[opname].kernels, "cpu")
+    out = fb(g, x)
+    assert out.grad_fn is not None and out.grad_fn.name() != opname  # recorded through its primitives
+    np.testing.assert_allclose(out.detach().numpy(), fused, rtol=1e-12, atol=1e-14)
+    assert gradgradcheck(fb, (g, x))

@@ -230,8 +230,11 @@ TABLE: dict[str, D] = {
     "erfc": D({"input": lambda g, s: -g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
     "erfinv": D({"input": lambda g, s: g * (_SQRT_PI / 2) * (s.result * s.result).exp()}, save=("result",)),
     "relu": D({"input": lambda g, s: g * (s.result > 0)}, save=("result",)),
-    "gelu": D({"input": lambda g, s: g * _gelu_grad(s.input, s.get("approximate", "none"))}, save=("input",)),
-    "silu": D({"input": lambda g, s: g * _silu_grad(s.input)}, save=("input",)),
+    # gelu and silu: fused in one kernel; the *_backward ops' own derivatives (in _formulas_act) give
+    # double backward
+    "gelu": D({"input": lambda g, s: fl.gelu_backward(g, s.input, approximate=s.get("approximate", "none"))},
+              save=("input",)),
+    "silu": D({"input": lambda g, s: fl.silu_backward(g, s.input)}, save=("input",)),
     "softplus": D({"input": lambda g, s: g * _softplus_grad(s)}, save=("input",)),
     "hypot": D({"input": lambda g, s: g * s.input / s.result, "other": lambda g, s: g * s.other / s.result},
                save=("input", "other", "result")),
@@ -407,22 +410,6 @@ def _clamp_mask(s):
 def _ge_share(a, b):
     # d max(a, b)/da: 1 where a > b, 1/2 where they tie (torch's convention).
     return (a > b).to(a.dtype) + (a == b).to(a.dtype) * 0.5
-
-
-def _gelu_grad(x, approximate):
-    if approximate == "tanh":
-        k = math.sqrt(2 / math.pi)
-        inner = k * (x + 0.044715 * x ** 3)
-        t = inner.tanh()
-        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
-    cdf = 0.5 * (1 + (x / math.sqrt(2)).erf())
-    pdf = (-0.5 * x * x).exp() / math.sqrt(2 * math.pi)
-    return cdf + x * pdf
-
-
-def _silu_grad(x):
-    sig = x.sigmoid()
-    return sig * (1 + x * (1 - sig))
 
 
 def _softplus_grad(s):

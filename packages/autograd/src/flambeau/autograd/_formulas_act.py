@@ -8,6 +8,8 @@ masked selection is several times slower than arithmetic on a mask.
 
 from __future__ import annotations
 
+import math
+
 import flambeau as fl
 from flambeau.autograd._opnode import Derivative as D
 
@@ -15,6 +17,9 @@ __all__ = ["TABLE"]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
+_GELU_K = math.sqrt(2 / math.pi)
+_GELU_C = 0.044715
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
 def _mask(cond, like):
@@ -32,14 +37,33 @@ def _leaky_grad(g, x, slope):
     return g * (_mask(x > 0, g) * (1 - slope) + slope)
 
 
-def _mish_grad(g, x):
+def _silu_grad2(x):
+    """silu''(x) = s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x) (composite, for double backward)."""
+    sig = x.sigmoid()
+    return sig * (1 - sig) * (2 + x * (1 - 2 * sig))
+
+
+def _mish_grad2(x):
+    """mish''(x) = (1 - t^2) (2 s + x s (1 - s) - 2 x s^2 t), t = tanh(softplus x), s = sigmoid(x)."""
     t = fl.softplus(x).tanh()
-    return g * (t + x * x.sigmoid() * (1 - t * t))
+    sig = x.sigmoid()
+    return (1 - t * t) * (2 * sig + x * sig * (1 - sig) - 2 * x * sig * sig * t)
 
 
-def _hardswish_grad(g, x):
-    mid = _mask((x >= -3) & (x <= 3), g)
-    return g * (mid * (x / 3 + 0.5) + _mask(x > 3, g))
+def _approx(s):
+    return s.get("approximate", "none")
+
+
+def _gelu_grad2(x, approximate):
+    """gelu''(x), composite (only second and higher derivatives use it)."""
+    if approximate == "tanh":
+        # gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2 with t = tanh(u), u = k (x + c x^3):
+        # gelu'' = (1 - t^2) (u' - x t u'^2 + x u'' / 2)
+        t = (_GELU_K * (x + _GELU_C * x * x * x)).tanh()
+        du = _GELU_K * (1 + 3 * _GELU_C * x * x)
+        return (1 - t * t) * (du - x * t * du * du + 3 * _GELU_K * _GELU_C * x * x)
+    # gelu' = Phi(x) + x phi(x), phi' = -x phi: gelu'' = phi(x) (2 - x^2)
+    return (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2 - x * x)
 
 
 def _hardtanh_grad(g, s):
@@ -83,8 +107,25 @@ TABLE: dict = {
     # its derivative w.r.t. grad_output is the same mask; w.r.t. input it is zero almost everywhere
     "hardtanh_backward": D({"grad_output": lambda g, s: fl.hardtanh_backward(g, s.input, s.min_val, s.max_val),
                             "input": lambda g, s: g * 0}, save=("input",)),
-    "mish": D({"input": lambda g, s: _mish_grad(g, s.input)}, save=("input",)),
-    "hardswish": D({"input": lambda g, s: _hardswish_grad(g, s.input)}, save=("input",)),
+    # gelu's backward is one fused operator with its own derivative (as in torch), rather than a formula
+    # that picks a fast kernel when grad mode is off and a composite otherwise: one formula, no hidden
+    # dependence on the grad mode, the fused kernel serves create_graph=True too, and only double
+    # backward pays for the composite second derivative below.
+    "gelu_backward": D({"grad_output": lambda g, s: fl.gelu_backward(g, s.input, approximate=_approx(s)),
+                        "input": lambda g, s: g * s.grad_output * _gelu_grad2(s.input, _approx(s))},
+                       save=("grad_output", "input")),
+    # silu, mish, hardswish: fused *_backward operators, as gelu's
+    "silu_backward": D({"grad_output": lambda g, s: fl.silu_backward(g, s.input),
+                        "input": lambda g, s: g * s.grad_output * _silu_grad2(s.input)},
+                       save=("grad_output", "input")),
+    "mish": D({"input": lambda g, s: fl.mish_backward(g, s.input)}, save=("input",)),
+    "mish_backward": D({"grad_output": lambda g, s: fl.mish_backward(g, s.input),
+                        "input": lambda g, s: g * s.grad_output * _mish_grad2(s.input)},
+                       save=("grad_output", "input")),
+    "hardswish": D({"input": lambda g, s: fl.hardswish_backward(g, s.input)}, save=("input",)),
+    "hardswish_backward": D({"grad_output": lambda g, s: fl.hardswish_backward(g, s.input),
+                             "input": lambda g, s: g * s.grad_output * _mask((s.input > -3) & (s.input < 3), g) / 3},
+                            save=("grad_output", "input")),
     "hardsigmoid": D({"input": lambda g, s: g * _mask((s.input > -3) & (s.input < 3), g) / 6}, save=("input",)),
     "log_sigmoid": D({"input": lambda g, s: g * (-s.input).sigmoid()}, save=("input",)),
     "threshold": D({"input": lambda g, s: g * _mask(s.input > s.get("threshold"), g)}, save=("input",)),

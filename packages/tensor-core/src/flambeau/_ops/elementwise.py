@@ -58,6 +58,8 @@ from flambeau._ops._elementwise_base import (
 from flambeau._ops._elementwise_base import cpu_binary_kernel as _b
 from flambeau._ops._elementwise_base import cpu_unary_kernel as _u
 from flambeau._ops._registry import OPS, declare
+from flambeau._ops.activation import gelu_cpu_kernel as _gelu_cpu_kernel
+from flambeau._ops.activation import silu_cpu_kernel as _silu_cpu_kernel
 from flambeau._parallel import PARALLEL_MIN_ELEMENTS
 
 _bool = dt.bool
@@ -547,7 +549,7 @@ def _relu_kernel(a, dtype, out=None):
 
 
 RELU = unary_op("relu(Tensor input) -> Tensor", _relu_kernel, allowed=_relu_check, category="activation")
-SILU = unary_op("silu(Tensor input) -> Tensor", _expr_kernel(lambda x: x * _sigmoid(x)), category="activation",
+SILU = unary_op("silu(Tensor input) -> Tensor", _silu_cpu_kernel, category="activation",
                 allowed=not_implemented_for("silu_cpu", "integral"), method=False, inplace=False)
 relu, silu = RELU.fn, SILU.fn
 
@@ -559,17 +561,9 @@ def _float_only(opname, input, kname):
     return input.dtype
 
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def _gelu(x, approximate):
-    if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1 + _numba_special()["erf"](x * np.sqrt(0.5).astype(x.dtype)))
-
-
+# gelu's and silu's CPU kernels are fused in numba (Note [Fused activations] in activation.py)
 GELU = declare("gelu(Tensor input, *, str approximate='none') -> Tensor", method=False, category="activation",
-               kernels={"cpu": _expr_kernel(_gelu)})
+               kernels={"cpu": _gelu_cpu_kernel})
 
 
 @GELU.front
