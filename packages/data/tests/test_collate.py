@@ -171,3 +171,60 @@ def test_worker_collate_goes_through_shared_stack(monkeypatch):
     out = default_collate([fl.ones(2, 2), fl.zeros(2, 2)])
     assert calls == [2] and out.shape == (2, 2, 2) and out.sum().item() == 4
     assert out.is_shared()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_large_batch_stacked_by_threads(monkeypatch, threads, n):
+    """In the main process a large batch is copied by several threads (Note [Parallel stack]):
+    the result is np.stack's, whatever the number of threads and samples."""
+    from flambeau.data import _collate
+
+    monkeypatch.setattr(_collate, "_PARALLEL_STACK_MIN_BYTES", 0)
+    old = fl.get_num_threads()
+    fl.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(n)
+        arrays = [rng.standard_normal((3, 5, 4)).astype(np.float32) for _ in range(n)]
+        arrays[0] = arrays[0].transpose(1, 0, 2).copy().transpose(1, 0, 2)  # a non-contiguous sample
+        samples = [fl.from_numpy(a) for a in arrays]
+        out = default_collate(samples)
+        assert out.dtype is fl.float32 and out.shape == (n, 3, 5, 4)
+        np.testing.assert_array_equal(out.numpy(), np.stack(arrays))
+        assert not np.shares_memory(out.numpy(), arrays[0])
+        ints = default_collate([fl.arange(6) * i for i in range(20)])  # int64, many samples
+        np.testing.assert_array_equal(ints.numpy(), np.stack([np.arange(6) * i for i in range(20)]))
+    finally:
+        fl.set_num_threads(old)
+
+
+def test_large_batch_fallbacks(monkeypatch):
+    """Mixed dtypes promote, unequal shapes raise fl.stack's error and samples that require grad
+    are recorded by autograd, as with fl.stack."""
+    from flambeau.data import _collate
+
+    monkeypatch.setattr(_collate, "_PARALLEL_STACK_MIN_BYTES", 0)
+    old = fl.get_num_threads()
+    fl.set_num_threads(2)
+    try:
+        mixed = default_collate([fl.ones(4, dtype=fl.float32), fl.ones(4, dtype=fl.float64)])
+        assert mixed.dtype is fl.float64 and mixed.tolist() == [[1.0] * 4] * 2
+        with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+            default_collate([fl.ones(4), fl.ones(5)])
+        a, b = fl.ones(3), fl.ones(3, requires_grad=True)
+        out = default_collate([a, b])
+        assert out.requires_grad and out.grad_fn is not None
+        out.sum().backward()
+        assert b.grad.tolist() == [1.0, 1.0, 1.0]
+    finally:
+        fl.set_num_threads(old)
+
+
+def test_large_batch_copy_error_reaches_caller():
+    """An exception in any copying thread is raised in the calling thread."""
+    from flambeau.data import _collate
+
+    arrays = [np.ones((2, 3))] * 5 + [np.ones((2, 4))]  # the last one does not fit
+    out = np.empty((6, 2, 3))
+    with pytest.raises(ValueError, match="could not broadcast"):
+        _collate._StackCopy(arrays, out).run(1)

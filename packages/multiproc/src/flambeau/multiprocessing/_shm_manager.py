@@ -229,8 +229,10 @@ def main(argv: list[str]) -> None:
     address = argv[1]
     if address.startswith("@"):
         address = "\0" + address[1:]
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)  # the clients decide when we go (all gone)
+    # The clients decide when we go (all gone); SIGTTOU/SIGTTIN: a background process group of the
+    # terminal's session may still write a traceback to the inherited stderr.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTTOU, signal.SIGTTIN):
+        signal.signal(sig, signal.SIG_IGN)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:  # in-flight descriptors are held here
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -238,10 +240,18 @@ def main(argv: list[str]) -> None:
         pass
     manager = Manager(address)  # listening before the starter hears "ready"
     # Fork so that the daemon is nobody's child: the starter reaps the parent at once and keeps no
-    # process handle (and no zombie) around.
+    # process handle (and no zombie) around. Its own process group keeps the terminal's signals
+    # (Ctrl-C, job control) away from it. It stays in its starter's session on purpose: Linux's
+    # autogroup scheduler shares the CPU between sessions, and a daemon in a session of its own,
+    # woken a few times per DataLoader batch, hands the CPU to other sessions at each wake-up
+    # (measured on a busy 2-core machine: 2-worker epochs 13% slower than with the daemon in the
+    # session of its clients).
     if os.fork():
         os._exit(0)
-    os.setsid()
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # pragma: no cover - a session leader cannot: it has no terminal's signals anyway
+        pass
     signal.signal(signal.SIGTERM, lambda *_: (manager.shutdown(), os._exit(0)))
     sys.stdout.write(f"ready {os.getpid()}\n")
     sys.stdout.flush()
