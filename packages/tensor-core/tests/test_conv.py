@@ -252,3 +252,65 @@ def test_per_image_paths_with_gradients(rng, monkeypatch, kw):
                                   if isinstance(kw.get("padding", 0), int) else 0),
               F.conv_transpose2d(ref[0].detach(), tw, padding=kw.get("padding", 0)
                                  if isinstance(kw.get("padding", 0), int) else 0))
+
+
+@pytest.mark.parametrize("xs,ws,kw", [
+    ((5, 6, 4, 4), (7, 6, 3, 3), dict(padding=1)),                       # deep-layer planes, one wide GEMM
+    ((5, 6, 4, 5), (8, 3, 3, 3), dict(stride=2, padding=2, dilation=2, groups=2)),
+    ((4, 3, 28, 28), (8, 3, 3, 3), {}),                                  # per-image GEMMs
+    ((5, 6, 3, 3), (7, 6, 1, 1), dict(stride=2)),
+])
+def test_threads_over_images_with_gradients(rng, monkeypatch, xs, ws, kw):
+    """Small convolutions run on one thread (``_SERIAL_BELOW``); with it at 0 the batch is split between
+    threads: forward, input and weight gradients agree with torch either way."""
+    arrays = [rng.standard_normal(xs), rng.standard_normal(ws)]
+    for serial_below in (conv_mod._SERIAL_BELOW, 0):
+        monkeypatch.setattr(conv_mod, "_SERIAL_BELOW", serial_below)
+        ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+        ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+        out, tout = fl.conv2d(*ours, **kw), F.conv2d(*ref, **kw)
+        check(out.detach(), tout.detach())
+        g = np.random.default_rng(1).standard_normal(tuple(tout.shape))
+        out.backward(fl.from_numpy(g))
+        tout.backward(torch.from_numpy(g))
+        for a, t in zip(ours, ref):
+            check(a.grad, t.grad)
+
+
+def test_cached_checks_still_raise(rng):
+    """Note [Cached convolution checks]: a bad call raises every time, and a bool or float parameter is not
+    taken for the int of an earlier valid call."""
+    x, w = fl.zeros(2, 4, 8, 8), fl.zeros(6, 4, 3, 3)
+    assert fl.conv2d(x, w, stride=(1, 1)).shape == (2, 6, 6, 6)
+    assert fl.conv2d(x, w, stride=[2, 2], padding=[1, 1]).shape == (2, 6, 4, 4)  # lists: checked uncached
+    with pytest.raises(TypeError, match="stride must be an int or a tuple of ints"):
+        fl.conv2d(x, w, stride=(True, True))
+    with pytest.raises(TypeError, match="stride must be an int or a tuple of ints"):
+        fl.conv2d(x, w, stride=(1.0, 1.0))
+    with pytest.raises(TypeError, match="argument 'groups' must be int"):
+        fl.conv2d(x, w, groups=True)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="non-positive stride"):
+            fl.conv2d(x, w, stride=(0, 1))
+    with pytest.raises(RuntimeError, match=r"Input type \(Float\) and weight type \(Double\)"):
+        fl.conv2d(x, w.double(), stride=(1, 1))  # same shapes as a cached valid call, other dtype
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_chunks_then_one_wide_image(rng, monkeypatch, groups):
+    """Chunks of two images, then a last one alone that takes the padded-width path with its own scratch
+    buffers (Note [Scratch buffers per thread, not per image]): one-column images, where those buffers are
+    larger than the chunks' ones."""
+    arrays = [rng.standard_normal((3, 2, 6, 1)), rng.standard_normal((4, 2 // groups, 3, 3))]
+    per_image = 2 * 9 * 6 * 8  # column bytes of one float64 image
+    monkeypatch.setattr(conv_mod, "_CHUNK_BYTES", 2 * per_image)  # a tiny convolution: one thread runs all three
+    assert conv_mod._chunks(0, 3, per_image, 6) == [(0, 2), (2, 3)]
+    ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    out, tout = fl.conv2d(*ours, padding=1, groups=groups), F.conv2d(*ref, padding=1, groups=groups)
+    check(out.detach(), tout.detach())
+    g = rng.standard_normal(tuple(tout.shape))
+    out.backward(fl.from_numpy(g))
+    tout.backward(torch.from_numpy(g))
+    for a, t in zip(ours, ref):
+        check(a.grad, t.grad)

@@ -121,6 +121,30 @@ def test_batch_norm_float16_computes_in_float32():
     np.testing.assert_allclose(y.numpy().astype(np.float32), ref.numpy(), rtol=2e-3, atol=2e-3)
 
 
+def test_batch_norm_float16_running_stats_and_weight():
+    """float16 running statistics, weight and bias (Note [Per-channel coefficients in one call] works in a
+    float32 copy of them): updated in place like torch's float32 computation, gradients too."""
+    x, w, b = arr((4, 3, 5), np.float16), arr(3, np.float16), arr(3, np.float16)
+    rm, rv = fl.zeros(3, dtype=fl.float16), fl.ones(3, dtype=fl.float16)
+    trm, trv = torch.zeros(3), torch.ones(3)
+    xs = [fl.from_numpy(x).requires_grad_(True), fl.from_numpy(w).requires_grad_(True),
+          fl.from_numpy(b).requires_grad_(True)]
+    ts = [torch.from_numpy(a.astype(np.float32)).requires_grad_(True) for a in (x, w, b)]
+    y = fl.batch_norm(xs[0], rm, rv, xs[1], xs[2], True, 0.5, 1e-5)
+    ty = torch.nn.functional.batch_norm(ts[0], trm, trv, ts[1], ts[2], True, 0.5, 1e-5)
+    tol = dict(rtol=5e-3, atol=5e-3)
+    np.testing.assert_allclose(y.detach().numpy().astype(np.float32), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(rm.numpy().astype(np.float32), trm.numpy(), **tol)
+    np.testing.assert_allclose(rv.numpy().astype(np.float32), trv.numpy(), **tol)
+    assert rm.dtype == fl.float16 and not np.allclose(rv.numpy(), 1)
+    go = arr((4, 3, 5), np.float16)
+    y.backward(fl.from_numpy(go))
+    ty.backward(torch.from_numpy(go.astype(np.float32)))
+    for a, t in zip(xs, ts):
+        assert a.grad.dtype == fl.float16
+        np.testing.assert_allclose(a.grad.numpy().astype(np.float32), t.grad.numpy(), rtol=2e-2, atol=2e-2)
+
+
 def test_batch_norm_empty_batch():
     y = fl.batch_norm(fl.zeros(0, 4, 3), fl.zeros(4), fl.ones(4), training=True)
     assert tuple(y.shape) == (0, 4, 3)

@@ -69,81 +69,77 @@ def _numba_conv():
     # thread (nogil) and leave the parallelism to BLAS.
     serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
 
+    # Note [im2col through a padded plane]: each input plane is first copied into the interior of a
+    # zero-padded scratch plane (Hp x Wp, its border never written), so that every (tap, output row)
+    # of the column matrix is one branch-free copy of OW elements (strided by sw). Flat arrays and
+    # unsigned indices throughout (Note [Flat unsigned indices in the depthwise kernels]): the planes
+    # of deep layers are tiny (4x4 rows of 4), where a slice per row cost more than the copy.
     @numba.njit(**serial)
     def im2col(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-        # cols is (C*KH*KW, N*OH*OW): row (c, kh, kw), column (n, oh, ow). Flat indexing and slice
-        # copies: slicing 2-D views per row costs more than the copy itself.
+        # cols is (C*KH*KW, N*OH*OW): row (c, kh, kw), column (n, oh, ow).
         N, C, H, W = x.shape
         L = OH * OW
+        Hp = max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+        Wp = max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1)
         xf = x.reshape(-1)
         cf = cols.reshape(-1)
-        for nc in prange(N * C):
+        u = np.uintp
+        xs = np.zeros(Hp * Wp, x.dtype)
+        for nc in range(N * C):
             n = nc // C
             c = nc - n * C
             xb = nc * H * W
+            for ih in range(H):
+                r = (ih + ph) * Wp + pw
+                s = xb + ih * W
+                for j in range(W):
+                    xs[u(r + j)] = xf[u(s + j)]
             for kh in range(KH):
-                # Output rows whose input row is inside the image: [oh0, oh1).
-                top = kh * dh - ph
-                oh0 = 0 if top >= 0 else min((-top + sh - 1) // sh, OH)
-                oh1 = min(max((H - top + sh - 1) // sh, oh0), OH) if H - top > 0 else oh0
                 for kw in range(KW):
                     cb = ((c * KH + kh) * KW + kw) * N * L + n * L
-                    off = kw * dw - pw
-                    lo = 0 if off >= 0 else min((-off + sw - 1) // sw, OW)
-                    hi = min(max((W - off + sw - 1) // sw, lo), OW) if W - off > 0 else lo
-                    cf[cb:cb + oh0 * OW] = 0
-                    cf[cb + oh1 * OW:cb + L] = 0
-                    if sh == 1 and sw == 1 and OW == W and oh1 > oh0:
-                        # Consecutive output rows read consecutive input rows: one block copy, then
-                        # zero the columns that fall into the padding.
-                        s0 = xb + (oh0 + top) * W + off
-                        cf[cb + oh0 * OW + lo:cb + oh1 * OW - (OW - hi)] = \
-                            xf[s0 + lo:s0 + (oh1 - oh0) * W - (OW - hi)]
-                        for oh in range(oh0, oh1):
-                            o = cb + oh * OW
-                            cf[o:o + lo] = 0
-                            cf[o + hi:o + OW] = 0
-                        continue
-                    for oh in range(oh0, oh1):
+                    for oh in range(OH):
                         o = cb + oh * OW
-                        s = xb + (oh * sh + top) * W + off
-                        cf[o:o + lo] = 0
+                        s = (oh * sh + kh * dh) * Wp + kw * dw
                         if sw == 1:
-                            cf[o + lo:o + hi] = xf[s + lo:s + hi]
+                            for j in range(OW):
+                                cf[u(o + j)] = xs[u(s + j)]
                         else:
-                            dst = cf[o + lo:o + hi]
-                            src = xf[s + lo * sw:s + hi * sw:sw]
-                            for j in range(hi - lo):
-                                dst[j] = src[j]
-                        cf[o + hi:o + OW] = 0
+                            for j in range(OW):
+                                cf[u(o + j)] = xs[u(s + j * sw)]
 
     @numba.njit(**serial)
     def col2im(cols, x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
         N, C, H, W = x.shape
         L = OH * OW
+        Hp = max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1)
+        Wp = max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1)
         xf = x.reshape(-1)
         cf = cols.reshape(-1)
-        for nc in prange(N * C):
+        u = np.uintp
+        gs = np.empty(Hp * Wp, x.dtype)
+        for nc in range(N * C):
             n = nc // C
             c = nc - n * C
-            xb = nc * H * W
-            xf[xb:xb + H * W] = 0
+            for i in range(Hp * Wp):
+                gs[i] = 0
             for kh in range(KH):
-                top = kh * dh - ph
-                oh0 = 0 if top >= 0 else min((-top + sh - 1) // sh, OH)
-                oh1 = min(max((H - top + sh - 1) // sh, oh0), OH) if H - top > 0 else oh0
                 for kw in range(KW):
                     cb = ((c * KH + kh) * KW + kw) * N * L + n * L
-                    off = kw * dw - pw
-                    lo = 0 if off >= 0 else min((-off + sw - 1) // sw, OW)
-                    hi = min(max((W - off + sw - 1) // sw, lo), OW) if W - off > 0 else lo
-                    for oh in range(oh0, oh1):
+                    for oh in range(OH):
                         o = cb + oh * OW
-                        s = xb + (oh * sh + top) * W + off
-                        src = cf[o + lo:o + hi]
-                        dst = xf[s + lo * sw:s + hi * sw:sw]  # views: same-index loops vectorise
-                        for j in range(hi - lo):
-                            dst[j] += src[j]
+                        s = (oh * sh + kh * dh) * Wp + kw * dw
+                        if sw == 1:
+                            for j in range(OW):
+                                gs[u(s + j)] += cf[u(o + j)]
+                        else:
+                            for j in range(OW):
+                                gs[u(s + j * sw)] += cf[u(o + j)]
+            xb = nc * H * W
+            for ih in range(H):
+                r = (ih + ph) * Wp + pw
+                s = xb + ih * W
+                for j in range(W):
+                    xf[u(s + j)] = gs[u(r + j)]
 
     # Note [Depthwise convolution by phase planes]: each input plane is copied, zero-padded, into
     # sh * sw phase planes of Hq x Wq (phase (py, px) holds padded pixels (i * sh + py, j * sw + px)).
@@ -476,8 +472,10 @@ def _col2im_np(cols, x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 # (C*KH*KW, n*OH*OW) stays around _CHUNK_BYTES, so it is written and read back while still in
 # cache and never costs a large fresh allocation (page faults). A chunk's images share one wide
 # GEMM whose result is transposed into place: numpy's matmul does not hand strided operands to
-# BLAS, and per-image GEMMs are too thin for small images.
-_CHUNK_BYTES = 1 << 22
+# BLAS, and per-image GEMMs are too thin for small images. 1 MiB (a core's L2 cache) beat 4 MiB on
+# the LeNet, ResNet and MobileNet layers (LeNet's first layer by 25%: its GEMM result, 3.5x the
+# columns, then stays in cache too).
+_CHUNK_BYTES = 1 << 20
 _WIDE_BELOW = 256  # output positions per image under which one wide GEMM beats per-image GEMMs
 _PER_IMAGE_BYTES = 1 << 18  # and the column bytes per image under which per-image calls cost too much
 
@@ -508,17 +506,26 @@ def _chunks(a, b, per_image_bytes, L):
     return [(i, min(i + nb, b)) for i in range(a, b, nb)]
 
 
-def _over_images(N, body) -> None:
+# Below this many multiply-adds a convolution runs on the calling thread alone: handing half of it
+# to another thread costs 20-50 µs, more than it saves. BLAS stays on one thread all the same: its
+# threads, left spinning after a GEMM, would fight numba's (Note [No numba threads between BLAS calls]).
+_SERIAL_BELOW = 1 << 21
+
+
+def _over_images(N, body, work) -> None:
     """Run ``body(n0, n1)`` over ``[0, N)``: one range per thread, each calling single-threaded BLAS.
 
-    See Note [Threads over work items, not inside BLAS] in ``flambeau/_blas.py`` (torch parallelises its
-    convolutions over the batch too).
+    ``work`` is the convolution's number of multiply-adds. See Note [Threads over work items, not
+    inside BLAS] in ``flambeau/_blas.py`` (torch parallelises its convolutions over the batch too).
     """
     if N < 2 or get_num_threads() < 2 or not blas_is_controllable():
         body(0, N)
         return
     with single_threaded_blas():
-        run_chunks(body, N)
+        if work < _SERIAL_BELOW:
+            body(0, N)
+        else:
+            run_chunks(body, N)
 
 
 def _is_pointwise(KH, KW, stride, padding):
@@ -559,12 +566,20 @@ def _wide_ok(x, KH, KW, stride, padding):
     return stride == (1, 1) and _jitted(x) and not _is_pointwise(KH, KW, stride, padding)
 
 
-def _widen(g1, Wp):
-    """``g1`` ``(O, OH, OW)`` as ``(O, OH * Wp)`` with zeros in the scratch columns."""
-    O, OH, OW = g1.shape
-    gw = np.zeros((O, OH, Wp), g1.dtype)
-    gw[:, :, :OW] = g1
-    return gw.reshape(O, OH * Wp)
+# Note [Scratch buffers per thread, not per image]: a fresh array for every image's columns or GEMM
+# result costs more than the copy into it: arrays over ~128 KiB are mapped from the kernel on every
+# allocation and each page faults on first touch (measured: a 64x288x624 GEMM 1.5x slower writing a
+# new array than an existing one, a 288x64x676 one 3x). Each thread's range of images allocates its
+# buffers once and every image reuses them; GEMMs write into them with ``out=``.
+def _gemm(a, b, out, groups):
+    """``a @ b`` into the flat buffer ``out``; grouped, ``a`` is ``(G, m, k)`` and ``b`` ``(G*k, n)``. Returns 2-D."""
+    n = b.shape[-1]
+    if groups == 1:
+        m = a.shape[0]
+        return np.matmul(a, b, out=out[:m * n].reshape(m, n))
+    G, m, k = a.shape
+    np.matmul(a, b.reshape(G, k, n), out=out[:G * m * n].reshape(G, m, n))
+    return out[:G * m * n].reshape(G * m, n)
 
 
 def _plane_chunks(planes: int) -> int:
@@ -578,10 +593,12 @@ def _to_images(y, out, O):
     out[...] = y.reshape(O, n, -1).transpose(1, 0, 2)
 
 
-def _from_images(g):
-    """``g`` ``(n, O, L)`` as ``(O, n*L)`` (a copy)."""
+def _from_images(g, buf):
+    """``g`` ``(n, O, L)`` as ``(O, n*L)``, copied into the flat buffer ``buf``."""
     n, O, L = g.shape
-    return np.ascontiguousarray(g.transpose(1, 0, 2)).reshape(O, n * L)
+    dst = buf[:O * n * L].reshape(O, n, L)
+    dst[...] = g.transpose(1, 0, 2)
+    return dst.reshape(O, n * L)
 
 
 def _forward(x, w, stride, padding, dilation, groups):
@@ -599,29 +616,32 @@ def _forward(x, w, stride, padding, dilation, groups):
     w2 = w.reshape(O, K) if groups == 1 else w.reshape(groups, O // groups, K)
     wide = _wide_ok(x, KH, KW, stride, padding)
     Hp, Wp = H + 2 * padding[0], W + 2 * padding[1]
+    CK = C * KH * KW
 
     def body(a, b):
-        buf = None
-        for n0, n1 in _chunks(a, b, C * KH * KW * L * x.itemsize, L):
+        buf = ybuf = wbuf = wybuf = None  # Note [Scratch buffers per thread, not per image]
+        for n0, n1 in _chunks(a, b, CK * L * x.itemsize, L):
             nb = n1 - n0
             if nb == 1 and wide:
-                cols = np.empty((C * KH * KW, OH * Wp), x.dtype)
+                if wbuf is None:
+                    wbuf = np.empty((CK, OH * Wp), x.dtype)
+                    wybuf = np.empty(O * OH * Wp, x.dtype)
+                cols = wbuf
                 _numba_conv()[5](x[n0], cols, KH, KW, *padding, *dilation, Hp, Wp)
-                y = np.matmul(w2, cols if groups == 1 else cols.reshape(groups, K, -1))
+                y = _gemm(w2, cols, wybuf, groups)
                 out[n0].reshape(O, OH, OW)[...] = y.reshape(O, OH, Wp)[:, :, :OW]
                 continue
             if buf is None:
-                buf = np.empty(C * KH * KW * (n1 - n0) * L, x.dtype)
+                buf = np.empty(CK * nb * L, x.dtype)
+                ybuf = np.empty(O * nb * L, x.dtype)
             cols = _im2col(x[n0:n1], KH, KW, stride, padding, dilation, OH, OW, buf)
             if nb == 1:  # one image: its columns are (K, L) and the GEMM writes the output in place
                 np.matmul(w2, cols if groups == 1 else cols.reshape(groups, K, L),
                           out=out[n0] if groups == 1 else out[n0].reshape(groups, O // groups, L))
-            elif groups == 1:
-                _to_images(w2 @ cols, out[n0:n1], O)
             else:
-                _to_images(np.matmul(w2, cols.reshape(groups, K, nb * L)).reshape(O, nb * L), out[n0:n1], O)
+                _to_images(_gemm(w2, cols, ybuf, groups), out[n0:n1], O)
 
-    _over_images(N, body)
+    _over_images(N, body, N * O * K * L)
     return out.reshape(N, O, OH, OW)
 
 
@@ -636,6 +656,7 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
         return gx
     L = OH * OW
     K = Cg * KH * KW
+    CK = C * KH * KW
     g3 = g.reshape(N, O, L)
     wt = w.reshape(O, K).T if groups == 1 else w.reshape(groups, O // groups, K).transpose(0, 2, 1)
     wide = _wide_ok(g, KH, KW, stride, padding)
@@ -643,20 +664,27 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
     wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
 
     def body(a, b):
-        for n0, n1 in _chunks(a, b, C * KH * KW * L * g.itemsize, L):
-            if n1 - n0 == 1 and wide:
-                gw = _widen(g[n0], Wp)
-                cols = wt @ gw if groups == 1 else np.matmul(wt, gw.reshape(groups, O // groups, -1))
-                _numba_conv()[6](cols.reshape(C * KH * KW, -1), gx[n0], KH, KW, *padding, *dilation, Hp, Wp)
+        gbuf = cbuf = wgbuf = wcbuf = None  # Note [Scratch buffers per thread, not per image]
+        for n0, n1 in _chunks(a, b, CK * L * g.itemsize, L):
+            nb = n1 - n0
+            if nb == 1 and wide:
+                if wgbuf is None:
+                    wgbuf = np.zeros((O, OH, Wp), g.dtype)  # the scratch columns ow >= OW stay zero
+                    wcbuf = np.empty(CK * OH * Wp, g.dtype)
+                wgbuf[:, :, :OW] = g[n0]
+                cols = _gemm(wt, wgbuf.reshape(O, OH * Wp), wcbuf, groups)
+                _numba_conv()[6](cols, gx[n0], KH, KW, *padding, *dilation, Hp, Wp)
                 continue
-            if groups == 1 and n1 - n0 == 1 and _is_pointwise(KH, KW, stride, padding):
+            if groups == 1 and nb == 1 and _is_pointwise(KH, KW, stride, padding):
                 np.matmul(wt, g3[n0], out=gx[n0].reshape(C, L))
                 continue
-            gw = _from_images(g3[n0:n1])
-            cols = wt @ gw if groups == 1 else np.matmul(wt, gw.reshape(groups, O // groups, -1))
-            _col2im(cols.reshape(C * KH * KW, -1), gx[n0:n1], KH, KW, stride, padding, dilation, OH, OW)
+            if gbuf is None:
+                gbuf = np.empty(O * nb * L, g.dtype)
+                cbuf = np.empty(CK * nb * L, g.dtype)
+            cols = _gemm(wt, _from_images(g3[n0:n1], gbuf), cbuf, groups)
+            _col2im(cols, gx[n0:n1], KH, KW, stride, padding, dilation, OH, OW)
 
-    _over_images(N, body)
+    _over_images(N, body, N * O * K * L)
     return gx
 
 
@@ -671,43 +699,48 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
         return gw
     L = OH * OW
     K = Cg * KH * KW
+    CK = C * KH * KW
     g3 = g.reshape(N, O, L)
     partials = []
     wide = _wide_ok(x, KH, KW, stride, padding)
     Hp, Wp = x.shape[2] + 2 * padding[0], x.shape[3] + 2 * padding[1]
     wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
 
+    def product(gg, cols, pbuf):
+        """``gg (O, n) @ cols (C*KH*KW, n)^T`` per group, into ``pbuf``: ``(O, K)`` or ``(groups, O/groups, K)``."""
+        if groups == 1:
+            return np.matmul(gg, cols.T, out=pbuf)
+        return np.matmul(gg.reshape(groups, O // groups, -1), cols.reshape(groups, K, -1).transpose(0, 2, 1),
+                         out=pbuf)
+
     def body(a, b):
         total = None
-        buf = None
-        for n0, n1 in _chunks(a, b, C * KH * KW * L * x.itemsize, L):
-            if n1 - n0 == 1 and wide:
-                cols = np.empty((C * KH * KW, OH * Wp), x.dtype)
+        buf = gbuf = wbuf = wgbuf = None  # Note [Scratch buffers per thread, not per image]
+        pbuf = np.empty((O, K) if groups == 1 else (groups, O // groups, K), x.dtype)
+        for n0, n1 in _chunks(a, b, CK * L * x.itemsize, L):
+            nb = n1 - n0
+            if nb == 1 and wide:
+                if wbuf is None:
+                    wbuf = np.empty((CK, OH * Wp), x.dtype)
+                    wgbuf = np.zeros((O, OH, Wp), g.dtype)  # the scratch columns ow >= OW stay zero
+                cols = wbuf
                 _numba_conv()[5](x[n0], cols, KH, KW, *padding, *dilation, Hp, Wp)
-                gg = _widen(g[n0], Wp)
-                if groups == 1:
-                    part = gg @ cols.T
-                else:
-                    part = np.matmul(gg.reshape(groups, O // groups, -1),
-                                     cols.reshape(groups, K, -1).transpose(0, 2, 1))
-                total = part if total is None else total + part
-                continue
-            if buf is None:
-                buf = np.empty(C * KH * KW * (n1 - n0) * L, x.dtype)
-            cols = _im2col(x[n0:n1], KH, KW, stride, padding, dilation, OH, OW, buf)
-            gg = _from_images(g3[n0:n1])
-            if groups == 1:
-                part = gg @ cols.T
+                wgbuf[:, :, :OW] = g[n0]
+                gg = wgbuf.reshape(O, OH * Wp)
             else:
-                part = np.matmul(gg.reshape(groups, O // groups, -1), cols.reshape(groups, K, -1).transpose(0, 2, 1))
+                if buf is None:
+                    buf = np.empty(CK * nb * L, x.dtype)
+                    gbuf = np.empty(O * nb * L, g.dtype)
+                cols = _im2col(x[n0:n1], KH, KW, stride, padding, dilation, OH, OW, buf)
+                gg = _from_images(g3[n0:n1], gbuf)
             if total is None:
-                total = part
+                total = product(gg, cols, pbuf).copy()
             else:
-                total += part
+                total += product(gg, cols, pbuf)
         if total is not None:
             partials.append(total)
 
-    _over_images(N, body)
+    _over_images(N, body, N * O * K * L)
     if not partials:
         return np.zeros(wshape, g.dtype)
     total = partials[0]
@@ -875,14 +908,51 @@ def _check_conv(opname, input, weight, bias, dim, stride, padding, dilation, gro
     check_tensor(weight, "weight", opname)
     if bias is not None:
         check_tensor(bias, "bias", opname)
-    if input.ndim not in (dim + 1, dim + 2):
-        raise RuntimeError(f"Expected {dim + 1}D (unbatched) or {dim + 2}D (batched) input to {opname}, but got "
-                           f"input of size: {list(input.shape)}")
-    if weight.ndim != dim + 2:
-        raise RuntimeError(f"Expected {dim + 2}-dimensional weight for {dim + 2}-dimensional input "
-                           f"{list(input.shape)}, but got {weight.ndim}-dimensional weight of size "
-                           f"{list(weight.shape)} instead")
+    args = (opname, input.shape, weight.shape, None if bias is None else bias.shape, dim, stride, padding,
+            dilation, groups, transposed, output_padding)
+    # Only ints, tuples of ints and strings go through the cache: a bool or float parameter (or one in
+    # a tuple) compares equal to an int and would hit an entry made for valid arguments.
+    plain = _plain(stride) and _plain(padding) and _plain(dilation) and _plain(groups) and _plain(output_padding)
+    checked = _check_params if plain else _check_params.__wrapped__
+    if input.ndim not in (dim + 1, dim + 2) or weight.ndim != dim + 2:
+        checked(*args)  # raises torch's message
     _check_dtypes(opname, input, weight, bias)
+    batched, stride, padding, dilation, output_padding, asym = checked(*args)
+    if not input.dtype.is_floating_point and (
+            input._requires_grad or weight._requires_grad):  # pragma: no cover - ints cannot require grad
+        raise RuntimeError("only floating point tensors can require gradients")
+    return input if batched else input.unsqueeze(0), batched, stride, padding, dilation, output_padding, asym
+
+
+def _plain(v) -> bool:
+    """Whether ``v`` is an int, a tuple of ints or a string (exact types: no bool, no float)."""
+    t = type(v)
+    if t is int or t is str:
+        return True
+    if t is not tuple:
+        return False
+    for e in v:
+        if type(e) is not int:
+            return False
+    return True
+
+
+# Note [Cached convolution checks]: the checks of a convolution's shapes and parameters depend on
+# nothing else, and a model calls each layer with the same ones every step: they are computed once
+# per distinct call (an exception is not cached, so a bad call raises every time). They cost ~15 µs
+# a call otherwise, as much as the whole kernel of a small layer.
+@functools.lru_cache(maxsize=512)
+def _check_params(opname, in_shape, w_shape, b_shape, dim, stride, padding, dilation, groups, transposed,
+                  output_padding):
+    """The shape and parameter checks of :func:`_check_conv` (pure: cached); returns
+    ``(batched, stride, padding, dilation, output_padding, asym)``."""
+    if len(in_shape) not in (dim + 1, dim + 2):
+        raise RuntimeError(f"Expected {dim + 1}D (unbatched) or {dim + 2}D (batched) input to {opname}, but got "
+                           f"input of size: {list(in_shape)}")
+    if len(w_shape) != dim + 2:
+        raise RuntimeError(f"Expected {dim + 2}-dimensional weight for {dim + 2}-dimensional input "
+                           f"{list(in_shape)}, but got {len(w_shape)}-dimensional weight of size "
+                           f"{list(w_shape)} instead")
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise TypeError(f"{opname}(): argument 'groups' must be int, not {type(groups).__name__}")
     stride = _expand(stride, dim, "stride")
@@ -894,7 +964,7 @@ def _check_conv(opname, input, weight, bias, dim, stride, padding, dilation, gro
         raise RuntimeError("non-positive dilation is not supported")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    k = tuple(weight.shape[2:])
+    k = tuple(w_shape[2:])
     asym = None
     if isinstance(padding, str):
         if padding == "valid":
@@ -916,17 +986,17 @@ def _check_conv(opname, input, weight, bias, dim, stride, padding, dilation, gro
         raise RuntimeError("negative padding is not supported")
     if any(p < 0 for p in output_padding):
         raise RuntimeError("negative output_padding is not supported")
-    batched = input.ndim == dim + 2
-    x = input if batched else input.unsqueeze(0)
-    C = x.shape[1]
+    batched = len(in_shape) == dim + 2
+    x_shape = tuple(in_shape) if batched else (1, *in_shape)
+    C = x_shape[1]
     if transposed:
-        if weight.shape[0] != C:
-            raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
-                               f"{list(x.shape)} to have {weight.shape[0]} channels, but got {C} channels instead")
-        if weight.shape[0] % groups:
+        if w_shape[0] != C:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(w_shape)}, expected input"
+                               f"{list(x_shape)} to have {w_shape[0]} channels, but got {C} channels instead")
+        if w_shape[0] % groups:
             raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                               f"but got weight of size {list(weight.shape)} instead")
-        out_channels = weight.shape[1] * groups
+                               f"but got weight of size {list(w_shape)} instead")
+        out_channels = w_shape[1] * groups
         for i in range(dim):
             if output_padding[i] >= stride[i] and output_padding[i] >= dilation[i]:
                 names = ("height", "width") if dim == 2 else ("",)
@@ -936,28 +1006,25 @@ def _check_conv(opname, input, weight, bias, dim, stride, padding, dilation, gro
                     + " ".join(f"stride_{n}: {stride[j]}" for j, n in enumerate(names)) + " "
                     + " ".join(f"dilation_{n}: {dilation[j]}" for j, n in enumerate(names)))
     else:
-        if weight.shape[0] % groups:
+        if w_shape[0] % groups:
             raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
-                               f"but got weight of size {list(weight.shape)} instead")
-        if weight.shape[1] * groups != C:
-            raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
-                               f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {C} "
+                               f"but got weight of size {list(w_shape)} instead")
+        if w_shape[1] * groups != C:
+            raise RuntimeError(f"Given groups={groups}, weight of size {list(w_shape)}, expected input"
+                               f"{list(x_shape)} to have {w_shape[1] * groups} channels, but got {C} "
                                "channels instead")
-        out_channels = weight.shape[0]
-        spatial = x.shape[2:]
+        out_channels = w_shape[0]
+        spatial = x_shape[2:]
         padded = tuple(n + 2 * p + (asym[i] if asym else 0) for i, (n, p) in enumerate(zip(spatial, padding)))
         eff = tuple(d * (kk - 1) + 1 for d, kk in zip(dilation, k))
         if any(e > pn for e, pn in zip(eff, padded)):
             raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
                                f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
                                "actual input size")
-    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_channels):
-        raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be 1-dimensional with "
-                           f"{out_channels} elements, but got bias of size {list(bias.shape)} instead")
-    if not x.dtype.is_floating_point and (
-            input._requires_grad or weight._requires_grad):  # pragma: no cover - ints cannot require grad
-        raise RuntimeError("only floating point tensors can require gradients")
-    return x, batched, stride, padding, dilation, output_padding, asym
+    if b_shape is not None and (len(b_shape) != 1 or b_shape[0] != out_channels):
+        raise RuntimeError(f"Given weight of size {list(w_shape)}, expected bias to be 1-dimensional with "
+                           f"{out_channels} elements, but got bias of size {list(b_shape)} instead")
+    return batched, stride, padding, dilation, output_padding, asym
 
 
 def _pad_right(x, extra, dim):

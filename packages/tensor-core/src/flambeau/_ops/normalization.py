@@ -44,6 +44,7 @@ import numpy as np
 
 from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
 from flambeau._ops._registry import declare
+from flambeau._parallel import get_num_threads
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
 
@@ -238,7 +239,60 @@ def _kernels():
                     for j in range(l_):
                         o[j] = gr[j] * p + r[j] * q + t
 
-    return row_moments, affine, grad_sums, affine2, ln_backward, chan_sums, chan_affine
+    # Note [Per-channel coefficients in one call]: between its two passes over the data, batch_norm
+    # turns the per-chunk sums into per-channel statistics, running-statistic updates and affine
+    # coefficients. As some 30 numpy calls on (C,) vectors that cost ~35 µs a layer, as much as the
+    # passes themselves on MobileNet's small planes; these serial loops do it in one call. Sums and
+    # coefficients are computed in float64, outputs written in their arrays' dtypes; an empty array
+    # stands for an absent running statistic, weight or bias.
+    @numba.njit(cache=True)
+    def bn_coefs(ps, pq, shift, count, rm, rv, momentum, eps, w, b, a, cc, mean_out, invstd_out):
+        k, c_ = ps.shape
+        for c in range(c_):
+            s = 0.0
+            q = 0.0
+            for i in range(k):
+                s += ps[i, c]
+                q += pq[i, c]
+            d = s / count
+            mean = shift[c] + d
+            var = max(q / count - d * d, 0.0)
+            if rm.shape[0] != 0:
+                rm[c] = (1.0 - momentum) * rm[c] + momentum * mean
+            if rv.shape[0] != 0:
+                unbiased = var * (count / (count - 1)) if count > 1 else np.nan
+                rv[c] = (1.0 - momentum) * rv[c] + momentum * unbiased
+            invstd = 1.0 / np.sqrt(var + eps)
+            av = invstd * w[c] if w.shape[0] != 0 else invstd
+            a[c] = av
+            cc[c] = (b[c] if b.shape[0] != 0 else 0.0) - mean * av
+            mean_out[c] = mean
+            invstd_out[c] = invstd
+
+    @numba.njit(cache=True)
+    def bn_grad_coefs(ps, pq, mean_t, invstd_t, w, count, training, a, b, cc, dw, db):
+        # dx = g * a + x * b + cc per channel (training: through the batch statistics), dw, db.
+        k, c_ = ps.shape
+        for c in range(c_):
+            sg = 0.0
+            sgx = 0.0
+            for i in range(k):
+                sg += ps[i, c]
+                sgx += pq[i, c]
+            invstd = np.float64(invstd_t[c])
+            av = invstd * w[c] if w.shape[0] != 0 else invstd
+            a[c] = av
+            if training:
+                bv = -av * invstd * invstd * sgx / count
+                b[c] = bv
+                cc[c] = -av * sg / count - bv * np.float64(mean_t[c])
+            else:
+                b[c] = 0.0
+                cc[c] = 0.0
+            dw[c] = sgx * invstd
+            db[c] = sg
+
+    return row_moments, affine, grad_sums, affine2, ln_backward, chan_sums, chan_affine, bn_coefs, bn_grad_coefs
 
 
 def _as_rows(a: np.ndarray, rows: int) -> np.ndarray:
@@ -264,9 +318,7 @@ def _zeros(n: int, dtype) -> np.ndarray:
 
 
 def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
+    return get_num_threads()  # flambeau's setting (numba's get_num_threads costs ~5 µs a call)
 
 
 # --- batch_norm ---------------------------------------------------------------------------------------
@@ -276,10 +328,19 @@ def _as_ncl(a: np.ndarray) -> np.ndarray:
 
 
 _NONE = {np.dtype(np.float32): np.empty((0, 0, 0), np.float32), np.dtype(np.float64): np.empty((0, 0, 0))}
+_EMPTY = {np.dtype(np.float32): np.empty(0, np.float32), np.dtype(np.float64): np.empty(0)}
 
 
 def _chunks(n: int) -> int:
     return max(1, min(_threads(), n))
+
+
+def _in_dtype(v, t):
+    """A ``(C,)`` array for the coefficient kernels: ``v`` itself if of dtype ``t`` (writes go through), a
+    copy in ``t`` otherwise, an empty array for None."""
+    if v is None:
+        return _EMPTY[t]
+    return v if v.dtype == t else v.astype(t)
 
 
 def _k_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
@@ -289,30 +350,34 @@ def _k_batch_norm(x, running_mean, running_var, weight, bias, training, momentum
     if x.size == 0:
         return np.empty(x.shape, x.dtype), np.zeros(c, t), np.zeros(c, t)
     x3 = _as_ncl(xc)
-    chan_sums, chan_affine = _kernels()[5:7]
+    kernels = _kernels()
+    chan_sums, chan_affine = kernels[5:7]
+    full = np.empty(x.shape, t)  # owns its memory: autograd may take it as .grad
     if training:
-        count = n * x3.shape[2]
-        # Sums of x - x[0, c, 0] in float64: the shift keeps the variance free of cancellation.
-        shift = x3[0, :, 0].astype(np.float64)
+        # Sums of x - x[0, c, 0] (accumulated in float64 per chunk): the shift keeps the variance free
+        # of cancellation.
+        shift = x3[0, :, 0].copy()
         k = _chunks(n)
         ps = np.zeros((k, c))
         pq = np.zeros((k, c))
-        chan_sums(x3, _NONE[t], shift.astype(t), ps, pq)
-        d = ps.sum(0) / count
-        mean = shift + d
-        var = np.maximum(pq.sum(0) / count - d * d, 0.0)
-        if running_mean is not None:
-            running_mean[...] = (1.0 - momentum) * running_mean + momentum * mean
-        if running_var is not None:
-            unbiased = var * (count / (count - 1)) if count > 1 else np.full(c, np.nan)
-            running_var[...] = (1.0 - momentum) * running_var + momentum * unbiased
-    else:
-        mean = running_mean.astype(np.float64)
-        var = running_var.astype(np.float64)
+        chan_sums(x3, _NONE[t], shift, ps, pq)
+        a = np.empty(c, t)
+        cc = np.empty(c, t)
+        mean = np.empty(c, t)
+        invstd = np.empty(c, t)
+        rm, rv = _in_dtype(running_mean, t), _in_dtype(running_var, t)
+        kernels[7](ps, pq, shift, float(n * x3.shape[2]), rm, rv, float(momentum), float(eps),
+                   _in_dtype(weight, t), _in_dtype(bias, t), a, cc, mean, invstd)
+        for arr, updated in ((running_mean, rm), (running_var, rv)):
+            if arr is not None and arr is not updated:
+                arr[...] = updated  # a running statistic of another dtype (float16) was updated in a copy
+        chan_affine(x3, _NONE[t], a, a, cc, full.reshape(x3.shape))
+        return (full if t == x.dtype else full.astype(x.dtype)), mean, invstd
+    mean = running_mean.astype(np.float64)
+    var = running_var.astype(np.float64)
     invstd = 1.0 / np.sqrt(var + eps)
     a = invstd if weight is None else invstd * weight
     cc = -mean * a if bias is None else bias - mean * a
-    full = np.empty(x.shape, t)  # owns its memory: autograd may take it as .grad
     chan_affine(x3, _NONE[t], a.astype(t), a.astype(t), cc.astype(t), full.reshape(x3.shape))
     return (full if t == x.dtype else full.astype(x.dtype)), mean.astype(t), invstd.astype(t)
 
@@ -326,33 +391,25 @@ def _k_batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, ma
                 np.zeros(c, t) if mask[1] else None, np.zeros(c, t) if mask[2] else None)
     x3 = _as_ncl(xc)
     g3 = _as_ncl(_compute(grad))
-    chan_sums, chan_affine = _kernels()[5:7]
-    mean = save_mean.astype(np.float64)
-    invstd = save_invstd.astype(np.float64)
+    kernels = _kernels()
+    chan_sums, chan_affine = kernels[5:7]
+    mean_t = save_mean.astype(t, copy=False)
     k = _chunks(n)
     ps = np.zeros((k, c))
     pq = np.zeros((k, c))
-    chan_sums(x3, g3, save_mean.astype(t), ps, pq)  # sum(g), sum(g * (x - mean)) per channel
-    sg = ps.sum(0)
-    sgx = pq.sum(0)
-    dx = dw = db = None
+    chan_sums(x3, g3, mean_t, ps, pq)  # sum(g), sum(g * (x - mean)) per channel
+    a, b, cc, dw, db = (np.empty(c, t) for _ in range(5))
+    kernels[8](ps, pq, mean_t, save_invstd.astype(t, copy=False), _in_dtype(weight, t), float(n * x3.shape[2]),
+               bool(training), a, b, cc, dw, db)
+    dx = None
     if mask[0]:
-        a = invstd if weight is None else weight * invstd
         full = np.empty(x.shape, t)  # owns its memory: autograd may take it as .grad
         if training:
-            count = n * x3.shape[2]
-            b = -a * invstd * invstd * sgx / count
-            cc = -a * sg / count - b * mean
-            chan_affine(x3, g3, a.astype(t), b.astype(t), cc.astype(t), full.reshape(x3.shape))
+            chan_affine(x3, g3, a, b, cc, full.reshape(x3.shape))
         else:
-            zeros = np.zeros(c, t)
-            chan_affine(g3, _NONE[t], a.astype(t), zeros, zeros, full.reshape(x3.shape))
+            chan_affine(g3, _NONE[t], a, b, b, full.reshape(x3.shape))  # b is zero
         dx = full.astype(x.dtype, copy=False)
-    if mask[1]:
-        dw = (sgx * invstd).astype(t)
-    if mask[2]:
-        db = sg.astype(t)
-    return dx, dw, db
+    return dx, (dw if mask[1] else None), (db if mask[2] else None)
 
 
 BATCH_NORM = declare(
