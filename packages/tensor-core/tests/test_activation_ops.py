@@ -237,6 +237,27 @@ def test_hardtanh_backward_op():
         fl.hardtanh_backward(fl.ones(2), fl.ones(3), -1.0, 1.0)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+def test_hardtanh_backward_fused_kernel_matches_torch(dtype, layout):
+    # large enough for the fused kernel; the bounds themselves and infinities included (NaN: torch's
+    # vectorised loop gives 0, its scalar loop the gradient; ours gives 0 for every layout)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-8, 8, (96, 130)).astype(dtype)
+    x.flat[:8] = [0.0, 6.0, 0.0, 6.0, float("inf"), -float("inf"), 6.000001, -1e-30]
+    g = rng.standard_normal((96, 130)).astype(dtype)
+    if layout == "transposed":
+        x, g = x.T, g.T
+    elif layout == "strided":
+        x, g = x[:, ::2], g[:, ::2]
+    got = fl.hardtanh_backward(fl.from_numpy(g), fl.from_numpy(x), 0.0, 6.0)
+    ref = torch.ops.aten.hardtanh_backward(torch.from_numpy(g), torch.from_numpy(x), 0.0, 6.0)
+    assert got.dtype == (fl.float32 if dtype == np.float32 else fl.float64)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
+    x[0, 0] = np.nan
+    assert fl.hardtanh_backward(fl.from_numpy(g), fl.from_numpy(x), 0.0, 6.0)[0, 0].item() == 0.0
+
 # --- the fused kernels: gelu, silu (declared in elementwise.py), mish, hardswish and their *_backward ----
 GELU_TOL = {np.float32: dict(rtol=1e-5, atol=3e-6), np.float64: dict(rtol=1e-12, atol=1e-14)}
 BWD_TOL = {np.float32: dict(rtol=2e-5, atol=1e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
