@@ -8,7 +8,10 @@ namespace.
 
 from pkgutil import extend_path
 
+from flambeau._blas import shorten_openblas_spin
+
 __path__ = extend_path(__path__, __name__)
+shorten_openblas_spin()  # before numpy loads OpenBLAS where it can (Note [OpenBLAS's idle threads])
 
 __version__ = "0.1.0"
 

@@ -14,9 +14,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 
-__all__ = ["blas_is_controllable", "single_threaded_blas"]
+__all__ = ["blas_is_controllable", "shorten_openblas_spin", "single_threaded_blas"]
+
+# Note [OpenBLAS's idle threads]: after each multi-threaded call OpenBLAS's worker threads keep
+# spinning for 2**28 cycles (about 0.1 s) before they sleep. Every numba kernel and every chunk of
+# flambeau's thread pool that runs in that window shares the cores with them: a LeNet training step
+# on 2 cores took 110-126 ms against 73-93 ms with the spin cut to 2**4 cycles (and the spinning
+# threads slowed the next library in the process as much: torch's steps after flambeau's were up to
+# 1.7x slower). OpenBLAS reads OPENBLAS_THREAD_TIMEOUT (log2 of the cycles) when it loads, and again
+# when its threads restart; flambeau sets it unless the user already has. Large GEMMs lose nothing
+# (waking a sleeping thread costs microseconds; their calls take milliseconds) and small ones run
+# on one BLAS thread anyway (Note [Threads over work items, not inside BLAS]).
+_SPIN_LOG2_CYCLES = "4"
 
 _lock = threading.Lock()
 _depth = 0
@@ -79,3 +91,33 @@ def single_threaded_blas():
                     if n != 1:
                         c.set_num_threads(n)
                 _saved = []
+
+
+def shorten_openblas_spin() -> None:
+    """Make OpenBLAS's idle threads sleep at once (Note [OpenBLAS's idle threads]); called at import.
+
+    Before numpy is loaded the environment variable is enough. When numpy (and its OpenBLAS) is
+    loaded already, the library re-reads its environment and restarts its threads, which is what
+    its own fork handler does; a library without those entry points is left as it is.
+    """
+    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return  # the user's choice
+    os.environ["OPENBLAS_THREAD_TIMEOUT"] = _SPIN_LOG2_CYCLES
+    if "numpy" not in sys.modules:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {fields[-1] for fields in map(str.split, maps)
+                     if len(fields) == 6 and "openblas" in fields[-1].lower() and ".so" in fields[-1]}
+    except OSError:  # not Linux
+        return
+    import ctypes
+
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+            read_env, restart = lib.openblas_read_env, lib.blas_thread_shutdown_
+        except (OSError, AttributeError):
+            continue
+        read_env()
+        restart()  # the threads start again, with the new timeout, at the next threaded call
