@@ -180,6 +180,14 @@ def _einsum_grads(g, s):
     return grads
 
 
+def _relu_grad(g, s):
+    # On the CPU, hardtanh's fused backward with bounds (0, inf) is the mask in one parallel pass
+    # (its own derivative gives double backward); devices without that kernel multiply by the mask.
+    if g._device.type == "cpu" and g.dtype is s.result.dtype:
+        return fl.hardtanh_backward(g, s.result, 0.0, math.inf)
+    return g * (s.result > 0)
+
+
 TABLE: dict[str, D] = {
     # --- arithmetic -----------------------------------------------------------------------------
     "add": D({"input": lambda g, s: g, "other": lambda g, s: g * s.get("alpha", 1)}),
@@ -229,7 +237,7 @@ TABLE: dict[str, D] = {
     "erf": D({"input": lambda g, s: g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
     "erfc": D({"input": lambda g, s: -g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
     "erfinv": D({"input": lambda g, s: g * (_SQRT_PI / 2) * (s.result * s.result).exp()}, save=("result",)),
-    "relu": D({"input": lambda g, s: g * (s.result > 0)}, save=("result",)),
+    "relu": D({"input": _relu_grad}, save=("result",)),
     # gelu and silu: fused in one kernel; the *_backward ops' own derivatives (in _formulas_act) give
     # double backward
     "gelu": D({"input": lambda g, s: fl.gelu_backward(g, s.input, approximate=s.get("approximate", "none"))},
