@@ -5,7 +5,9 @@ for it) and an optimizer step, on a fixed batch of float32 data (int64 token ids
 models). Each model is written once, over a library argument (``lib.nn``,
 ``lib.optim``), and built twice: in torch, then in flambeau with torch's initial parameters copied
 in, so both sides run the same arithmetic. Before timing, one step on each side checks that the
-two losses agree.
+two losses agree. The rows time the two libraries interleaved in one process; a full run also times
+each alone in processes of its own and gives that ratio in the notes (Note [Libraries slow each
+other]).
 
 - MLP 784-1024-1024-10, batch 128, SGD with momentum;
 - LeNet-style CNN (conv 32 and 64 3x3, max-pool, fc 128) on 1x28x28, batch 64, SGD with momentum;
@@ -26,6 +28,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 
 import _harness  # noqa: I001 - first: pins every library to 2 threads before they are imported
@@ -292,24 +297,59 @@ def check_same_loss(fl_model, th_model, fl_step, th_step) -> float:
     return a
 
 
+def _time_alone(library: str, name: str, repeat: int) -> float:
+    """Median step time of ``library`` alone on model ``name``, in a process of its own."""
+    done = subprocess.run([sys.executable, __file__, "--alone", library, "--repeat", str(repeat), "--only", name],
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def separate_processes(name: str, rounds: int, repeat: int) -> tuple[float, float]:
+    """Medians over ``rounds`` of each library timed alone, alternating which goes first.
+
+    Note [Libraries slow each other]: interleaved in one process, each library runs in the wake of
+    the other's idle threads (spinning OpenMP or BLAS workers) and cache footprint; measured here,
+    torch's steps right after flambeau's were up to 1.7x slower than alone. The separate-process
+    figures show that the interleaved ratio does not flatter either side.
+    """
+    times = {"flambeau": [], "torch": []}
+    for k in range(rounds):
+        for library in (("flambeau", "torch") if k % 2 == 0 else ("torch", "flambeau")):
+            times[library].append(_time_alone(library, name, repeat))
+    return statistics.median(times["flambeau"]), statistics.median(times["torch"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 repeats, RESULTS.md untouched")
+    parser.add_argument("--quick", action="store_true", help="3 repeats, RESULTS.md untouched, no separate processes")
     parser.add_argument("--only", choices=sorted(MODELS), action="append", help="run only these models")
+    parser.add_argument("--alone", choices=("flambeau", "torch"), help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    r = _harness.Report("train", "Training steps (benchmarks/train.py)", repeat=3 if args.quick else 7, target=0.2)
+    repeat = args.repeat or (3 if args.quick else 7)
+    r = _harness.Report("train", "Training steps (benchmarks/train.py)", repeat=repeat, target=0.2)
     torch = r.torch
     if torch is None:
         raise SystemExit("benchmarks/train.py needs torch: it builds each model in torch first")
+    if args.alone:  # a child of separate_processes: one library, one model, its median on stdout
+        _, _, fl_step, th_step = build_pair(torch, args.only[0])
+        print(r.median(fl_step if args.alone == "flambeau" else th_step))
+        return
     r.header()
     for name in args.only or MODELS:
         spec = MODELS[name]
         fl_model, th_model, fl_step, th_step = build_pair(torch, name)
         check_same_loss(fl_model, th_model, fl_step, th_step)
         t_fl, t_th = r.compare(spec.title, spec.setup, fl_step, th_step)
-        r.add_note(f"{spec.title}: flambeau {spec.batch / t_fl:,.0f} samples/s, "
-                   f"torch {spec.batch / t_th:,.0f} samples/s")
+        note = f"{spec.title}: flambeau {spec.batch / t_fl:,.0f} samples/s, torch {spec.batch / t_th:,.0f} samples/s"
+        if not args.quick:
+            a_fl, a_th = separate_processes(name, rounds=3, repeat=5)
+            note += (f"; each alone in its own process (3 alternating rounds): {_harness.fmt_time(a_fl)} "
+                     f"against {_harness.fmt_time(a_th)}, ratio {a_fl / a_th:.2f}")
+        r.add_note(note)
     if not args.quick:
+        r.add_note("Rows: interleaved in one process (Note [Libraries slow each other] in train.py); the notes "
+                   "also time each library alone in a process of its own.")
         r.finish()
 
 
