@@ -58,29 +58,42 @@ def default_convert(data):
         if elem_type.__name__ == "ndarray" and _np_str_obj_array_pattern.search(data.dtype.str) is not None:
             return data
         return fl.as_tensor(data)
+    return map_containers(data, default_convert, tuple_to_list=True)
+
+
+def map_containers(data, fn, *, tuple_to_list: bool):
+    """``data``'s elements passed through ``fn``, its container rebuilt as torch's data utilities do.
+
+    Mappings and sequences keep their type (a copy updated in place for mutable ones, else rebuilt;
+    a plain dict or list where neither works), namedtuples keep theirs, a plain tuple becomes a list
+    when ``tuple_to_list``. Strings, bytes and anything else that is not a container come back as
+    they are. Shared by :func:`default_convert` and the pin-memory walk.
+    """
+    if isinstance(data, (str, bytes)):
+        return data
     if isinstance(data, collections.abc.Mapping):
         try:
             if isinstance(data, collections.abc.MutableMapping):
                 clone = copy.copy(data)
-                clone.update({key: default_convert(data[key]) for key in data})
+                clone.update({key: fn(value) for key, value in data.items()})
                 return clone
-            return elem_type({key: default_convert(data[key]) for key in data})
+            return type(data)({key: fn(value) for key, value in data.items()})
         except TypeError:
-            return {key: default_convert(data[key]) for key in data}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return elem_type(*(default_convert(d) for d in data))
+            return {key: fn(value) for key, value in data.items()}
     if isinstance(data, tuple):
-        return [default_convert(d) for d in data]
-    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        if hasattr(data, "_fields"):  # namedtuple
+            return type(data)(*(fn(d) for d in data))
+        return [fn(d) for d in data] if tuple_to_list else type(data)(fn(d) for d in data)
+    if isinstance(data, collections.abc.Sequence):
         try:
             if isinstance(data, collections.abc.MutableSequence):
                 clone = copy.copy(data)
                 for i, d in enumerate(data):
-                    clone[i] = default_convert(d)
+                    clone[i] = fn(d)
                 return clone
-            return elem_type([default_convert(d) for d in data])
+            return type(data)([fn(d) for d in data])
         except TypeError:
-            return [default_convert(d) for d in data]
+            return [fn(d) for d in data]
     return data
 
 

@@ -9,11 +9,10 @@ thread of the main process between the workers' result queue and the iterator, a
 
 from __future__ import annotations
 
-import collections.abc
-import copy
 import queue
 
 import flambeau as fl
+from flambeau.data._collate import map_containers
 from flambeau.data._worker import ExceptionWrapper
 
 _POLL = 0.1
@@ -25,32 +24,7 @@ def pin_memory(data):
         return data.pin_memory()
     if hasattr(data, "pin_memory"):
         return data.pin_memory()
-    if isinstance(data, (str, bytes)):
-        return data
-    if isinstance(data, collections.abc.Mapping):
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update({k: pin_memory(v) for k, v in data.items()})
-                return clone
-            return type(data)({k: pin_memory(v) for k, v in data.items()})
-        except TypeError:
-            return {k: pin_memory(v) for k, v in data.items()}
-    if isinstance(data, tuple):
-        if hasattr(data, "_fields"):
-            return type(data)(*(pin_memory(v) for v in data))
-        return type(data)(pin_memory(v) for v in data)
-    if isinstance(data, collections.abc.Sequence):
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, v in enumerate(data):
-                    clone[i] = pin_memory(v)
-                return clone
-            return type(data)([pin_memory(v) for v in data])
-        except TypeError:
-            return [pin_memory(v) for v in data]
-    return data
+    return map_containers(data, pin_memory, tuple_to_list=False)
 
 
 def _pin_memory_loop(in_queue, out_queue, done_event) -> None:
