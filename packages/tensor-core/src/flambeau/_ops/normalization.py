@@ -581,6 +581,22 @@ def _shape_list(shape) -> str:
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
+def _normalize(op, input, kernel_arg, recorded_arg, weight, bias, eps):
+    """Run layer_norm's or group_norm's kernel and record it with the statistics its backward reuses.
+
+    ``kernel_arg``: what the kernel takes (the number of normalised dims, or of groups);
+    ``recorded_arg``: the operator's own argument (``normalized_shape`` or ``num_groups``).
+    """
+    dev = input._device
+    out, mean, rstd = op.kernel(dev.type)(input._data, kernel_arg, _data(weight), _data(bias), float(eps))
+    out = _wrap(out, dev)
+    if grad_state.enabled and (input._requires_grad or (weight is not None and weight._requires_grad)
+                               or (bias is not None and bias._requires_grad)):
+        record(op, (input, recorded_arg, weight, bias, float(eps)),
+               {"save_mean": _wrap(mean, dev), "save_rstd": _wrap(rstd, dev)}, out)
+    return out
+
+
 @LAYER_NORM.front
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
@@ -612,14 +628,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
             if tuple(t.shape) != shape:
                 raise RuntimeError(f"Expected {argname} to be of same shape as normalized_shape, but got {argname} of "
                                    f"shape {_shape_list(t.shape)} and normalized_shape = {_shape_list(shape)}")
-    dev = input._device
-    out, mean, rstd = LAYER_NORM.kernel(dev.type)(input._data, k, _data(weight), _data(bias), float(eps))
-    out = _wrap(out, dev)
-    if grad_state.enabled and (input._requires_grad or (weight is not None and weight._requires_grad)
-                               or (bias is not None and bias._requires_grad)):
-        record(LAYER_NORM, (input, shape, weight, bias, float(eps)),
-               {"save_mean": _wrap(mean, dev), "save_rstd": _wrap(rstd, dev)}, out)
-    return out
+    return _normalize(LAYER_NORM, input, k, shape, weight, bias, eps)
 
 
 @LAYER_NORM_BACKWARD.front
@@ -750,14 +759,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                 raise RuntimeError(f"Expected {argname} to be a vector of size equal to the number of channels in "
                                    f"input, but got {argname} of shape {_shape_list(t.shape)} and input of shape "
                                    f"{_shape_list(input.shape)}")
-    dev = input._device
-    out, mean, rstd = GROUP_NORM.kernel(dev.type)(input._data, num_groups, _data(weight), _data(bias), float(eps))
-    out = _wrap(out, dev)
-    if grad_state.enabled and (input._requires_grad or (weight is not None and weight._requires_grad)
-                               or (bias is not None and bias._requires_grad)):
-        record(GROUP_NORM, (input, num_groups, weight, bias, float(eps)),
-               {"save_mean": _wrap(mean, dev), "save_rstd": _wrap(rstd, dev)}, out)
-    return out
+    return _normalize(GROUP_NORM, input, num_groups, num_groups, weight, bias, eps)
 
 
 @GROUP_NORM_BACKWARD.front
