@@ -181,11 +181,8 @@ def _einsum_grads(g, s):
 
 
 def _relu_grad(g, s):
-    # On the CPU, hardtanh's fused backward with bounds (0, inf) is the mask in one parallel pass
-    # (its own derivative gives double backward); devices without that kernel multiply by the mask.
-    if g._device.type == "cpu" and g.dtype is s.result.dtype:
-        return fl.hardtanh_backward(g, s.result, 0.0, math.inf)
-    return g * (s.result > 0)
+    # hardtanh's backward with bounds (0, inf): one fused pass where the device has the kernel
+    return fl.hardtanh_backward(g, s.result, 0.0, math.inf)
 
 
 TABLE: dict[str, D] = {
