@@ -7,7 +7,7 @@ alternates flambeau and torch measurements ``repeat`` times and keeps the median
 so drifts of the machine's speed hit both sides alike.
 
 A script builds a :class:`Report`, calls :meth:`Report.compare` (or :meth:`Report.skip` for an
-operator flambeau does not have yet), then :meth:`Report.finish`, which prints the table
+operator flambeau does not have yet, :meth:`Report.add_row` for times it measured its own way), then :meth:`Report.finish`, which prints the table
 ``op | size | flambeau | torch | ratio`` and rewrites the script's section of
 ``benchmarks/RESULTS.md`` with the machine, the versions and the command that produced it.
 """
@@ -146,13 +146,17 @@ class Report:
                 th_times.append(_time_calls(torch_fn, n_th))
         t_fl = statistics.median(fl_times)
         t_th = statistics.median(th_times) if th_times else None
+        self.add_row(op, size, t_fl, t_th, note)
+        return t_fl, t_th
+
+    def add_row(self, op: str, size: str, t_fl: float, t_th: float | None, note: str = "") -> None:
+        """A row of times measured by the script itself (seconds per call; ``t_th`` None: no torch)."""
         self.rows.append({
             "op": op, "size": size, "flambeau": fmt_time(t_fl),
             "torch": fmt_time(t_th) if t_th else "-",
             "ratio": f"{t_fl / t_th:.2f}" if t_th else "-", "note": note,
         })
         print(self._format_row(self.rows[-1]), flush=True)
-        return t_fl, t_th
 
     def skip(self, op: str, size: str, reason: str) -> None:
         """A row for an operator that cannot be measured yet, with the reason."""

@@ -207,11 +207,7 @@ def bench(r: _harness.Report, torch, name: str, cls, rounds: int, estimate: bool
     med = {key: statistics.median(ts) for key, ts in times.items()}
     for workers in (0, 2):
         t_fl, t_th = med["fl", workers], med.get(("th", workers))
-        row = {"op": f"{name}, {workers} workers", "size": f"{BATCHES} batches of {BATCH}",
-               "flambeau": _harness.fmt_time(t_fl), "torch": _harness.fmt_time(t_th) if t_th else "-",
-               "ratio": f"{t_fl / t_th:.2f}" if t_th else "-", "note": ""}
-        r.rows.append(row)
-        print(r._format_row(row), flush=True)
+        r.add_row(f"{name}, {workers} workers", f"{BATCHES} batches of {BATCH}", t_fl, t_th)
     for workers in (0, 2):
         note = f"{name}, {workers} workers: flambeau {BATCHES / med['fl', workers]:.1f} batches/s"
         if ("th", workers) in med:
