@@ -12,6 +12,27 @@ from flambeau.nn.parameter import Parameter
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
+def _make_affine(module: Module, shape, affine: bool, bias: bool, device, dtype) -> None:
+    """Register ``weight`` and ``bias`` of ``shape`` on ``module`` (None without ``affine``, or without ``bias``)."""
+    if affine:
+        module.weight = Parameter(fl.empty(shape, device=device, dtype=dtype))
+        if bias:
+            module.bias = Parameter(fl.empty(shape, device=device, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module: Module, affine: bool) -> None:
+    """With ``affine``, the weight to 1 and the bias (when present) to 0."""
+    if affine:
+        init.ones_(module.weight)
+        if module.bias is not None:
+            init.zeros_(module.bias)
+
+
 class _NormBase(Module):
     """Parameters and running-statistics buffers shared by the batch normalisation layers."""
 
@@ -25,15 +46,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(fl.empty(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(fl.empty(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _make_affine(self, num_features, affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", fl.zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", fl.ones(num_features, device=device, dtype=dtype))
@@ -54,10 +67,7 @@ class _NormBase(Module):
     def reset_parameters(self) -> None:
         """Reset the running statistics, the weight to 1 and the bias to 0."""
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.affine)
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise NotImplementedError

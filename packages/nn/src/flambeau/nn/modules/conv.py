@@ -223,6 +223,11 @@ class _ConvTransposeNd(_ConvNd):
                                  f"to {max_sizes} (for an input of {list(spatial)})")
         return tuple(output_size[d] - min_sizes[d] for d in range(n))
 
+    def _conv_transpose_forward(self, input: Tensor, output_size, conv_transpose) -> Tensor:
+        output_padding = self._output_padding(input, output_size)
+        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+                              self.dilation)
+
 
 class ConvTranspose1d(_ConvTransposeNd):
     """1-D transposed convolution (the gradient of :class:`Conv1d` with respect to its input).
@@ -259,9 +264,7 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         """Apply the transposed convolution; ``output_size`` picks the output length among the valid ones."""
-        output_padding = self._output_padding(input, output_size)
-        return conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                self.groups, self.dilation)
+        return self._conv_transpose_forward(input, output_size, conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -299,6 +302,4 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         """Apply the transposed convolution; ``output_size`` picks the output size among the valid ones."""
-        output_padding = self._output_padding(input, output_size)
-        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, output_padding,
-                                self.groups, self.dilation)
+        return self._conv_transpose_forward(input, output_size, conv_transpose2d)

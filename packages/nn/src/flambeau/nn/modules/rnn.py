@@ -198,6 +198,12 @@ class RNNBase(Module):
             out = out.transpose(0, 1)
         return out, finals
 
+    def _run(self, input: Tensor, hxs, n_states: int):
+        """Check, run all the layers and reshape back: ``(output, [final state per kind])``."""
+        x, states, batched = self._prepare(input, hxs, n_states)
+        out, finals = self._run_layers(x, states)
+        return self._finish(out, finals, batched)
+
 
 class RNN(RNNBase):
     """Multi-layer Elman RNN: ``h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`` (or relu).
@@ -234,9 +240,7 @@ class RNN(RNNBase):
 
     def forward(self, input: Tensor, hx=None):
         """Run the sequence; returns ``(output, h_n)``."""
-        x, states, batched = self._prepare(input, None if hx is None else (hx,), 1)
-        out, finals = self._run_layers(x, states)
-        out, finals = self._finish(out, finals, batched)
+        out, finals = self._run(input, None if hx is None else (hx,), 1)
         return out, finals[0]
 
 
@@ -261,9 +265,7 @@ class LSTM(RNNBase):
         """Run the sequence; returns ``(output, (h_n, c_n))``."""
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise RuntimeError("LSTM: hx must be a tuple (h_0, c_0) of tensors")
-        x, states, batched = self._prepare(input, hx, 2)
-        out, finals = self._run_layers(x, states)
-        out, finals = self._finish(out, finals, batched)
+        out, finals = self._run(input, hx, 2)
         return out, (finals[0], finals[1])
 
 
@@ -287,9 +289,7 @@ class GRU(RNNBase):
 
     def forward(self, input: Tensor, hx=None):
         """Run the sequence; returns ``(output, h_n)``."""
-        x, states, batched = self._prepare(input, None if hx is None else (hx,), 1)
-        out, finals = self._run_layers(x, states)
-        out, finals = self._finish(out, finals, batched)
+        out, finals = self._run(input, None if hx is None else (hx,), 1)
         return out, finals[0]
 
 

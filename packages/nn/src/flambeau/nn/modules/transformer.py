@@ -45,6 +45,13 @@ def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor
     return fl.full((sz, sz), float("-inf"), dtype=dtype, device=device).triu(diagonal=1)
 
 
+def _attention_block(attn, dropout, x, kv, attn_mask, key_padding_mask, is_causal):
+    """``dropout(attn(x, kv, kv))`` without the attention weights: the layers' attention sublayers."""
+    x = attn(x, kv, kv, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+             is_causal=is_causal)[0]
+    return dropout(x)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then feed-forward, each with a residual connection and layer norm.
 
@@ -100,9 +107,7 @@ class TransformerEncoderLayer(Module):
         return x
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
-        return self.dropout1(x)
+        return _attention_block(self.self_attn, self.dropout1, x, x, attn_mask, key_padding_mask, is_causal)
 
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -161,14 +166,10 @@ class TransformerDecoderLayer(Module):
         return x
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal,
-                           need_weights=False)[0]
-        return self.dropout1(x)
+        return _attention_block(self.self_attn, self.dropout1, x, x, attn_mask, key_padding_mask, is_causal)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
-        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                is_causal=is_causal, need_weights=False)[0]
-        return self.dropout2(x)
+        return _attention_block(self.multihead_attn, self.dropout2, x, mem, attn_mask, key_padding_mask, is_causal)
 
     def _ff_block(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
