@@ -72,6 +72,9 @@ def _bmm(a, b):
     return out.reshape(a.shape[:-2] + (m, n))
 
 
+_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_attention()
+
+
 @functools.cache
 def _numba_attention():
     """Fused masked softmax forward (float32, float64) and softmax backward, compiled on first use.
@@ -79,8 +82,14 @@ def _numba_attention():
     See Note [Vectorised expf] in nn_ops.py: the float32 kernel evaluates Cephes' expf
     polynomial so that LLVM vectorises the row loop.
     """
+    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
+    global _expf_flush
     import numba
     from numba import prange
+
+    from flambeau._ops._fast_exp import expf_helpers
+
+    _, _expf_flush = expf_helpers()
 
     @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
     def softmax_f32(s, mask, midx, has_mask, causal, scale, out):
@@ -105,16 +114,9 @@ def _numba_attention():
                 continue
             bits = np.empty(end, np.int32)
             for j in range(end):
-                v = o[j] - m
-                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                rr = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                y = (((((np.float32(1.9875691500e-4) * rr + np.float32(1.3981999507e-3)) * rr
-                        + np.float32(8.3334519073e-3)) * rr + np.float32(4.1665795894e-2)) * rr
-                      + np.float32(1.6666665459e-1)) * rr + np.float32(5.0000001201e-1)) * rr * rr + rr
-                y += np.float32(1.0)
-                normal = v >= np.float32(-87.33)
-                o[j] = y if normal else np.float32(0.0)
-                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+                y, b = _expf_flush(o[j] - m)
+                o[j] = y
+                bits[j] = b
             sc = bits.view(np.float32)
             t = np.float32(0.0)
             for j in range(end):

@@ -66,11 +66,20 @@ def _reduce(loss: np.ndarray, reduction: str, dtype) -> np.ndarray:
 
 
 # --- kernels of cross_entropy ------------------------------------------------------------------------
+_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _ce_kernels()
+
+
 @functools.cache
 def _ce_kernels():
     """Fused cross-entropy rows: forward and backward, float32 (vectorised expf) and float64."""
+    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
+    global _expf_flush
     import numba
     from numba import prange
+
+    from flambeau._ops._fast_exp import expf_helpers
+
+    _, _expf_flush = expf_helpers()
 
     fm = {"contract", "reassoc", "nsz"}
 
@@ -91,15 +100,9 @@ def _ce_kernels():
             e = np.empty(n, np.float32)
             bits = np.empty(n, np.int32)
             for j in range(n):  # Note [Vectorised expf]
-                v = xr[j] - m
-                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
-                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
-                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
-                normal = v >= np.float32(-87.33)
-                e[j] = y if normal else np.float32(0.0)
-                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+                y, b = _expf_flush(xr[j] - m)
+                e[j] = y
+                bits[j] = b
             scale = bits.view(np.float32)
             s = 0.0
             for j in range(n):
@@ -181,15 +184,9 @@ def _ce_kernels():
             c = np.float32(lse[i])
             bits = np.empty(n, np.int32)
             for j in range(n):
-                v = xr[j] - c
-                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
-                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
-                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
-                normal = v >= np.float32(-87.33)
-                o[j] = y if normal else np.float32(0.0)
-                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+                y, b = _expf_flush(xr[j] - c)
+                o[j] = y
+                bits[j] = b
             scale = bits.view(np.float32)
             for j in range(n):
                 o[j] = a * (o[j] * scale[j]) - cw * w[j]

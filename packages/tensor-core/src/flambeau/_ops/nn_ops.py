@@ -46,16 +46,25 @@ _add_reduce = np.add.reduce
 _NUMBA_MIN_SIZE = 1 << 15
 
 
+_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_softmax()
+
+
 @functools.cache
 def _numba_softmax():
     """Fused row-wise softmax / log_softmax kernels (float32, float64), compiled on first use.
 
-    The kernels call no other jitted function: numba's on-disk cache misses on every run for
-    functions that close over other dispatchers, and these take seconds to compile.
+    The kernels reach their one jitted helper (``_fast_exp``'s inlined expf) as a module global:
+    numba's on-disk cache misses on every run for functions that close over other dispatchers.
     See Note [Vectorised expf] for why float32 rows do not call ``np.exp``.
     """
+    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
+    global _expf_flush
     import numba
     from numba import prange
+
+    from flambeau._ops._fast_exp import expf_helpers
+
+    _, _expf_flush = expf_helpers()
 
     # Note [Vectorised expf]: without Intel SVML, LLVM turns np.exp into a scalar libm call per
     # element, which makes softmax 3-6x slower than torch's vectorised kernel. Cephes' expf
@@ -75,15 +84,9 @@ def _numba_softmax():
                 m = m - m
             bits = np.empty(n, np.int32)
             for j in range(n):
-                v = xr[j] - m
-                k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
-                        + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
-                      + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r + np.float32(1.0)
-                normal = v >= np.float32(-87.33)
-                o[j] = y if normal else np.float32(0.0)
-                bits[j] = ((np.int32(k) if normal else np.int32(0)) + np.int32(127)) << np.int32(23)
+                y, b = _expf_flush(xr[j] - m)
+                o[j] = y
+                bits[j] = b
             scale = bits.view(np.float32)
             s = np.float32(0.0)
             for j in range(n):

@@ -44,6 +44,9 @@ __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
 _matmul = np.matmul
 
 
+_expf_poly = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_rnn()
+
+
 @functools.cache
 def _numba_rnn():
     """Fused LSTM / GRU step kernels (forward and backward), compiled on first use.
@@ -51,7 +54,13 @@ def _numba_rnn():
     Only the float32 forward kernels run parallel over the batch rows: numba's parallel lowering
     also vectorises their scratch-row loops (2x faster on one thread); the others gain nothing.
     """
+    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
+    global _expf_poly
     import numba
+
+    from flambeau._ops._fast_exp import expf_helpers
+
+    _expf_poly, _ = expf_helpers()
 
     @numba.njit(cache=True, fastmath={"contract", "reassoc"})
     def lstm_fwd(g, gh, c_prev, h_out, c_out, tc_out, one):
@@ -159,12 +168,8 @@ def _numba_rnn():
                 n = h4 if rep == 0 else nh
                 for j in range(n):
                     v = min(max(a[j], np.float32(-87.0)), np.float32(88.0))
-                    k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                    r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                    y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
-                            + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
-                          + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r
-                    a[j] = y + np.float32(1.0)
+                    y, k = _expf_poly(v)
+                    a[j] = y
                     bits[j] = (np.int32(k) + np.int32(127)) << np.int32(23)
                 sc = bits.view(np.float32)
                 for j in range(n):
@@ -218,12 +223,8 @@ def _numba_rnn():
                 n = 2 * nh if rep == 0 else nh
                 for j in range(n):
                     v = min(max(a[j], np.float32(-87.0)), np.float32(88.0))
-                    k = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
-                    r = v - k * np.float32(0.693359375) - k * np.float32(-2.12194440e-4)
-                    y = (((((np.float32(1.9875691500e-4) * r + np.float32(1.3981999507e-3)) * r
-                            + np.float32(8.3334519073e-3)) * r + np.float32(4.1665795894e-2)) * r
-                          + np.float32(1.6666665459e-1)) * r + np.float32(5.0000001201e-1)) * r * r + r
-                    a[j] = y + np.float32(1.0)
+                    y, k = _expf_poly(v)
+                    a[j] = y
                     bits[j] = (np.int32(k) + np.int32(127)) << np.int32(23)
                 sc = bits.view(np.float32)
                 for j in range(n):
