@@ -522,7 +522,7 @@ _K_TANH = math.sqrt(2.0 / math.pi)
 _C_TANH = 0.044715
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
-_exp32 = _erf32 = _exp64 = _cdf64 = None  # numba helpers, set by _act_kernels()
+_exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
 
 
 @functools.cache
@@ -533,8 +533,12 @@ def _act_kernels():
     cached on disk."""
     # The kernels reach their helpers as module globals: numba keys its disk cache on the kernels'
     # closure cells, and jitted helpers in cells hash differently in every process (a recompile each time).
-    global _exp32, _erf32, _exp64, _cdf64
+    global _exp32, _erf32, _exp64, _cdf64, _expf_poly
     import numba
+
+    from flambeau._ops._fast_exp import expf_helpers
+
+    _expf_poly = expf_helpers()[0]
     from numba.core import types
     from numba.extending import intrinsic
 
@@ -555,11 +559,7 @@ def _act_kernels():
 
     @numba.njit(**inline)
     def exp32(v):  # Cephes expf (see _fast_exp); 2^k as two normal factors so underflow rounds right
-        v = min(max(v, f32(-104.0)), f32(89.0))
-        k = np.floor(v * f32(1.44269504088896341) + f32(0.5))
-        r = v - k * f32(0.693359375) - k * f32(-2.12194440e-4)
-        y = (((((f32(1.9875691500e-4) * r + f32(1.3981999507e-3)) * r + f32(8.3334519073e-3)) * r
-               + f32(4.1665795894e-2)) * r + f32(1.6666665459e-1)) * r + f32(5.0000001201e-1)) * r * r + r + f32(1)
+        y, k = _expf_poly(min(max(v, f32(-104.0)), f32(89.0)))
         ki = i32(k)
         k1 = ki >> i32(1)
         return y * as_f32((k1 + i32(127)) << i32(23)) * as_f32((ki - k1 + i32(127)) << i32(23))
