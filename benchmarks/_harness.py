@@ -7,9 +7,10 @@ alternates flambeau and torch measurements ``repeat`` times and keeps the median
 so drifts of the machine's speed hit both sides alike.
 
 A script builds a :class:`Report`, calls :meth:`Report.compare` (or :meth:`Report.skip` for an
-operator flambeau does not have yet, :meth:`Report.add_row` for times it measured its own way), then :meth:`Report.finish`, which prints the table
-``op | size | flambeau | torch | ratio`` and rewrites the script's section of
-``benchmarks/RESULTS.md`` with the machine, the versions and the command that produced it.
+operator flambeau does not have yet, :meth:`Report.add_row` for times it measured its own way),
+then :meth:`Report.finish`, which prints the table ``op | size | flambeau | torch | ratio`` and
+rewrites the script's section of ``benchmarks/RESULTS.md`` with the machine, the versions and the
+command that produced it.
 """
 
 from __future__ import annotations

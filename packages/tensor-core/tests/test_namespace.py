@@ -131,10 +131,31 @@ wanted, absent = json.loads(sys.argv[4]), json.loads(sys.argv[5])
 files = {}
 for name in wanted:
     files[name] = importlib.import_module(name).__file__
-missing = [name for name in absent if importlib.util.find_spec(name) is not None]
+import flambeau
+missing, hints = [], {}
+for name in absent:  # an absent distribution's module: not found, and both spellings name it
+    try:
+        importlib.import_module(name)
+        missing.append(name)
+    except ModuleNotFoundError as error:
+        hints[name] = [str(error)]
+    try:
+        getattr(flambeau, name.split(".")[1])
+        missing.append(name)
+    except AttributeError as error:
+        hints[name].append(str(error))
+if "flambeau.data" in absent:
+    try:
+        from flambeau.utils.data import DataLoader
+        missing.append("flambeau.utils.data")
+    except ModuleNotFoundError as error:
+        hints["flambeau.utils.data"] = [str(error)]
+else:
+    from flambeau.utils.data import DataLoader
+    assert DataLoader is sys.modules["flambeau.data"].DataLoader
 from_repo = sorted(m.__name__ for m in list(sys.modules.values())
                    if (getattr(m, "__file__", None) or "").startswith(repo + "/packages"))
-print(json.dumps({"files": files, "unexpected": missing, "from_repo": from_repo,
+print(json.dumps({"files": files, "unexpected": missing, "from_repo": from_repo, "hints": hints,
                   "path": list(getattr(sys.modules.get("flambeau"), "__path__", []))}))
 """
 
@@ -174,3 +195,8 @@ def test_wheel_importable_alone(wheels, third_party, package, tmp_path):
     assert not result["unexpected"], f"importable without being installed: {result['unexpected']}"
     assert not result["from_repo"], f"modules leaked in from the checkout: {result['from_repo']}"
     assert all(p.startswith(str(target)) for p in result["path"]), result["path"]
+    distribution = {m: f"flambeau-{p}" for p, mods in MODULES.items() for m in mods}
+    distribution["flambeau.utils.data"] = "flambeau-data"
+    for name, messages in result["hints"].items() if "tensor-core" in installed else ():  # its finders give them
+        for message in messages:  # `import flambeau.nn` and `fl.nn` both say what to install
+            assert f"pip install {distribution[name]}" in message, (name, message)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
 
 import numpy as np
 import pytest
 
 import flambeau as fl
 from flambeau._parallel import PARALLEL_MIN_ELEMENTS
+from flambeau._threading_layer import FORK_SAFE_LAYERS
 
 N = PARALLEL_MIN_ELEMENTS + 17  # large enough for the parallel paths, and not a multiple of the chunk count
 
@@ -83,6 +90,56 @@ def test_pool_works_in_a_forked_child(threads):
             p.join()
         q.close()
     assert p.exitcode == 0 and value == pytest.approx(N * np.e, rel=1e-5)
+
+
+# --- numba's threading layer (Note [numba's threading layer]) -------------------------------------
+LAYER_PROBE = """
+import json, os, sys
+if {numba_first}:
+    import numba
+import flambeau as fl
+import numba
+fl.exp(fl.ones(10**6))  # a parallel numba kernel starts numba's threads
+layer = numba.threading_layer()
+pid = os.fork() if hasattr(os, "fork") else None
+if pid == 0:  # a forked child runs a parallel kernel too (GNU OpenMP's layer aborts it here)
+    os._exit(0 if float(fl.exp(fl.ones(10**6)).sum()) > 0 else 3)
+status = os.waitpid(pid, 0)[1] if pid else 0
+print(json.dumps({{"layer": layer, "child": status, "tbb": fl._threading_layer.tbb_library()}}))
+"""
+
+
+def _probe_layer(numba_first: bool, **env_overrides) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}
+    env.update(env_overrides)
+    proc = subprocess.run([sys.executable, "-c", LAYER_PROBE.format(numba_first=numba_first)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _tbb_declared() -> bool:
+    """Whether tensor-core installs the tbb wheel on this platform (its pyproject's marker)."""
+    try:
+        metadata.distribution("tbb")
+    except metadata.PackageNotFoundError:
+        return platform.machine().lower() in ("x86_64", "amd64")  # declared there, so it must be installed
+    return True
+
+
+@pytest.mark.parametrize("numba_first", [False, True], ids=["flambeau-first", "numba-first"])
+def test_parallel_kernels_run_on_a_fork_safe_layer(numba_first):
+    """In a fresh interpreter, with no variable set: TBB where its wheel installs, and fork works."""
+    result = _probe_layer(numba_first)
+    assert result["layer"] in FORK_SAFE_LAYERS, result
+    if _tbb_declared():
+        assert result["layer"] == "tbb", f"tbb is installed but numba runs on {result['layer']}"
+        assert result["tbb"] and os.path.isfile(result["tbb"])
+    assert result["child"] == 0, f"the forked child died (wait status {result['child']})"
+
+
+def test_threading_layer_the_user_names_is_kept():
+    assert _probe_layer(False, NUMBA_THREADING_LAYER="workqueue")["layer"] == "workqueue"
 
 
 # --- the vectorised float32 exp (flambeau._ops._fast_exp) ------------------------------------------

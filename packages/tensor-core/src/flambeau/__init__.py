@@ -3,15 +3,21 @@
 ``import flambeau as fl`` gives the Tensor, dtypes, devices, factories and every operator of the
 operator table, bound as ``fl.<op>`` functions and ``Tensor`` methods. Other flambeau
 distributions (``flambeau.autograd``, ``flambeau.nn`` ...) are separate packages that extend this
-namespace.
+namespace; ``fl.nn``, ``fl.optim``, ``fl.data`` ... import them on first use (``flambeau._subpackages``).
 """
 
 from pkgutil import extend_path
 
 from flambeau._blas import shorten_openblas_spin
+from flambeau._subpackages import PROVIDERS as _PROVIDERS
+from flambeau._subpackages import install_finders as _install_finders
+from flambeau._subpackages import resolve as _resolve
+from flambeau._threading_layer import prefer_fork_safe_threading_layer
 
 __path__ = extend_path(__path__, __name__)
+prefer_fork_safe_threading_layer()  # before numba starts its threads (Note [numba's threading layer])
 shorten_openblas_spin()  # before numpy loads OpenBLAS where it can (Note [OpenBLAS's idle threads])
+_install_finders()
 
 __version__ = "0.1.0"
 
@@ -95,3 +101,18 @@ __all__ = [
     *_factories.__all__, *_info.__all__, *_interop.__all__, *_random.__all__,
     *_bind_operators(),
 ]
+
+
+# Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``
+# available: the other distributions' (``_PROVIDERS``) and tensor-core's own ``flambeau.utils``.
+_LAZY_SUBPACKAGES = (*_PROVIDERS, "utils")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBPACKAGES:
+        return _resolve(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_SUBPACKAGES])
