@@ -43,13 +43,26 @@ def fmt_time(seconds: float) -> str:
 
 
 def _cpu_model() -> str:
+    """The CPU's name and its widest vector extension: BLAS kernels and ratios differ between
+    AVX-512 and AVX2-only parts, so every figure names which one produced it."""
     try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), platform.machine())
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
+    widest = "AVX-512" if "avx512f" in flags else "AVX2, no AVX-512" if "avx2" in flags else "no AVX2"
+    return f"{name}, {widest}"
+
+
+def _numba_layer() -> str:
+    """numba's threading layer, once a parallel kernel started it (Note [numba's threading layer])."""
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel kernel has run in this process
+        return "not started"
 
 
 def machine_info() -> dict[str, str]:
@@ -63,7 +76,7 @@ def machine_info() -> dict[str, str]:
         "cpu": f"{_cpu_model()} ({os.cpu_count()} logical cores, {THREADS} threads used)",
         "python": platform.python_version(),
         "numpy": numpy.__version__,
-        "numba": numba.__version__,
+        "numba": f"{numba.__version__} ({_numba_layer()} threads)",
         "flambeau": flambeau.__version__,
     }
     try:
