@@ -27,8 +27,9 @@ Note [Fused optimizer kernels]
       as the in-place operators of the unfused path would (Note [Version counter] in
       tensor-core), so autograd still detects a parameter modified after it was saved.
 
-:func:`fused_dtype` says whether a parameter takes the kernel path, which :func:`launch` runs; other
-parameters (CUDA, float16, non-contiguous) run the optimizer's formula in flambeau tensor operators.
+:func:`fused_dtype` says whether a parameter takes the kernel path, which :func:`launch` checks and runs;
+other parameters (CUDA, float16, non-contiguous), and those whose state a kernel cannot update in
+place, run the optimizer's formula in flambeau tensor operators.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import flambeau as fl
+from flambeau.optim._functional import check_grad
 
 __all__ = ["kernels", "fused_dtype", "launch", "run", "cast", "pack"]
 
@@ -51,6 +53,8 @@ _ndarray = np.ndarray
 # Below this many elements a chunk hand-off to a thread (~20 µs) costs more than it saves
 # (an Adam update runs at about 1 ns per float32 element on one core).
 PARALLEL_MIN = 1 << 17
+
+_SPECS: dict = {}  # what launch() checks of each kernel's arguments, filled by kernels(): Note [Fused kernel arguments]
 
 
 @functools.cache
@@ -225,42 +229,85 @@ def kernels() -> SimpleNamespace:
                 upd = upd * adaptive * rect
             p[i] = pi - upd
 
+    # Note [Fused kernel arguments]: the kernels index every array by the parameter's flat index
+    # with no bounds check, so launch() checks each call against this table: (shape of ``sc``,
+    # per state buffer None if always read, else the index in ``args`` of the flag that reads it;
+    # a None buffer, passed as a zero-length array, needs that flag off).
+    _SPECS.update({sgd: ((4,), (2,)), adam: ((9,), (None, None, 4)), rmsprop: ((7,), (None, 3, 4)),
+                   adagrad: ((3,), (None,)), adadelta: ((5,), (None, None)), adamax: ((6,), (None, None)),
+                   nadam: ((10,), (None, None)), radam: ((12,), (None, None))})
     return SimpleNamespace(sgd=sgd, adam=adam, rmsprop=rmsprop, adagrad=adagrad, adadelta=adadelta,
                            adamax=adamax, nadam=nadam, radam=radam)
 
 
-def fused_dtype(p, *state) -> np.dtype | None:
-    """The numpy dtype of ``p`` when it and its state tensors (None entries: buffers an option leaves
-    unused) can be updated in place by a fused kernel; None otherwise (the tensor-operator path)."""
+def fused_dtype(p) -> np.dtype | None:
+    """The numpy dtype of ``p`` when it can be updated in place by a fused kernel (a writable
+    C-contiguous float32 or float64 CPU tensor); None otherwise (the tensor-operator path)."""
     d = p._data
     if d.__class__ is not _ndarray or d.dtype not in _FLOAT_DTYPES:
         return None
     flags = d.flags
-    if not (flags.c_contiguous and flags.writeable):
-        return None
-    for s in state:
-        if s is None:
-            continue
-        a = s._data
-        if a.__class__ is not _ndarray or a.dtype != d.dtype or not a.flags.c_contiguous or a.shape != d.shape:
-            return None
-    return d.dtype
+    return d.dtype if flags.c_contiguous and flags.writeable else None
 
 
 _EMPTY = {dt: np.empty(0, dt) for dt in _FLOAT_DTYPES}
 
 
-def launch(kernel, p, g, bufs: tuple, *args) -> None:
+def launch(kernel, p, g, bufs: tuple, *args) -> bool:
     """``kernel(lo, hi, param, grad, *bufs, *args)`` over the flat data of a parameter that
     :func:`fused_dtype` accepted, its gradient (copied only when strided) and its state tensors (a
-    None buffer passes a zero-length array); then bumps the version counters of the tensors written."""
-    pd = p._data.reshape(-1)
-    gd = g._data
-    if not gd.flags.c_contiguous:
-        gd = np.ascontiguousarray(gd)
-    arrays = [pd, gd.reshape(-1)]
+    None buffer passes a zero-length array); then bumps the version counters of the tensors written.
+
+    Every fused update passes here, so here the arrays are checked against what the kernels index
+    without bounds checks (Note [Gradient checks], Note [Fused kernel arguments]): a writable
+    C-contiguous float32/float64 CPU parameter; a gradient of its shape, dtype and device; state
+    tensors of its shape, or None where the flags never read them; ``sc`` (``args[0]``) of the
+    kernel's length in the parameter's dtype. Nothing runs when a check fails.
+
+    Returns:
+        True; False, running nothing, when a state tensor has the parameter's shape but not its dtype,
+        or is strided or read-only: the caller then runs the tensor-operator update.
+
+    Raises:
+        RuntimeError: naming the argument, what was expected and what was given.
+    """
+    pd, gd = p._data, g._data
+    if pd.__class__ is not _ndarray or pd.dtype not in _FLOAT_DTYPES:
+        _bad_param(p)
+    flags = pd.flags  # (flags and the checks written out: a helper's call would cost more than them)
+    if not (flags.c_contiguous and flags.writeable):
+        _bad_param(p)
+    dtype, shape = pd.dtype, pd.shape
+    if gd.__class__ is not _ndarray or gd.dtype != dtype or gd.shape != shape:
+        check_grad(p, g)  # raises for another shape, dtype or device
+        gd = np.asarray(gd, dtype=dtype)  # an ndarray subclass (np.memmap ...) or another byte order
+    sc_shape, needs = _SPECS[kernel]
+    sc = args[0]
+    if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
+        raise RuntimeError(f"sc: expected a {dtype} array of the kernel's {sc_shape[0]} scalars (see pack()), "
+                           f"got {sc!r}")
+    if len(bufs) != len(needs):
+        raise RuntimeError(f"bufs: expected {len(needs)} state tensors (None where unused), got {len(bufs)}")
+    arrays = [pd.ravel(), gd.ravel()]  # (ravel: views, but copies a strided gradient)
+    i = -1
     for b in bufs:  # (a loop: cheaper than a comprehension for a few items)
-        arrays.append(_EMPTY[pd.dtype] if b is None else b._data.reshape(-1))
+        i += 1
+        if b is None:
+            if needs[i] is None or args[needs[i]]:
+                raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the kernel reads it "
+                                   "with these flags), got None")
+            arrays.append(_EMPTY[dtype])
+            continue
+        a = b._data
+        if a.shape != shape:
+            raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the parameter's), got "
+                               f"{list(b.shape)}; was the parameter's .data replaced after its state was created?")
+        if a.__class__ is not _ndarray or a.dtype != dtype:
+            return False
+        flags = a.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return False
+        arrays.append(a.ravel())
     n = pd.size
     if n < PARALLEL_MIN:
         kernel(0, n, *arrays, *args)
@@ -270,6 +317,20 @@ def launch(kernel, p, g, bufs: tuple, *args) -> None:
     for b in bufs:
         if b is not None:
             b._storage._version += 1
+    return True
+
+
+def _bad_param(p) -> None:
+    raise RuntimeError(f"param: expected a writable C-contiguous float32 or float64 CPU tensor, got {_describe(p)}")
+
+
+def _describe(t) -> str:
+    """A tensor's dtype, shape, device and layout, for the messages of :func:`launch`."""
+    layout = ""
+    if isinstance(t._data, np.ndarray):
+        flags = t._data.flags
+        layout = (", C-contiguous" if flags.c_contiguous else ", strided") + ("" if flags.writeable else ", read-only")
+    return f"a {t.dtype} tensor of shape {list(t.shape)} on {t.device}{layout}"
 
 
 _CAST_CACHE: dict = {}

@@ -74,10 +74,11 @@ def adadelta(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor
         g = grads[i]
         sq, acc = square_avgs[i], acc_deltas[i]
         bump_step(state_steps[i])
-        dt = K.fused_dtype(p, sq, acc) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
-            K.launch(K.kernels().adadelta, p, g, (sq, acc), K.pack(dt, weight_decay, rho, 1 - rho, eps, -lr), maximize)
-            continue
+            if K.launch(K.kernels().adadelta, p, g, (sq, acc), K.pack(dt, weight_decay, rho, 1 - rho, eps, -lr),
+                        maximize):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay)
         sq.mul_(rho).addcmul_(grad, grad, value=1 - rho)
         std = sq.add(eps).sqrt_()

@@ -74,10 +74,10 @@ def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor],
         ssum = state_sums[i]
         step = bump_step(state_steps[i])
         clr = lr / (1 + (step - 1) * lr_decay)
-        dt = K.fused_dtype(p, ssum) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
-            K.launch(K.kernels().adagrad, p, g, (ssum,), K.pack(dt, weight_decay, eps, -clr), maximize)
-            continue
+            if K.launch(K.kernels().adagrad, p, g, (ssum,), K.pack(dt, weight_decay, eps, -clr), maximize):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay)
         ssum.addcmul_(grad, grad, value=1)
         std = ssum.sqrt().add_(eps)

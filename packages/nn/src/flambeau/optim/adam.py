@@ -118,7 +118,7 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
         m, v = exp_avgs[i], exp_avg_sqs[i]
         vmax = max_exp_avg_sqs[i] if amsgrad else None
         step = bump_step(state_steps[i])
-        dt = K.fused_dtype(p, m, v, vmax) if kernel is not None else None
+        dt = K.fused_dtype(p) if kernel is not None else None
         if dt is not None:
             args = scalars.get((dt, step))
             if args is None:
@@ -127,8 +127,8 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
                 sc = K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2,
                             (1 - beta2**step) ** 0.5, eps, -step_size)
                 args = scalars[dt, step] = (sc, maximize, decoupled_weight_decay, small, amsgrad)
-            K.launch(kernel, p, g, (m, v, vmax), *args)
-            continue
+            if K.launch(kernel, p, g, (m, v, vmax), *args):
+                continue
         step_size = lr / (1 - beta1**step)
         bias_correction2_sqrt = (1 - beta2**step) ** 0.5
         grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)

@@ -73,12 +73,12 @@ def adamax(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], ex
         m, u = exp_avgs[i], exp_infs[i]
         step = bump_step(state_steps[i])
         clr = lr / (1 - beta1**step)
-        dt = K.fused_dtype(p, m, u) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
             w1, omw1, small = _lerp_args(dt, 1 - beta1)
-            K.launch(K.kernels().adamax, p, g, (m, u), K.pack(dt, weight_decay, w1, omw1, beta2, eps, -clr), maximize,
-                     small)
-            continue
+            if K.launch(K.kernels().adamax, p, g, (m, u), K.pack(dt, weight_decay, w1, omw1, beta2, eps, -clr),
+                        maximize, small):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay)
         m.lerp_(grad, 1 - beta1)
         u.copy_(fl.maximum(u.mul_(beta2), grad.abs().add_(eps)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.optim._functional import check_grad
 from flambeau.optim.optimizer import Optimizer, _check_lr, _to_scalar
 
 __all__ = ["LBFGS"]
@@ -145,8 +146,15 @@ class LBFGS(Optimizer):
         return self._numel_cache
 
     def _gather_flat_grad(self) -> Tensor:
-        views = [fl.zeros(p.numel(), dtype=p.dtype, device=p.device) if p.grad is None else p.grad.reshape(-1)
-                 for p in self._params]
+        views = []
+        for i, p in enumerate(self._params):
+            g = p.grad
+            if g is None:
+                views.append(fl.zeros(p.numel(), dtype=p.dtype, device=p.device))
+            else:
+                # a stale gradient would shift every later one in the flat vector (Note [Gradient checks])
+                check_grad(p, g, f"LBFGS.step(): the grad of param_groups[0]['params'][{i}]")
+                views.append(g.reshape(-1))
         return fl.cat(views, 0)
 
     def _add_grad(self, step_size, update: Tensor) -> None:

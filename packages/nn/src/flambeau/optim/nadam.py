@@ -107,14 +107,14 @@ def nadam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
         mu_product_next = mu_product * mu_next
         c_grad = -lr * (1.0 - mu) / (1.0 - mu_product)
         c_avg = (-lr * mu_next) / (1.0 - mu_product_next)
-        dt = K.fused_dtype(p, m, v) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
             w1, omw1, small = _lerp_args(dt, 1 - beta1)
-            K.launch(K.kernels().nadam, p, g, (m, v),
-                     K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction2,
-                            eps, c_grad, c_avg),
-                     maximize, decoupled_weight_decay, small)
-            continue
+            if K.launch(K.kernels().nadam, p, g, (m, v),
+                        K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction2,
+                               eps, c_grad, c_avg),
+                        maximize, decoupled_weight_decay, small):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)
         m.lerp_(grad, 1 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)

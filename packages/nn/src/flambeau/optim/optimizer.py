@@ -20,6 +20,7 @@ from typing import Any
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.optim._functional import check_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -383,12 +384,18 @@ class Optimizer:
         the list of their ``state[name]`` (an empty list where the name is None).
 
         ``init_state(state, param, group)`` fills the empty state of a parameter at its first step.
+
+        Raises:
+            RuntimeError: if a gradient's shape, dtype or device is not its parameter's (before any
+                state is created for it).
         """
         params, grads, states = [], [], []
         state_of = self.state
         for p in group["params"]:
             g = p.grad
             if g is not None:
+                if g._data.shape != p._data.shape or g.dtype is not p.dtype or g._device is not p._device:
+                    self._check_grad(group, p, g)  # raises (Note [Gradient checks])
                 params.append(p)
                 grads.append(g)
                 state = state_of[p]
@@ -396,6 +403,15 @@ class Optimizer:
                     init_state(state, p, group)
                 states.append(state)
         return (params, grads, *([s[k] for s in states] if k is not None else [] for k in keys))
+
+    def _check_grad(self, group: dict[str, Any], p: Tensor, g: Tensor) -> None:
+        """:func:`check_grad` of ``p``'s gradient, naming the parameter by its place in ``param_groups``."""
+        gi = next(i for i, other in enumerate(self.param_groups) if other is group)
+        i = next(i for i, other in enumerate(group["params"]) if other is p)
+        name = f"param_groups[{gi}]['params'][{i}]"
+        if "param_names" in group:
+            name += f" ({group['param_names'][i]!r})"
+        check_grad(p, g, f"{type(self).__name__}.step(): the grad of {name}")
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a parameter group (a dict with ``"params"`` and optional hyperparameters).

@@ -83,14 +83,14 @@ def radam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
         rect = 1.0
         if rectify:
             rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-        dt = K.fused_dtype(p, m, v) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
             w1, omw1, small = _lerp_args(dt, 1 - beta1)
-            K.launch(K.kernels().radam, p, g, (m, v),
-                     K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction1,
-                            lr, bias_correction2**0.5, eps, rect, 1),
-                     maximize, decoupled_weight_decay, small, rectify)
-            continue
+            if K.launch(K.kernels().radam, p, g, (m, v),
+                        K.pack(dt, weight_decay, 1 - lr * weight_decay, w1, omw1, beta2, 1 - beta2, bias_correction1,
+                               lr, bias_correction2**0.5, eps, rect, 1),
+                        maximize, decoupled_weight_decay, small, rectify):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay, lr if decoupled_weight_decay else None)
         m.lerp_(grad, 1 - beta1)
         v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)

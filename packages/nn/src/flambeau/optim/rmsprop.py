@@ -91,13 +91,13 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
         ga = grad_avgs[i] if centered else None
         buf = momentum_buffer_list[i] if momentum > 0 else None
         bump_step(state_steps[i])
-        dt = K.fused_dtype(p, sq, ga, buf) if fused is not False else None
+        dt = K.fused_dtype(p) if fused is not False else None
         if dt is not None:
             oma, one = K.cast(dt, 1 - alpha, 1)
-            K.launch(K.kernels().rmsprop, p, g, (sq, ga, buf),
-                     K.pack(dt, weight_decay, alpha, oma, one - oma, eps, momentum, -lr),
-                     bool(abs(oma) < 0.5), maximize, centered, buf is not None)
-            continue
+            if K.launch(K.kernels().rmsprop, p, g, (sq, ga, buf),
+                        K.pack(dt, weight_decay, alpha, oma, one - oma, eps, momentum, -lr),
+                        bool(abs(oma) < 0.5), maximize, centered, buf is not None):
+                continue
         grad = decayed_grad(p, g, maximize, weight_decay)
         sq.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
         if centered:

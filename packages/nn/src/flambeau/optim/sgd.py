@@ -66,9 +66,12 @@ class SGD(Optimizer):
         params, grads, bufs = [], [], []
         use_momentum = group["momentum"] != 0
         for p in group["params"]:
-            if p.grad is not None:
+            g = p.grad
+            if g is not None:
+                if g._data.shape != p._data.shape or g.dtype is not p.dtype or g._device is not p._device:
+                    self._check_grad(group, p, g)  # raises (Note [Gradient checks])
                 params.append(p)
-                grads.append(p.grad)
+                grads.append(g)
                 if use_momentum:  # (no state at all without momentum, as torch)
                     bufs.append(self.state[p].get("momentum_buffer"))
         sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"], lr=group["lr"],
@@ -98,18 +101,17 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list[Te
     for i, p in enumerate(params):
         g = grads[i]
         buf = momentum_buffer_list[i] if momentum != 0 else None
-        dt = K.fused_dtype(p, buf) if kernel is not None else None
+        dt = K.fused_dtype(p) if kernel is not None else None
         if dt is not None:
             args = scalars.get(dt)
             if args is None:
                 args = scalars[dt] = (K.pack(dt, weight_decay, momentum, 1 - dampening, -lr), maximize, momentum != 0)
-            first = False
-            if momentum != 0:
-                first = buf is None
+            first = momentum != 0 and buf is None
+            new_buf = fl.empty_like(p) if first else buf  # kept only once the kernel has filled it
+            if K.launch(kernel, p, g, (new_buf,), *args, first, nesterov):
                 if first:
-                    buf = momentum_buffer_list[i] = fl.empty_like(p)
-            K.launch(kernel, p, g, (buf,), *args, first, nesterov)
-            continue
+                    momentum_buffer_list[i] = new_buf
+                continue
         grad = -g if maximize else g
         if weight_decay != 0:
             grad = grad.add(p, alpha=weight_decay)

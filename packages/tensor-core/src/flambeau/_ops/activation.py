@@ -31,7 +31,15 @@ import math
 
 import numpy as np
 
-from flambeau._ops._common import Tensor, _wrap, grad_state, inplace_by_engine, inplace_needs_engine, record
+from flambeau._ops._common import (
+    Tensor,
+    _wrap,
+    common_device,
+    grad_state,
+    inplace_by_engine,
+    inplace_needs_engine,
+    record,
+)
 from flambeau._ops._registry import declare
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "hardtanh", "hardtanh_backward", "mish", "hardswish", "hardsigmoid",
@@ -361,6 +369,7 @@ def hardtanh_backward(grad_output: Tensor, input: Tensor, min_val: float, max_va
     if grad_output.shape != input.shape:
         raise RuntimeError(f"hardtanh_backward(): grad_output of shape {list(grad_output.shape)} does not match "
                            f"input of shape {list(input.shape)}")
+    common_device(grad_output, input)
     dev = input._device
     k = HARDTANH_BACKWARD.kernels.get(dev.type)
     if k is None:  # a device without the fused kernel: the mask from differentiable operators
@@ -837,6 +846,7 @@ def _check_backward_args(name, grad_output, input):
     if grad_output.shape != input.shape:
         raise RuntimeError(f"{name}(): grad_output of shape {list(grad_output.shape)} does not match "
                            f"input of shape {list(input.shape)}")
+    common_device(grad_output, input)  # the fused kernels read both as host arrays
 
 
 GELU_BACKWARD = declare("gelu_backward(Tensor grad_output, Tensor input, *, str approximate='none') -> Tensor",

@@ -33,7 +33,7 @@ import numpy as np
 from flambeau import _dtype as dt
 from flambeau import _parallel
 from flambeau._blas import blas_is_controllable, single_threaded_blas
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
 from flambeau._ops._registry import declare
 
 __all__ = ["scaled_dot_product_attention"]
@@ -329,6 +329,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
             value = value.repeat_interleave(hq // hv, dim=-3)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    common_device(query, key, value, attn_mask)
     sc = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     npdt = qdt.np
     mask_arr = None
@@ -365,6 +366,29 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return out
 
 
+def _check_backward(grad, query, key, value, attn, dropout_mask) -> None:
+    """The backward's arguments must be those of a forward (autograd hands it the saved tensors, which a
+    ``.data`` assignment may have changed since): the softmax-backward kernel runs over ``attn``'s rows."""
+    op = "_scaled_dot_product_attention_backward"
+    names = ("grad", "query", "key", "value", "attn")
+    tensors = (grad, query, key, value, attn) + (() if dropout_mask is None else (dropout_mask,))
+    for t, name in zip(tensors, names + ("dropout_mask",)):
+        check_tensor(t, name, op)
+        if t.ndim < 2 or t.dtype is not query.dtype:
+            raise RuntimeError(f"{op}(): expected {name} of at least 2 dimensions and dtype {query.dtype}, got "
+                               f"{list(t.shape)} and {t.dtype}")
+    nl, e, ns, ev = query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1]
+    for t, name, last in ((key, "key", (ns, e)), (value, "value", (ns, ev)), (grad, "grad", (nl, ev)),
+                          (attn, "attn", (nl, ns))):
+        if tuple(t.shape[-2:]) != last:
+            raise RuntimeError(f"{op}(): expected {name} of shape [..., {last[0]}, {last[1]}] (query [..., {nl}, "
+                               f"{e}], key [..., {ns}, {e}], value [..., {ns}, {ev}]), got {list(t.shape)}")
+    if dropout_mask is not None and tuple(dropout_mask.shape) != tuple(attn.shape):
+        raise RuntimeError(f"{op}(): expected dropout_mask of attn's shape {list(attn.shape)}, got "
+                           f"{list(dropout_mask.shape)}")
+    common_device(*tensors)
+
+
 @SDPA_BACKWARD.front
 def _scaled_dot_product_attention_backward(grad: Tensor, query: Tensor, key: Tensor, value: Tensor, attn: Tensor,
                                            dropout_mask, scale: float):
@@ -381,6 +405,7 @@ def _scaled_dot_product_attention_backward(grad: Tensor, query: Tensor, key: Ten
         ``(grad_query, grad_key, grad_value, grad_scores)``; ``grad_scores`` has the broadcast
         batch shape and is the gradient of an additive mask.
     """
+    _check_backward(grad, query, key, value, attn, dropout_mask)
     dev = grad._device
     res = SDPA_BACKWARD.kernel(dev.type)(grad._data, query._data, key._data, value._data, attn._data,
                                          None if dropout_mask is None else dropout_mask._data, float(scale))

@@ -838,9 +838,21 @@ def convolution(input: Tensor, weight: Tensor, bias, stride, padding, dilation, 
         groups: number of blocked connections from input to output channels.
 
     Returns:
-        ``(N, C_out, *out_spatial)`` of ``input``'s dtype. The user-facing checks live in
-        :func:`conv2d` and friends; this primitive trusts its arguments.
+        ``(N, C_out, *out_spatial)`` of ``input``'s dtype.
+
+    Raises:
+        RuntimeError: for shapes, parameters, dtypes or devices that do not make a convolution
+            (torch's messages; the kernels index by these shapes without bounds checks). The checks
+            are cached per distinct call (Note [Cached convolution checks]).
     """
+    stride, padding, dilation, output_padding = _check_primitive(
+        "convolution", input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+
+
+def _convolution(input: Tensor, weight: Tensor, bias, stride, padding, dilation, transposed: bool,
+                 output_padding, groups: int) -> Tensor:
+    """:func:`convolution` of checked arguments (what conv1d, conv2d and their transposes call)."""
     dim = input.ndim - 2
     stride, padding, dilation, output_padding = (_pad2(tuple(v), dim, f) for v, f in
                                                  ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
@@ -872,10 +884,11 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size,
         A tensor of shape ``weight_size``; it is bilinear in ``grad_output`` and ``input``, and
         differentiable in both (double backward of convolutions).
     """
+    ws = tuple(weight_size)
+    _check_backward_weight(grad_output, input, ws, stride, padding, dilation, transposed, output_padding, groups)
     dim = input.ndim - 2
     st, pa, di, op = (_pad2(tuple(v), dim, f) for v, f in
                       ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
-    ws = tuple(weight_size)
     ws4 = (ws[0], ws[1], 1, ws[2]) if dim == 1 else ws
     gw = CONVOLUTION_BACKWARD_WEIGHT.kernel(input._device.type)(
         _as4d(grad_output._data, dim), _as4d(input._data, dim), ws4, st, pa, di, bool(transposed), op, int(groups))
@@ -884,6 +897,71 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size,
         record(CONVOLUTION_BACKWARD_WEIGHT, (grad_output, input, ws, tuple(stride), tuple(padding), tuple(dilation),
                                              bool(transposed), tuple(output_padding), int(groups)), {}, out)
     return out
+
+
+def _check_primitive(opname, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """The checks of the :func:`convolution` primitive called directly (or by autograd): its input must be
+    batched; returns ``(stride, padding, dilation, output_padding)`` as tuples of ints."""
+    check_tensor(input, "input", opname)
+    check_tensor(weight, "weight", opname)
+    if bias is not None:
+        check_tensor(bias, "bias", opname)
+    _check_dtypes(opname, input, weight, bias)
+    return _checked_call(opname, input, tuple(weight.shape), None if bias is None else tuple(bias.shape), stride,
+                         padding, dilation, transposed, output_padding, groups)[:4]
+
+
+def _check_backward_weight(grad_output, input, weight_size, stride, padding, dilation, transposed, output_padding,
+                           groups) -> None:
+    """``grad_output`` must be the gradient of the convolution of ``input`` with a weight of ``weight_size``:
+    the weight-gradient kernels index both by those shapes."""
+    opname = "convolution_backward_weight"
+    check_tensor(grad_output, "grad_output", opname)
+    check_tensor(input, "input", opname)
+    if grad_output.dtype is not input.dtype or grad_output._device is not input._device:
+        raise RuntimeError(f"{opname}(): expected grad_output of input's dtype and device ({input.dtype} on "
+                           f"{input._device}), got {grad_output.dtype} on {grad_output._device}")
+    expected = _checked_call(opname, input, tuple(weight_size), None, stride, padding, dilation, transposed,
+                             output_padding, groups)[4]
+    if tuple(grad_output.shape) != expected:
+        raise RuntimeError(f"{opname}(): expected grad_output of size {list(expected)} (the output of the "
+                           f"convolution of input {list(input.shape)} with weight {list(weight_size)}), got "
+                           f"{list(grad_output.shape)}")
+
+
+def _checked_call(opname, input, w_shape, b_shape, stride, padding, dilation, transposed, output_padding, groups):
+    """``(stride, padding, dilation, output_padding, output_shape)`` of a convolution of a batched ``input``
+    with a weight of ``w_shape``, checked by :func:`_check_params` (cached: Note [Cached convolution checks])."""
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{opname}(): expected a batched input (N, C, L) or (N, C, H, W), but got input of size "
+                           f"{list(input.shape)}")
+    args = (opname, tuple(input.shape), w_shape, b_shape, input.ndim - 2, _key(stride), _key(padding), _key(dilation),
+            groups, bool(transposed), _key(output_padding))
+    plain = _plain(w_shape) and _plain(args[5]) and _plain(args[6]) and _plain(args[7]) and _plain(groups) \
+        and _plain(args[10])
+    return (_call_shape if plain else _call_shape.__wrapped__)(*args)
+
+
+def _key(v):
+    """A parameter as :func:`_check_params` takes it: lists become tuples (an int expands to every dimension)."""
+    return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+@functools.lru_cache(maxsize=512)
+def _call_shape(opname, in_shape, w_shape, b_shape, dim, stride, padding, dilation, groups, transposed,
+                output_padding):
+    """The pure part of :func:`_checked_call` (cached)."""
+    _, stride, padding, dilation, output_padding, _ = _check_params.__wrapped__(
+        opname, in_shape, w_shape, b_shape, dim, stride, padding, dilation, groups, transposed, output_padding)
+    k = w_shape[2:]
+    if transposed:
+        spatial = [(n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+                   for n, s, p, d, kk, op in zip(in_shape[2:], stride, padding, dilation, k, output_padding)]
+        out = (in_shape[0], w_shape[1] * groups, *spatial)
+    else:
+        spatial = [_out_size(n, kk, s, p, d) for n, kk, s, p, d in zip(in_shape[2:], k, stride, padding, dilation)]
+        out = (in_shape[0], w_shape[0], *spatial)
+    return stride, padding, dilation, output_padding, out
 
 
 # --- user-facing composites ---------------------------------------------------------------------------
@@ -1005,6 +1083,12 @@ def _check_params(opname, in_shape, w_shape, b_shape, dim, stride, padding, dila
                     + " ".join(f"output_padding_{n}: {output_padding[j]}" for j, n in enumerate(names)) + " "
                     + " ".join(f"stride_{n}: {stride[j]}" for j, n in enumerate(names)) + " "
                     + " ".join(f"dilation_{n}: {dilation[j]}" for j, n in enumerate(names)))
+        spatial = x_shape[2:]
+        size = [(n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+                for n, s, p, d, kk, op in zip(spatial, stride, padding, dilation, k, output_padding)]
+        if any(n <= 0 for n in size):
+            raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, spatial))}). Calculated output "
+                               f"size per channel: ({' x '.join(map(str, size))}). Output size is too small")
     else:
         if w_shape[0] % groups:
             raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
@@ -1044,21 +1128,14 @@ def _conv(opname, dim, input, weight, bias, stride, padding, dilation, groups):
         opname, input, weight, bias, dim, stride, padding, dilation, groups, False, 0)
     if asym is not None:
         x = _pad_right(x, asym, dim)
-    out = convolution(x, weight, bias, stride, padding, dilation, False, (0,) * dim, groups)
+    out = _convolution(x, weight, bias, stride, padding, dilation, False, (0,) * dim, groups)
     return out if batched else out.squeeze(0)
 
 
 def _conv_t(opname, dim, input, weight, bias, stride, padding, output_padding, groups, dilation):
     x, batched, stride, padding, dilation, output_padding, _ = _check_conv(
         opname, input, weight, bias, dim, stride, padding, dilation, groups, True, output_padding)
-    spatial = x.shape[2:]
-    k = weight.shape[2:]
-    size = [(n - 1) * s - 2 * p + d * (kk - 1) + op + 1
-            for n, s, p, d, kk, op in zip(spatial, stride, padding, dilation, k, output_padding)]
-    if any(n <= 0 for n in size):
-        raise RuntimeError(f"Given input size per channel: ({' x '.join(map(str, spatial))}). Calculated output "
-                           f"size per channel: ({' x '.join(map(str, size))}). Output size is too small")
-    out = convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
+    out = _convolution(x, weight, bias, stride, padding, dilation, True, output_padding, groups)
     return out if batched else out.squeeze(0)
 
 

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record, record_if_needed
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record, record_if_needed
 from flambeau._ops._registry import declare
 
 __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "mse_loss",
@@ -167,14 +167,16 @@ def _ce_kernels():
             wrow[i] = wt
 
     @numba.njit(parallel=True, cache=True, fastmath=fm)
-    def bwd_f32(x, t, w, wsum, ignore, ls, lse, gs, out):
+    def bwd_f32(x, t, w, wsum, ignore, ls, lse, gs, out, bad):
         # out = g * ((1 - ls) * w[t] * (softmax - onehot) + ls / n * (wsum * softmax - w))
         rows, n = x.shape
         for i in prange(rows):
             xr, o = x[i], out[i]
             ti = t[i]
             g = gs[i] if gs.shape[0] == rows else gs[0]
-            if ti == ignore or g == 0.0:
+            if ti == ignore or g == 0.0 or ti < 0 or ti >= n:
+                if ti != ignore and (ti < 0 or ti >= n):
+                    bad[0] = ti  # out of range (a target changed since the forward): the caller raises
                 for j in range(n):
                     o[j] = 0.0
                 continue
@@ -193,13 +195,15 @@ def _ce_kernels():
             o[ti] -= np.float32(g * (1.0 - ls) * wt)
 
     @numba.njit(parallel=True, cache=True, fastmath=fm)
-    def bwd_f64(x, t, w, wsum, ignore, ls, lse, gs, out):
+    def bwd_f64(x, t, w, wsum, ignore, ls, lse, gs, out, bad):
         rows, n = x.shape
         for i in prange(rows):
             xr, o = x[i], out[i]
             ti = t[i]
             g = gs[i] if gs.shape[0] == rows else gs[0]
-            if ti == ignore or g == 0.0:
+            if ti == ignore or g == 0.0 or ti < 0 or ti >= n:
+                if ti != ignore and (ti < 0 or ti >= n):
+                    bad[0] = ti  # out of range: the caller raises
                 for j in range(n):
                     o[j] = 0.0
                 continue
@@ -264,7 +268,10 @@ def _k_nll_loss(x, target, weight, ignore_index, reduction):
 
 
 def _k_nll_loss_backward(grad, x, target, weight, ignore_index, reduction, total_weight):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
     t = target.astype(np.int64, copy=False)
+    if t.size and (t.min() < 0 or t.max() >= c):  # numpy would wrap a negative index onto another class
+        t = _check_targets(t, c, ignore_index)
     valid = t != ignore_index
     tc = np.where(valid, t, 0)
     g = np.asarray(grad, np.float64)
@@ -341,9 +348,12 @@ def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, 
     full = np.empty(x.shape if x.ndim <= 2 else rows.shape, rows.dtype)  # owns its memory: autograd may steal it
     out = full.reshape(rows.shape)
     if m:
+        bad = np.full(1, ignore_index, np.int64)
         (b32 if rows.dtype == np.float32 else b64)(rows, t, w, wsum, ignore_index,
                                                    float(label_smoothing), np.ascontiguousarray(lse, np.float64)
-                                                   .reshape(-1), gs, out)
+                                                   .reshape(-1), gs, out, bad)
+        if bad[0] != ignore_index:
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
     if x.ndim > 2:
         full = np.moveaxis(out.reshape((x.shape[0],) + x.shape[2:] + (c,)), -1, 1)
     return full.astype(x.dtype, copy=False)
@@ -405,7 +415,27 @@ def _check_class_args(op: str, input: Tensor, target: Tensor, weight) -> int:
                                f"weight tensor of shape: {_shape_list(weight.shape)}")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected a floating point input, but got {input.dtype}")
+    common_device(input, target, weight)  # the kernels index target and weight as host arrays
     return c
+
+
+def _check_class_backward(op: str, grad_output, input: Tensor, target: Tensor, weight, reduction: str,
+                          lse=None) -> None:
+    """The checks of a class-index loss's backward, whose kernel indexes every argument by the forward's
+    shapes: autograd hands it the saved tensors, which a ``.data`` assignment may have changed since."""
+    _check_class_args(op, input, target, weight)
+    check_tensor(grad_output, "grad_output", op)
+    expected = tuple(target.shape) if reduction == "none" else ()
+    if tuple(grad_output.shape) != expected:
+        raise RuntimeError(f"{op}(): expected grad_output of shape {_shape_list(expected)} (the loss's shape for "
+                           f"target {_shape_list(target.shape)} and reduction='{reduction}'), got "
+                           f"{_shape_list(grad_output.shape)}")
+    if lse is not None:
+        check_tensor(lse, "lse", op)
+        if tuple(lse.shape) != tuple(target.shape):
+            raise RuntimeError(f"{op}(): expected lse of shape {_shape_list(target.shape)} (one log-sum-exp per "
+                               f"target), got {_shape_list(lse.shape)}")
+    common_device(input, grad_output, lse)
 
 
 def _wdata(weight):
@@ -447,6 +477,7 @@ def nll_loss_backward(grad_output: Tensor, input: Tensor, target: Tensor, weight
     """Gradient of :func:`nll_loss` w.r.t. ``input`` (not differentiable): zeros except ``-weight[t] * grad``
     at each target class (divided by ``total_weight`` for ``"mean"``). Returns ``input``'s shape and dtype.
     """
+    _check_class_backward("nll_loss_backward", grad_output, input, target, weight, reduction)
     dev = input._device
     return _wrap(NLL_LOSS_BACKWARD.kernel(dev.type)(grad_output._data, input._data, target._data, _wdata(weight),
                                                     int(ignore_index), reduction, total_weight._data), dev)
@@ -531,6 +562,7 @@ def cross_entropy_backward(grad_output: Tensor, input: Tensor, target: Tensor, w
     recorded. Returns a tensor of ``input``'s shape: ``softmax(input) - target`` scaled by the
     weights, label smoothing and reduction.
     """
+    _check_class_backward("cross_entropy_backward", grad_output, input, target, weight, reduction, lse)
     dev = input._device
     return _wrap(CROSS_ENTROPY_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, target._data, _wdata(weight), int(ignore_index), reduction,
@@ -542,6 +574,7 @@ def _pair(op: str, input, target):
     """Validated ``(input, target)`` arrays broadcast to one shape and promoted to one floating dtype."""
     check_tensor(input, "input", op)
     check_tensor(target, "target", op)
+    common_device(input, target)
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
                       "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
@@ -709,10 +742,11 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _pointwise_loss(HUBER_LOSS, input, target, reduction, float(delta))
 
 
-def _broadcast_weight(weight, shape, argname: str):
+def _broadcast_weight(weight, shape, argname: str, input: Tensor):
     if weight is None:
         return None
     check_tensor(weight, argname, "binary_cross_entropy")
+    common_device(input, weight)
     w = weight._data
     try:
         if np.broadcast_shapes(w.shape, shape) != tuple(shape):
@@ -752,7 +786,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     x = input._data
     if x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    w = _broadcast_weight(weight, x.shape, "weight")
+    common_device(input, target)
+    w = _broadcast_weight(weight, x.shape, "weight", input)
     dev = input._device
     out = _wrap(BCE.kernel(dev.type)(x, target._data, w, reduction), dev)
     if grad_state.enabled and (input._requires_grad or target._requires_grad):
@@ -789,8 +824,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     t = target._data
     if t.dtype != x.dtype:
         t = t.astype(x.dtype)
-    w = _broadcast_weight(weight, x.shape, "weight")
-    pw = _broadcast_weight(pos_weight, x.shape, "pos_weight")
+    common_device(input, target)
+    w = _broadcast_weight(weight, x.shape, "weight", input)
+    pw = _broadcast_weight(pos_weight, x.shape, "pos_weight", input)
     dev = input._device
     out = _wrap(BCE_LOGITS.kernel(dev.type)(x, t, w, pw, reduction), dev)
     if grad_state.enabled and (input._requires_grad or target._requires_grad):

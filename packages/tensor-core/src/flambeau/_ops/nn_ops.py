@@ -27,6 +27,7 @@ from flambeau._ops._common import (
     Tensor,
     _wrap,
     check_tensor,
+    common_device,
     grad_state,
     inplace_by_engine,
     inplace_needs_engine,
@@ -227,6 +228,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
                            "arguments for embedding)")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
+    common_device(weight, input)  # the indices are checked and gathered as a host array
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:

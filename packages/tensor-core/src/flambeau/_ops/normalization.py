@@ -42,7 +42,7 @@ import math
 
 import numpy as np
 
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
 from flambeau._ops._registry import declare
 from flambeau._parallel import get_num_threads
 
@@ -485,6 +485,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     if momentum is None:
         raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
+    common_device(input, running_mean, running_var, weight, bias)  # the kernels take host arrays
     dev = input._device
     if training and input.numel():
         for t in (running_mean, running_var):
@@ -502,6 +503,37 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return out
 
 
+def _check_norm_backward(op: str, grad_output, input: Tensor, weight, per_channel: bool) -> int:
+    """What every normalisation backward kernel indexes: ``grad_output`` of ``input``'s shape, dtype and
+    device, and (``per_channel``) an input ``(N, C, *)`` and a ``weight`` of ``C`` elements on that device.
+    Autograd hands these kernels the saved tensors, which a ``.data`` assignment may have changed since
+    the forward. Returns ``C``."""
+    check_tensor(grad_output, "grad_output", op)
+    check_tensor(input, "input", op)
+    if per_channel and input.ndim < 2:
+        raise RuntimeError(f"{op}(): expected input of shape (N, C, *), got {_shape_list(input.shape)}")
+    if tuple(grad_output.shape) != tuple(input.shape) or grad_output.dtype is not input.dtype:
+        raise RuntimeError(f"{op}(): expected grad_output of input's shape {_shape_list(input.shape)} and dtype "
+                           f"{input.dtype}, got {_shape_list(grad_output.shape)} and {grad_output.dtype}")
+    c = input.shape[1] if input.ndim >= 2 else 0
+    if weight is not None:
+        check_tensor(weight, "weight", op)
+        if per_channel and weight.numel() != c:
+            raise RuntimeError(f"{op}(): expected weight of {c} elements (the channels of input "
+                               f"{_shape_list(input.shape)}), got {_shape_list(weight.shape)}")
+    common_device(input, grad_output, weight)
+    return c
+
+
+def _check_stat(t, argname: str, op: str, shape: tuple, input: Tensor) -> None:
+    """A saved statistic of the forward: ``shape`` elements, on ``input``'s device."""
+    check_tensor(t, argname, op)
+    if t.numel() != math.prod(shape):
+        raise RuntimeError(f"{op}(): expected {argname} of {math.prod(shape)} elements (one per normalised row "
+                           f"of input {_shape_list(input.shape)}), got {_shape_list(t.shape)}")
+    common_device(input, t)
+
+
 def _grads_out(dev, grads):
     return tuple(None if g is None else _wrap(g, dev) for g in grads)
 
@@ -515,6 +547,9 @@ def batch_norm_backward(grad_output: Tensor, input: Tensor, weight: Tensor | Non
     training, the running ones in evaluation). Returns ``(grad_input, grad_weight, grad_bias)``,
     None where ``output_mask`` is False.
     """
+    c = _check_norm_backward("batch_norm_backward", grad_output, input, weight, True)
+    for t, argname in ((save_mean, "save_mean"), (save_invstd, "save_invstd")):
+        _check_stat(t, argname, "batch_norm_backward", (c,), input)
     dev = input._device
     return _grads_out(dev, BATCH_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, _data(weight), save_mean._data, save_invstd._data, bool(training),
@@ -628,6 +663,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
             if tuple(t.shape) != shape:
                 raise RuntimeError(f"Expected {argname} to be of same shape as normalized_shape, but got {argname} of "
                                    f"shape {_shape_list(t.shape)} and normalized_shape = {_shape_list(shape)}")
+    common_device(input, weight, bias)
     return _normalize(LAYER_NORM, input, k, shape, weight, bias, eps)
 
 
@@ -639,6 +675,17 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, me
     ``mean``/``rstd`` hold one value per normalised row, as the forward computed them. Returns
     ``(grad_input, grad_weight, grad_bias)``, None where ``output_mask`` is False.
     """
+    shape = tuple(normalized_shape)
+    k = len(shape)
+    _check_norm_backward("layer_norm_backward", grad_output, input, weight, False)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != shape or (weight is not None and tuple(weight.shape) != shape):
+        raise RuntimeError(f"layer_norm_backward(): expected input of shape [*, {', '.join(map(str, shape))}] and "
+                           f"weight of shape {_shape_list(shape)} (normalized_shape), got input of shape "
+                           f"{_shape_list(input.shape)} and weight of shape "
+                           f"{None if weight is None else _shape_list(weight.shape)}")
+    rows = math.prod(input.shape[:input.ndim - k])
+    for t, argname in ((mean, "mean"), (rstd, "rstd")):
+        _check_stat(t, argname, "layer_norm_backward", (rows,), input)
     dev = input._device
     return _grads_out(dev, LAYER_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, len(normalized_shape), mean._data, rstd._data, _data(weight),
@@ -759,6 +806,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                 raise RuntimeError(f"Expected {argname} to be a vector of size equal to the number of channels in "
                                    f"input, but got {argname} of shape {_shape_list(t.shape)} and input of shape "
                                    f"{_shape_list(input.shape)}")
+    common_device(input, weight, bias)
     return _normalize(GROUP_NORM, input, num_groups, num_groups, weight, bias, eps)
 
 
@@ -770,6 +818,12 @@ def group_norm_backward(grad_output: Tensor, input: Tensor, num_groups: int, mea
     ``mean``/``rstd`` are the ``(N, num_groups)`` statistics of the forward. Returns
     ``(grad_input, grad_weight, grad_bias)``, None where ``output_mask`` is False.
     """
+    c = _check_norm_backward("group_norm_backward", grad_output, input, weight, True)
+    num_groups = int(num_groups)
+    if num_groups <= 0 or c % num_groups:
+        raise RuntimeError(f"group_norm_backward(): expected num_groups dividing the {c} channels, got {num_groups}")
+    for t, argname in ((mean, "mean"), (rstd, "rstd")):
+        _check_stat(t, argname, "group_norm_backward", (input.shape[0] * num_groups,), input)
     dev = input._device
     return _grads_out(dev, GROUP_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, int(num_groups), mean._data, rstd._data, _data(weight),

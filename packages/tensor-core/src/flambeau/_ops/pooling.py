@@ -80,15 +80,22 @@ def _numba_pool():
                     idf[ob + oh * OW + ow] = bi
 
     @numba.njit(**opts)
-    def max_bwd(g, idx, gx):
+    def max_bwd(g, idx, gx, bad):
+        # An index outside the plane (indices changed since the forward) is skipped and reported in
+        # ``bad``: the caller raises.
         P, L = g.shape
+        n = gx.shape[1]
         for p in prange(P):
             gp = gx[p]
             gp[:] = 0
             ip = idx[p]
             gg = g[p]
             for i in range(L):
-                gp[ip[i]] += gg[i]
+                k = ip[i]
+                if k < 0 or k >= n:
+                    bad[0] = k
+                else:
+                    gp[k] += gg[i]
 
     @numba.njit(**opts)
     def avg_fwd(x, out, h0, h1, w0, w1, divh, divw):
@@ -229,7 +236,11 @@ def _k_max_pool2d_backward(g, indices, input_size):
     H, W = input_size[-2], input_size[-1]
     gx = np.empty((P, H * W), gp.dtype)
     if gx.size:
-        _numba_pool()[1](gp.reshape(P, -1), np.ascontiguousarray(indices).reshape(P, -1), gx)
+        bad = np.zeros(1, np.int64)
+        _numba_pool()[1](gp.reshape(P, -1), np.ascontiguousarray(indices, np.int64).reshape(P, -1), gx, bad)
+        if bad[0]:
+            raise IndexError(f"max_pool2d_backward(): index {int(bad[0])} in indices is out of range for input "
+                             f"planes of {H} x {W} = {H * W} elements")
     return _cast_back(gx.reshape(tuple(input_size)), back)
 
 
@@ -336,6 +347,16 @@ def _drop(out, dim):
     return out.squeeze(-2) if dim == 1 else out
 
 
+def _check_pool_backward(opname, grad_output, input_size: tuple, out_hw: tuple) -> None:
+    """``grad_output`` must be ``input_size``'s planes pooled to ``out_hw``: the backward kernels loop over
+    the planes and windows of ``grad_output`` and write into planes of ``input_size``."""
+    check_tensor(grad_output, "grad_output", opname)
+    expected = input_size[:-2] + tuple(out_hw)
+    if len(input_size) < 2 or tuple(grad_output.shape) != expected:
+        raise RuntimeError(f"{opname}(): expected grad_output of shape {list(expected)} (input_size "
+                           f"{list(input_size)} pooled), got {list(grad_output.shape)}")
+
+
 # --- max pooling -------------------------------------------------------------------------------------------
 MAX_POOL2D_WITH_INDICES = declare(
     "max_pool2d_with_indices(Tensor input, int[2] kernel_size, int[2] stride=[], int[2] padding=0, "
@@ -405,6 +426,13 @@ def max_pool2d_backward(grad_output: Tensor, indices: Tensor, input_size) -> Ten
         A tensor of ``input_size`` and ``grad_output``'s dtype (used by max and adaptive max pooling).
     """
     size = tuple(input_size)
+    _check_pool_backward("max_pool2d_backward", grad_output, size, tuple(grad_output.shape[-2:]))
+    check_tensor(indices, "indices", "max_pool2d_backward")
+    if tuple(indices.shape) != tuple(grad_output.shape) or indices.dtype.name != "int64" \
+            or indices._device is not grad_output._device:
+        raise RuntimeError(f"max_pool2d_backward(): expected int64 indices of grad_output's shape "
+                           f"{list(grad_output.shape)} on {grad_output._device}, got {indices.dtype} of shape "
+                           f"{list(indices.shape)} on {indices._device}")
     out = _wrap(MAX_POOL2D_BACKWARD.kernel(grad_output._device.type)(grad_output._data, indices._data, size),
                 grad_output._device)
     if grad_state.enabled and grad_output._requires_grad:
@@ -552,6 +580,12 @@ def avg_pool2d_backward(grad_output: Tensor, input_size, kernel_size, stride, pa
     size = tuple(input_size)
     args = (tuple(kernel_size), tuple(stride), tuple(padding), bool(ceil_mode), bool(count_include_pad),
             divisor_override)
+    if len(size) >= 2:
+        (kh, kw), (sh, sw), (ph, pw) = args[:3]
+        out_hw = (_out_len(size[-2], kh, sh, ph, 1, ceil_mode), _out_len(size[-1], kw, sw, pw, 1, ceil_mode))
+    else:
+        out_hw = ()
+    _check_pool_backward("avg_pool2d_backward", grad_output, size, out_hw)
     out = _wrap(AVG_POOL2D_BACKWARD.kernel(grad_output._device.type)(grad_output._data, size, *args),
                 grad_output._device)
     if grad_state.enabled and grad_output._requires_grad:
@@ -651,6 +685,7 @@ def adaptive_avg_pool2d_backward(grad_output: Tensor, input_size) -> Tensor:
         A tensor of ``input_size`` and ``grad_output``'s dtype.
     """
     size = tuple(input_size)
+    _check_pool_backward("adaptive_avg_pool2d_backward", grad_output, size, tuple(grad_output.shape[-2:]))
     out = _wrap(ADAPTIVE_AVG_POOL2D_BACKWARD.kernel(grad_output._device.type)(grad_output._data, size),
                 grad_output._device)
     if grad_state.enabled and grad_output._requires_grad:

@@ -36,7 +36,7 @@ import functools
 import numpy as np
 
 from flambeau._blas import single_threaded_blas
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
 from flambeau._ops._registry import declare
 
 __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
@@ -485,6 +485,7 @@ def _check_weights(name, dtype, batch, in_features, hs, w_ih, w_hh, b_ih, b_hh, 
     for h, hn in zip(hs, ("hx", "cx")):
         if tuple(h.shape) != tuple(batch) + (nh,):
             raise RuntimeError(f"{name}(): expected {hn} of shape {list(batch) + [nh]}, got {list(h.shape)}")
+    common_device(w_ih, w_hh, b_ih, b_hh, *hs)
     return nh
 
 
@@ -506,6 +507,7 @@ def _check_layer(name, input, hs, w_ih, w_hh, b_ih, b_hh, gates):
     if (b_ih is None) != (b_hh is None):
         raise RuntimeError(f"{name}(): b_ih and b_hh must both be given or both be None")
     _check_weights(name, input.dtype, input.shape[1:2], input.shape[2], hs, w_ih, w_hh, b_ih, b_hh, gates)
+    common_device(input, w_ih)
 
 
 @LSTM_LAYER.front
@@ -588,8 +590,47 @@ def _rnn_layer(input: Tensor, h0: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih=None,
     return out
 
 
+# The tensor arguments of the backward operators, in signature order, and their shapes in terms of
+# T, B, I, H (``G`` stands for gates * H): Note [Recurrent backward checks].
+_BACKWARD_SHAPES = {
+    "_lstm_layer_backward": (4, (("grad_output", "TBH"), ("grad_h", "BH"), ("grad_c", "BH"), ("input", "TBI"),
+                                 ("h0", "BH"), ("c0", "BH"), ("w_ih", "GI"), ("w_hh", "GH"), ("output", "TBH"),
+                                 ("gates", "TBG"), ("cells", "TBH"), ("tanh_cells", "TBH"))),
+    "_gru_layer_backward": (3, (("grad_output", "TBH"), ("grad_h", "BH"), ("input", "TBI"), ("h0", "BH"),
+                                ("w_ih", "GI"), ("w_hh", "GH"), ("output", "TBH"), ("gates", "TBF"))),
+    "_rnn_layer_backward": (1, (("grad_output", "TBH"), ("grad_h", "BH"), ("input", "TBI"), ("h0", "BH"),
+                                ("w_ih", "GI"), ("w_hh", "GH"), ("output", "TBH"))),
+}
+
+
+def _check_backward(name: str, args: tuple) -> None:
+    """Note [Recurrent backward checks]: the fused step kernels index the saved workspace and states by
+    the sizes of ``output`` and ``input``, with no bounds checks, and autograd hands them the saved
+    tensors (which a ``.data`` assignment may have changed since the forward): every tensor argument
+    must have its shape in terms of ``T, B, I, H`` (GRU's ``gates`` hold four blocks of ``H``), and
+    ``input``'s dtype and device."""
+    gates, spec = _BACKWARD_SHAPES[name]
+    tensors = args[:len(spec)]
+    for t, (argname, _) in zip(tensors, spec):
+        check_tensor(t, argname, name)
+    x, out = tensors[[n for n, _ in spec].index("input")], tensors[[n for n, _ in spec].index("output")]
+    if x.ndim != 3 or out.ndim != 3:
+        raise RuntimeError(f"{name}(): expected 3-D input and output (seq, batch, feature), got "
+                           f"{list(x.shape)} and {list(out.shape)}")
+    sizes = {"T": x.shape[0], "B": x.shape[1], "I": x.shape[2], "H": out.shape[2]}
+    sizes["G"], sizes["F"] = gates * sizes["H"], 4 * sizes["H"]
+    for t, (argname, dims) in zip(tensors, spec):
+        expected = tuple(sizes[d] for d in dims)
+        if tuple(t.shape) != expected or t.dtype is not x.dtype:
+            raise RuntimeError(f"{name}(): expected {argname} of shape {list(expected)} and dtype {x.dtype} "
+                               f"(T, B, I, H = {sizes['T']}, {sizes['B']}, {sizes['I']}, {sizes['H']}), got "
+                               f"{list(t.shape)} and {t.dtype}")
+    common_device(*tensors)
+
+
 def _backward_front(op, n_grads):
     def fn(*args):
+        _check_backward(op.name, args)
         dev = args[0]._device
         arrays = tuple(a._data if isinstance(a, Tensor) else a for a in args)
         return tuple(None if r is None else _wrap(r, dev) for r in op.kernel(dev.type)(*arrays))
@@ -619,6 +660,7 @@ def _cell_args(name, input, hs, w_ih, w_hh, b_ih, b_hh, gates):
     if (b_ih is None) != (b_hh is None):
         raise RuntimeError(f"{name}(): b_ih and b_hh must both be given or both be None")
     _check_weights(name, input.dtype, input.shape[:-1], input.shape[-1], hs, w_ih, w_hh, b_ih, b_hh, gates)
+    common_device(input, w_ih)
     x = input._data
     x = x[None, None] if x.ndim == 1 else x[None]
     return x, tuple(h._data if h.ndim == 2 else h._data[None] for h in hs)
