@@ -425,3 +425,37 @@ def test_in_place_change_of_a_split_piece_reaches_the_input():
     p.mul_(3)
     (p.sum() + 5 * q.sum()).backward()
     assert x.grad.tolist() == [3.0, 3.0, 5.0, 5.0]
+
+
+# --- which results require grad -----------------------------------------------------------------------
+FLAG_CASES = {
+    "to_int": lambda m, a: a.long(),
+    "to_bool": lambda m, a: a.bool(),
+    "int_then_float": lambda m, a: a.int().double(),
+    "to_double": lambda m, a: a.double(),
+    "compare": lambda m, a: a > 0,
+    "argmax": lambda m, a: a.argmax(1),
+    "max_dim": lambda m, a: m.max(a, 0),
+    "round_int": lambda m, a: a.round().to(m.int64),
+    "sort": lambda m, a: m.sort(a, 1),
+    "view_long": lambda m, a: a[0].long(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_CASES))
+def test_integer_and_bool_results_never_require_grad_as_torch(name):
+    values = [[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]
+    got = FLAG_CASES[name](fl, leaf(values))
+    want = FLAG_CASES[name](torch, torch.tensor(values, dtype=torch.float64, requires_grad=True))
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    assert [(g.requires_grad, g.is_leaf) for g in got] == [(w.requires_grad, w.is_leaf) for w in want]
+
+
+def test_leaf_whose_data_changed_shape_refuses_the_old_gradient():
+    """torch raises too; accumulating a [4, 3] gradient into a [7] leaf would corrupt its .grad."""
+    x = fl.randn(4, 3, requires_grad=True)
+    y = (x * 2).sum()
+    x.data = fl.randn(7)
+    with pytest.raises(RuntimeError, match=r"got \[4, 3\] but expected shape compatible with \[7\]"):
+        y.backward()
+    assert x.grad is None

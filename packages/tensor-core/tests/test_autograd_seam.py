@@ -103,10 +103,94 @@ def test_backward_without_engine_names_the_package(no_engine):
         (a * 2).backward(fl.ones(2))
 
 
-def test_without_engine_nothing_is_recorded(no_engine):
+def test_without_engine_requires_grad_still_propagates(no_engine):
+    """Only backward() needs flambeau-autograd: results of differentiable ops require grad as in torch."""
     a = fl.ones(2, requires_grad=True)
     out = a * 2
-    assert out.grad_fn is None and not out.requires_grad
+    assert out.requires_grad and not out.is_leaf and a.is_leaf
+    assert out.grad_fn is not None and out.grad_fn.next_functions == ()  # a marker: nothing was recorded
+    assert "grad_fn=<MulBackward0>" in repr(out)
+    with pytest.raises(RuntimeError, match=r"pip install flambeau-autograd"):
+        out.sum().backward()
+    with pytest.raises(RuntimeError, match="flambeau-autograd"):
+        out.register_hook(lambda g: g)
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        out.requires_grad_(False)
+    assert not out.detach().requires_grad
+
+
+# (expression, inputs requiring grad): requires_grad and is_leaf of every result must be torch's
+FLAG_CASES = {
+    "mul": lambda m, a, b: a * 2,
+    "add_plain": lambda m, a, b: a + b,
+    "plain_only": lambda m, a, b: b * 2,
+    "chain": lambda m, a, b: (a * b).exp().sum(),
+    "view": lambda m, a, b: a[0],
+    "reshape": lambda m, a, b: a.reshape(3, 2),
+    "transpose": lambda m, a, b: a.t(),
+    "compare": lambda m, a, b: a > 0,
+    "argmax": lambda m, a, b: a.argmax(),
+    "to_int": lambda m, a, b: a.long(),
+    "to_double": lambda m, a, b: a.double(),
+    "int_then_float": lambda m, a, b: a.long().float(),
+    "max_dim": lambda m, a, b: m.max(a, 0),
+    "sort": lambda m, a, b: m.sort(a, 1),
+    "cat": lambda m, a, b: m.cat([b, a]),
+    "where": lambda m, a, b: m.where(b > 0, a, b),
+    "matmul": lambda m, a, b: a @ b.t(),
+    "floor": lambda m, a, b: a.floor(),
+    "detach": lambda m, a, b: a.detach(),
+    "clone": lambda m, a, b: b.clone(),
+}
+
+
+def _flags(out):
+    outs = out if isinstance(out, tuple) else (out,)
+    return [(o.requires_grad, o.is_leaf) for o in outs]
+
+
+# torch's views made under no_grad keep requires_grad=True (its CreationMeta); flambeau's, recorded or
+# not, don't: those cases are compared in grad mode only.
+_VIEWS = {"view", "reshape", "transpose"}
+
+
+@pytest.mark.parametrize("name, grad_mode", [(n, g) for n in sorted(FLAG_CASES) for g in (True, False)
+                                             if g or n not in _VIEWS])
+def test_without_engine_requires_grad_follows_torch(no_engine, name, grad_mode):
+    torch = pytest.importorskip("torch")
+    values = [[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]]
+    a, b = fl.tensor(values, requires_grad=True), fl.tensor(values)
+    ta, tb = torch.tensor(values, requires_grad=True), torch.tensor(values)
+    fn = FLAG_CASES[name]
+    with fl.set_grad_enabled(grad_mode), torch.set_grad_enabled(grad_mode):
+        got, want = fn(fl, a, b), fn(torch, ta, tb)
+    assert _flags(got) == _flags(want)
+
+
+def test_without_engine_inplace_ops_propagate_and_guard_leaves(no_engine):
+    a = fl.tensor([1.0, 2.0], requires_grad=True)
+    b = fl.zeros(2)
+    assert b.add_(a) is b and b.requires_grad and not b.is_leaf and b.tolist() == [1.0, 2.0]
+    c = a * 1
+    c.mul_(3).sub_(1)
+    assert c.requires_grad and c.tolist() == [2.0, 5.0]
+    d = fl.zeros(3)
+    d[1:] = a
+    assert d.requires_grad and d.tolist() == [0.0, 1.0, 2.0]
+    e = fl.zeros(2)
+    e.copy_(a)
+    assert e.requires_grad and e.tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        a.add_(1)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable"):
+        a[0].mul_(2)
+    assert a.tolist() == [1.0, 2.0]
+    with fl.no_grad():
+        a.add_(1)  # allowed under no_grad, as in torch
+    assert a.tolist() == [2.0, 3.0] and a.is_leaf
+    f = fl.zeros(2)
+    f.add_(fl.ones(2))
+    assert not f.requires_grad
 
 
 def test_grad_mode_is_per_thread():

@@ -527,3 +527,68 @@ _scalars = st.one_of(st.booleans(), st.integers(-(2**40), 2**40), st.floats(-1e6
         lambda flat: np.array(flat, dtype=object).reshape(shape).tolist() if shape else flat[0] if flat else 0)))
 def test_tensor_from_nested_lists_matches_torch_property(data):
     same_as_torch(fl.tensor(data), torch.tensor(data))
+
+
+# --- sizes too large to allocate (Note [Allocation errors] in _storage.py) -------------------------
+# torch: "DefaultCPUAllocator: not enough memory: you tried to allocate 40000000000000 bytes" and
+# "Storage size calculation overflowed with sizes=[...]"; flambeau names the call, the size and the bytes.
+HUGE = 10 ** 13  # 40 TB of float32: more than any machine here has, small enough to describe
+TOO_LARGE = {
+    "empty": (lambda n: fl.empty(n), "size"), "zeros": (lambda n: fl.zeros(2, n), "size"),
+    "ones": (lambda n: fl.ones((n,), dtype=fl.float64), "size"), "full": (lambda n: fl.full((n,), 1.5), "size"),
+    "empty_like": (lambda n: fl.empty(0).new_empty(n), "size"),
+    "new_full": (lambda n: fl.ones(1).new_full((n,), 2), "size"),
+    "empty_strided": (lambda n: fl.empty_strided((n,), (1,)), "size"), "arange": (lambda n: fl.arange(n), "end"),
+    "linspace": (lambda n: fl.linspace(0, 1, n), "steps"), "eye": (lambda n: fl.eye(int(n ** 0.5) + 1), "n"),
+    "repeat": (lambda n: fl.ones(1).repeat(n), "repeats"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOO_LARGE))
+@pytest.mark.parametrize("n", [HUGE, 2 ** 62, 2 ** 63, 2 ** 70])
+def test_too_large_sizes_raise_runtime_error_naming_size_and_bytes(name, n):
+    make, argname = TOO_LARGE[name]
+    with pytest.raises(RuntimeError) as info:
+        make(n)
+    msg = str(info.value)
+    if name == "arange" and n >= 2 ** 63:  # as torch: "value cannot be converted to type int64_t without overflow"
+        assert msg == f"arange(): start=0, end={n}, step=1: value cannot be converted to type int64 without overflow"
+        return
+    assert type(info.value) is RuntimeError and f"{argname}=" in msg and "bytes" in msg
+    assert str(n) in msg or (name == "eye" and str(int(n ** 0.5) + 1) in msg)
+    if n == HUGE:
+        assert "not enough memory: you tried to allocate" in msg
+    else:
+        assert "is too large" in msg and str(2 ** 63 - 1) in msg
+
+
+def test_too_large_empty_shapes_and_exact_bytes():
+    with pytest.raises(RuntimeError, match=r"^empty\(\): not enough memory: you tried to allocate 40000000000000 bytes "
+                                           r"\(size=\[10000000000000\], dtype flambeau.float32\)$"):
+        fl.empty(HUGE)
+    with pytest.raises(RuntimeError, match=r"^zeros\(\): size=\[1099511627776, 1099511627776\] is too large: .* "
+                                           r"takes 4835703278458516698824704 bytes"):
+        fl.zeros(2 ** 40, 2 ** 40)
+    # numpy cannot describe these even without elements (torch can): a clear error, not numpy's
+    with pytest.raises(RuntimeError, match=r"size=\[0, 9223372036854775808\] is too large"):
+        fl.empty(0, 2 ** 63)
+
+
+@pytest.mark.parametrize("make", [lambda: fl.empty(-1), lambda: fl.zeros(2, -3), lambda: fl.ones((-1,)),
+                                  lambda: fl.full((-2,), 1.0), lambda: fl.rand(-1), lambda: fl.randn(3, -1),
+                                  lambda: fl.ones(2).repeat(-1)], ids=["empty", "zeros", "ones", "full", "rand",
+                                                                       "randn", "repeat"])
+def test_negative_sizes_name_the_dimension(make):
+    with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension -\d"):
+        make()
+
+
+def test_fill_value_errors_are_not_taken_for_allocation_errors():
+    with pytest.raises(OverflowError):
+        fl.full((2,), 300, dtype=fl.int8)
+
+
+def test_arange_beyond_int64_raises_like_torch():
+    for args in [(2 ** 63,), (-2 ** 64, 0, 2 ** 62), (0, 2 ** 64, 2 ** 62)]:
+        with pytest.raises(RuntimeError, match="value cannot be converted to type int64 without overflow"):
+            fl.arange(*args)

@@ -471,3 +471,88 @@ def test_large_inputs_use_parallel_kernels(dim):
         fl.zeros(300, 400).scatter_add_(dim, fl.tensor(bad), f)
     with pytest.raises(IndexError, match="index 120000 is out of bounds for dimension 0 with size 120000"):
         f.reshape(-1).index_select(0, fl.tensor(np.append(index.reshape(-1), a.size)))
+
+
+# --- None and ... with everything else, forward and gradient ------------------------------------------
+def _mask(*rows):
+    return fl.tensor(rows[0] if len(rows) == 1 else rows, dtype=fl.bool)
+
+
+NEW_AXIS_KEYS = [
+    (None, Ellipsis, slice(1, None)), (Ellipsis, None), (None, Ellipsis, None, 0), (None, None),
+    (Ellipsis, None, None), (None, 1, Ellipsis), (1, None, Ellipsis, None), (slice(None), None, Ellipsis, -1),
+    (None, [0, 1], Ellipsis, None), (Ellipsis, None, [2, 0]), ([1, 0], None, [0, 3]),
+    (None, I(1, 0), Ellipsis, I(3, 3)), (I(0, 1), Ellipsis, None, slice(None, None, 2)),
+    (None, [True, False, True], Ellipsis), (Ellipsis, [True, False, True, True], None),
+    (None, _mask([True, False, True, True], [False] * 4, [True] * 4), None),
+    (_mask([True, False, True]), None, 0), (None, 2, None, [1, 1, 0]), (Ellipsis, None, 1, None, [0, 2]),
+    (None, slice(0, 2), None, [3, 0], None), ([[0], [2]], None, [1, 3]),
+]
+# ints, ``...`` and index arrays in 3-d: torch applies ints first (Note [Advanced indexing order])
+MIXED_KEYS_3D = [
+    (1, slice(None), [0, 2]), (slice(None), 1, [0, 2]), ([0, 1], slice(None), 1), (0, None, [0, 1]),
+    (Ellipsis, 1, [0, 3]), ([1, 0], Ellipsis, [3, 3]), (I(1), Ellipsis, I(2, 0)), (-1, [2, 0], None, [1, 1]),
+    (slice(1, None), [True, False, True], Ellipsis), (None, 0, Ellipsis, [1, 0], None),
+    (fl.tensor(1), slice(None), [0, 2]), ([0, 1], fl.tensor(2), [0, 2]), (fl.tensor(0), slice(1, None)),
+]
+
+
+def _is_basic(key):
+    return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in key)
+
+
+GRAD_KEYS = [((3, 4), k) for k in NEW_AXIS_KEYS] + [((2, 3, 4), k) for k in MIXED_KEYS_3D]
+
+
+@pytest.mark.parametrize("shape,key", GRAD_KEYS, ids=repr)
+def test_getitem_with_new_axes_forward_and_gradient_match_torch(shape, key):
+    pytest.importorskip("flambeau.autograd")
+    a = arr(shape, np.float64)
+    f, t = pair(a)
+    same(f[key], t[conv_key(key, True)])  # without autograd too
+    x = fl.tensor(a, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    y, ty = x[key], tx[conv_key(key, True)]
+    same(y.detach(), ty.detach())
+    if _is_basic(key):
+        assert y.stride() == ty.stride() and f[key].stride() == ty.stride()
+        assert y._base is x
+    w = arr(tuple(ty.shape), np.float64, seed=1)  # a gradient that tells positions apart
+    (y * fl.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("shape,key", GRAD_KEYS, ids=repr)
+def test_setitem_with_new_axes_forward_and_gradient_match_torch(shape, key):
+    pytest.importorskip("flambeau.autograd")
+    a = arr(shape, np.float64)
+    x = fl.tensor(a, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    vshape = tuple(torch.tensor(a)[conv_key(key, True)].shape)
+    v = fl.tensor(arr(vshape, np.float64, seed=2), requires_grad=True)
+    tv = torch.tensor(v.detach().numpy(), requires_grad=True)
+    f, t = pair(a)
+    f[key] = v.detach()
+    t[conv_key(key, True)] = tv.detach()
+    same(f, t)  # without autograd too
+    y, ty = x * 1, tx * 1
+    y[key] = v
+    ty[conv_key(key, True)] = tv
+    same(y.detach(), ty.detach())
+    w = arr(shape, np.float64, seed=3)
+    (y * fl.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy())
+
+
+@pytest.mark.parametrize("key", [k for k in MIXED_KEYS_3D if None not in k], ids=repr)
+def test_index_put_accumulate_with_ints_and_arrays_matches_torch(key):
+    a = arr((2, 3, 4), np.float64)
+    f, t = pair(a)
+    tkey = conv_key(key, True)
+    v = arr(tuple(t[tkey].shape), np.float64, seed=4)
+    f.index_put_(key, fl.tensor(v), accumulate=True)
+    t[tkey] += torch.tensor(v)  # no position repeats in these keys: += is index_put with accumulate
+    same(f, t)

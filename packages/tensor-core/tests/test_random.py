@@ -503,3 +503,13 @@ def test_randint_keyword_forms():
     assert fl.randint(10, size=(3,)).shape == (3,)
     with pytest.raises(TypeError, match="randint"):
         fl.randint(low=2, size=(3,))
+
+
+@pytest.mark.parametrize("call", [lambda n: fl.rand(n), lambda n: fl.randn(n), lambda n: fl.randint(0, 5, (n,)),
+                                  lambda n: fl.normal(0.0, 1.0, (n,)), lambda n: fl.rand(n, n)],
+                         ids=["rand", "randn", "randint", "normal", "rand-2d"])
+@pytest.mark.parametrize("n", [10**13, 2**62])
+def test_huge_sizes_raise_flambeau_errors_naming_the_size(call, n):
+    with pytest.raises(RuntimeError, match=rf"\(\): .*size=\[{n}") as info:
+        call(n)
+    assert "bytes" in str(info.value)

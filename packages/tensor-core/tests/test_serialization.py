@@ -164,8 +164,13 @@ def _file(header: dict, data: bytes = b"", *, version=ser.VERSION, magic=ser.MAG
     return prefix + hb + pad + data
 
 
-def _load_bytes(raw):
-    return fl.load(io.BytesIO(raw))
+NAME = "checkpoint-under-test.flambeau"
+
+
+def _load_bytes(raw, **kw):
+    buf = io.BytesIO(raw)
+    buf.name = NAME  # what a file object opened from a path has: load names it in every error
+    return fl.load(buf, **kw)
 
 
 def test_cuda_saved_without_cuda():
@@ -243,7 +248,7 @@ def test_byte_corruptions_raise_cleanly(pos, value):
     try:
         out = _load_bytes(bytes(raw))
     except RuntimeError as e:
-        assert "not a valid flambeau file" in str(e)
+        assert "not a valid flambeau file" in str(e) and NAME in str(e)
     else:  # only the zero padding between header and data may change harmlessly
         assert set(out) == {"w", "step", "names", "t"}
 
@@ -274,8 +279,127 @@ _T = {"k": "tensor", "storage": 0, "dtype": "float32", "shape": [2], "strides": 
     ({"storages": [{"offset": 0, "nbytes": 8, "device": "cpu"}], "root": {**_T, "storage": "0"}}, "does not exist"),
 ])
 def test_crafted_headers_raise_cleanly(header, msg):
-    with pytest.raises(RuntimeError, match=msg):
+    with pytest.raises(RuntimeError, match=msg) as info:
         _load_bytes(_file(header, b"\0" * 8))
+    assert NAME in str(info.value)
+
+
+_ONE = [{"offset": 0, "nbytes": 8, "device": "cpu"}]
+
+
+@pytest.mark.parametrize("header, msg", [
+    ({"storages": _ONE, "root": {**_T, "shape": [2 ** 40, 2 ** 40], "strides": [0, 0]}}, "too large"),
+    ({"storages": _ONE, "root": {**_T, "shape": [2 ** 62, 2 ** 62, 0], "strides": [0, 0, 0]}}, "too large"),
+    ({"storages": _ONE, "root": {**_T, "shape": [2 ** 40, 2 ** 40], "strides": [2 ** 42, 4]}}, "too large"),
+    ({"storages": _ONE, "root": {**_T, "shape": [2, 2 ** 40], "strides": [8, 0]}}, "does not fit"),
+    ({"storages": _ONE, "root": {**_T, "shape": [1], "strides": [2 ** 70]}}, "too large"),
+    ({"storages": _ONE, "root": {**_T, "offset": 2 ** 70}}, "does not fit|too large"),
+    ({"storages": [{**_ONE[0], "device": "tpu:0"}], "root": _T}, "device 'tpu:0'"),
+    ({"storages": [{**_ONE[0], "device": "cuda:x"}], "root": _T}, "device 'cuda:x'"),
+    ({"storages": [{**_ONE[0], "device": 3}], "root": _T}, "malformed storage device"),
+])
+def test_overflowing_shapes_and_bad_devices_name_the_file(header, msg):
+    """numpy's "array is too big" and the device parser's errors become RuntimeErrors naming the file."""
+    with pytest.raises(RuntimeError, match=msg) as info:
+        _load_bytes(_file(header, b"\0" * 8))
+    assert type(info.value) is RuntimeError and NAME in str(info.value)
+
+
+def test_bad_map_location_and_cuda_errors_name_the_file(tmp_path):
+    raw = _file({"storages": _ONE, "root": _T}, b"\0" * 8)
+    with pytest.raises(RuntimeError, match=f"{NAME}.*map_location.*'tpu'") as info:
+        _load_bytes(raw, map_location="tpu")
+    assert type(info.value) is RuntimeError
+    cuda = _file({"storages": [{**_ONE[0], "device": "cuda:0"}], "root": _T}, b"\0" * 8)
+    path = tmp_path / "saved-on-gpu.flambeau"
+    path.write_bytes(cuda)
+    if not fl.cuda.is_available():
+        with pytest.raises(RuntimeError, match="saved-on-gpu.flambeau.*map_location=flambeau.device"):
+            fl.load(path)
+    with pytest.raises(RuntimeError, match=f"{NAME}: map_location returned int, not a Tensor"):
+        _load_bytes(raw, map_location=lambda t, loc: 3)
+    assert _load_bytes(cuda, map_location={"cuda:0": "cpu"}).tolist() == [0.0, 0.0]
+
+
+# --- fuzzing the header: every failure is a RuntimeError naming the file ------------------------------
+_BIG = st.sampled_from([2 ** 31, 2 ** 40, 2 ** 62, 2 ** 63, 2 ** 64, 2 ** 100, -(2 ** 63)])
+_INTS = st.one_of(st.integers(-2, 9), _BIG, st.integers(-(2 ** 70), 2 ** 70))
+_SMALL = st.one_of(st.sampled_from([0, 0, 1, 2, 4, 8]), _INTS)  # mostly plausible: files that get far
+_DEVICE = st.one_of(st.sampled_from(["cpu", "cuda", "cuda:0", "cuda:1", "cpu:1", "tpu:0", "cuda:x", "", "CPU"]),
+                    st.integers(-1, 2), st.none())
+_SCALARS = st.one_of(
+    st.just({"k": "none"}), st.builds(lambda v: {"k": "bool", "v": v}, st.one_of(st.booleans(), st.integers(0, 1))),
+    st.builds(lambda v: {"k": "int", "v": v}, st.one_of(st.integers().map(str), st.text(max_size=5), st.integers())),
+    st.builds(lambda v: {"k": "float", "v": v}, st.one_of(st.floats().map(float.hex), st.text(max_size=5))),
+    st.builds(lambda v: {"k": "str", "v": v}, st.one_of(st.text(max_size=5), st.integers())),
+    st.builds(lambda v: {"k": "bytes", "v": v}, st.one_of(st.binary(max_size=4).map(bytes.hex), st.text(max_size=3))),
+    st.builds(lambda v: {"k": "dtype", "v": v}, st.sampled_from(["float32", "int64", "bool", "object", 3])),
+    st.builds(lambda v: {"k": "device", "v": v}, _DEVICE),
+    st.builds(lambda v: {"k": "size", "v": v}, st.lists(_INTS, max_size=3)),
+    st.builds(lambda k: {"k": k}, st.sampled_from(["pickle", "tensor", "list", "dict", 5])),
+)
+_TENSORS = st.integers(0, 4).flatmap(lambda ndim: st.fixed_dictionaries(
+    {"k": st.just("tensor"), "storage": st.one_of(st.sampled_from([0, 0, 0, 1, -1, 3]), st.just("0")),
+     "dtype": st.sampled_from(["float32", "float64", "int64", "uint8", "bool", "float16", "float32", "complex64", 1]),
+     "shape": st.one_of(st.lists(_SMALL, min_size=ndim, max_size=ndim), st.lists(_BIG, min_size=ndim, max_size=ndim),
+                        st.lists(_INTS, max_size=4), st.just("2")),
+     "strides": st.one_of(st.lists(_SMALL, min_size=ndim, max_size=ndim), st.just([0] * ndim),
+                          st.lists(_INTS, max_size=4)),
+     "offset": _SMALL},
+    optional={"requires_grad": st.one_of(st.booleans(), st.just(1)), "param": st.booleans()}))
+_NODES = st.recursive(
+    st.one_of(_TENSORS, _TENSORS, _TENSORS, _SCALARS),
+    lambda kids: st.one_of(st.builds(lambda v: {"k": "list", "v": v}, st.lists(kids, max_size=3)),
+                           st.builds(lambda v: {"k": "tuple", "v": v}, st.lists(kids, max_size=3)),
+                           st.builds(lambda items: {"k": "dict", "items": items},
+                                     st.lists(st.lists(kids, min_size=1, max_size=3), max_size=3))),
+    max_leaves=6)
+_STORAGE = st.one_of(
+    st.fixed_dictionaries({"offset": st.just(0), "nbytes": st.sampled_from([0, 8, 16, 64])},
+                          optional={"device": st.one_of(st.just("cpu"), _DEVICE)}),
+    st.fixed_dictionaries({"offset": _INTS, "nbytes": _INTS}, optional={"device": _DEVICE}))
+_HEADERS = st.integers(0, 9).flatmap(lambda i: st.fixed_dictionaries(
+    {"storages": st.lists(_STORAGE, min_size=1, max_size=3), "root": _NODES}) if i else st.fixed_dictionaries(
+    {"storages": st.one_of(st.lists(_STORAGE, max_size=3), st.just({}))}, optional={"root": _NODES}))
+
+
+# one tensor on one storage that exists: every example reaches the tensor and device code
+_TENSOR_HEADERS = st.builds(
+    lambda tensor, nbytes, device: {"storages": [{"offset": 0, "nbytes": nbytes, "device": device}],
+                                    "root": {**tensor, "storage": 0}},
+    _TENSORS, st.sampled_from([0, 4, 8, 64]), st.one_of(st.just("cpu"), _DEVICE))
+_MAP_LOCATIONS = st.sampled_from([None, "cpu", {"cuda:0": "cpu", "cuda:1": "tpu"}])
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=st.one_of(_HEADERS, _TENSOR_HEADERS), data=st.binary(min_size=64, max_size=96),
+       map_location=_MAP_LOCATIONS)
+def test_fuzzed_headers_fail_only_with_runtime_errors_naming_the_file(header, data, map_location):
+    """Whatever the header holds, load returns or raises RuntimeError naming the file, and never allocates
+    more than a small multiple of the file's size (a header cannot make it allocate absurd memory)."""
+    _check_load(_file(header, data), map_location)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=_TENSOR_HEADERS, map_location=_MAP_LOCATIONS)
+def test_fuzzed_tensor_entries_fail_only_with_runtime_errors_naming_the_file(header, map_location):
+    _check_load(_file(header, bytes(64)), map_location)
+
+
+def _check_load(raw: bytes, map_location) -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        _load_bytes(raw, map_location=map_location)
+    except RuntimeError as e:
+        assert NAME in str(e), str(e)
+    except Exception as e:  # pragma: no cover - the failure this test looks for
+        pytest.fail(f"load raised {type(e).__name__}: {e}")
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 64 * len(raw) + (1 << 20), f"load of a {len(raw)}-byte file allocated {peak} bytes"
 
 
 def test_deep_nesting_and_bad_json():

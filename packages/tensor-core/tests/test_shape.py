@@ -601,3 +601,19 @@ def test_split_with_sizes_adjoint():
     same_view(fl.adjoint(f), torch.adjoint(t), f)
     same_view(f.unflatten(0, (5, 1)), t.unflatten(0, (5, 1)), f)
     same_view(f.t().unflatten(1, (5, 1)), t.t().unflatten(1, (5, 1)), f)
+
+
+@pytest.mark.parametrize("call", [lambda: fl.cat([]), lambda: fl.stack([]), lambda: fl.hsplit(fl.zeros(()), 1),
+                                  lambda: fl.vsplit(fl.zeros(3, 2), 2), lambda: fl.dsplit(fl.zeros(2, 2), 2)],
+                         ids=["cat", "stack", "hsplit", "vsplit", "dsplit"])
+def test_messages_say_flambeau_not_torch(call):
+    with pytest.raises((ValueError, RuntimeError)) as info:
+        call()
+    assert "torch" not in str(info.value) and "flambeau." in str(info.value)
+
+
+def test_repeat_too_large_names_repeats_and_bytes():
+    with pytest.raises(RuntimeError, match=r"^repeat\(\): not enough memory: you tried to allocate 80000000000000 "
+                                           r"bytes \(repeats=\[10000000000000, 1\] of a tensor of size \[2\], dtype "
+                                           r"flambeau.float32\)$"):
+        fl.ones(2).repeat(10 ** 13, 1)

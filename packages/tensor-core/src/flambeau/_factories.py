@@ -23,7 +23,7 @@ from flambeau._backends.cpu import flat_buffer_of
 from flambeau._device import CPU, to_device
 from flambeau._ops._common import normalize_shape
 from flambeau._print import set_printoptions
-from flambeau._storage import Storage
+from flambeau._storage import Storage, allocation_error
 from flambeau._tensor import Tensor, _wrap
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "zeros", "ones", "full", "empty",
@@ -334,20 +334,23 @@ def _dtype_or_default(dtype) -> dt.dtype:
     return dt._default[0] if dtype is None else dt.to_dtype(dtype)
 
 
-def _filled(shape, value, dtype, device, requires_grad) -> Tensor:
+def _filled(shape, value, dtype, device, requires_grad, name: str) -> Tensor:
     d = dt._default[0] if dtype is None else dtype if dtype.__class__ is dt.dtype else dt.to_dtype(dtype)
     dev = CPU if device is None or device is CPU else to_device(device)
-    if dev is CPU:
-        if value is None:
-            arr = np.empty(shape, d.np)
-        elif value == 0:
-            arr = np.zeros(shape, d.np)
+    try:
+        if dev is CPU:
+            if value is None:
+                arr = np.empty(shape, d.np)
+            elif value == 0:
+                arr = np.zeros(shape, d.np)
+            else:
+                arr = np.full(shape, value, d.np)
+            t = _wrap(arr, CPU, None, d)
         else:
-            arr = np.full(shape, value, d.np)
-        t = _wrap(arr, CPU, None, d)
-    else:
-        # A device backend's ``full`` leaves the memory uninitialised when ``value`` is None.
-        t = _wrap(backend(dev.type).full(shape, value, d.np, dev), dev, None, d)
+            # A device backend's ``full`` leaves the memory uninitialised when ``value`` is None.
+            t = _wrap(backend(dev.type).full(shape, value, d.np, dev), dev, None, d)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, name, shape, d, device=dev) from None
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -373,17 +376,17 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False, **kw) -> 
 
     The dtype is the default dtype (float32) unless given.
     """
-    return _filled(_size_arg(size, kw.pop("size", None), "zeros"), 0, dtype, device, requires_grad)
+    return _filled(_size_arg(size, kw.pop("size", None), "zeros"), 0, dtype, device, requires_grad, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, **kw) -> Tensor:
     """A tensor of shape ``size`` filled with 1 (default dtype unless given)."""
-    return _filled(_size_arg(size, kw.pop("size", None), "ones"), 1, dtype, device, requires_grad)
+    return _filled(_size_arg(size, kw.pop("size", None), "ones"), 1, dtype, device, requires_grad, "ones")
 
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False, memory_format=None, **kw) -> Tensor:
     """An uninitialised tensor of shape ``size`` (default dtype unless given)."""
-    return _filled(_size_arg(size, kw.pop("size", None), "empty"), None, dtype, device, requires_grad)
+    return _filled(_size_arg(size, kw.pop("size", None), "empty"), None, dtype, device, requires_grad, "empty")
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -400,7 +403,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         fill_value = fill_value.item()
     if dtype is None:
         dtype = dt.scalar_dtype(fill_value)
-    return _filled(_size_arg((size,), None, "full"), fill_value, dtype, device, requires_grad)
+    return _filled(_size_arg((size,), None, "full"), fill_value, dtype, device, requires_grad, "full")
 
 
 def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -419,7 +422,11 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
     dev = CPU if device is None else to_device(device)
     extent = 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
     b = backend(dev.type)
-    buf = np.empty(extent, d.np) if dev is CPU else b.empty((extent,), d.np, dev)
+    try:
+        buf = np.empty(extent, d.np) if dev is CPU else b.empty((extent,), d.np, dev)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, "empty_strided", (extent,), d,
+                               f"size={list(shape)} with stride={list(strides)} ({extent} elements)") from None
     from flambeau._storage import Storage
 
     t = _wrap(b.as_strided(buf, shape, strides, 0), dev, Storage(buf, dev), d)
@@ -430,13 +437,13 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) ->
     """A 0-dim tensor holding number ``s`` (default dtype unless given, whatever the type of ``s``)."""
     if isinstance(s, Tensor):
         s = s.item()
-    return _filled((), s, dtype, device, requires_grad)
+    return _filled((), s, dtype, device, requires_grad, "scalar_tensor")
 
 
 def _like(name: str, fill):
     def fn(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
         _check_input(input, name)
-        return _filled(tuple(input.shape), fill, dtype or input.dtype, device or input.device, requires_grad)
+        return _filled(tuple(input.shape), fill, dtype or input.dtype, device or input.device, requires_grad, name)
 
     fn.__name__ = fn.__qualname__ = name
     what = {"zeros_like": "filled with 0", "ones_like": "filled with 1", "empty_like": "uninitialised"}[name]
@@ -461,10 +468,14 @@ def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_gr
     _check_input(input, "full_like")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _filled(tuple(input.shape), fill_value, dtype or input.dtype, device or input.device, requires_grad)
+    return _filled(tuple(input.shape), fill_value, dtype or input.dtype, device or input.device, requires_grad,
+                   "full_like")
 
 
 # --- ranges -----------------------------------------------------------------------------------------
+_INT64_MAX = 2 ** 63 - 1
+
+
 def _number(v, fname: str, argname: str):
     if isinstance(v, Tensor):
         v = v.item()
@@ -483,26 +494,36 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if end is None:
         start, end = 0, start
     if start.__class__ is int and end.__class__ is int and step.__class__ is int and step and dtype is None \
-            and (end - start) * step >= 0:  # fast path: arange(n), arange(a, b, s) with ints
-        return _finish(np.arange(start, end, step, dtype=np.int64), device, requires_grad)
+            and (end - start) * step >= 0 and end <= _INT64_MAX:  # fast path: arange(n), arange(a, b, s) with ints
+        try:
+            return _finish(np.arange(start, end, step, dtype=np.int64), device, requires_grad)
+        except (MemoryError, ValueError, OverflowError):
+            pass  # the general path says what was wrong
     start, end, step = (_number(v, "arange", n) for v, n in ((start, "start"), (end, "end"), (step, "step")))
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+    if integral and not all(-_INT64_MAX - 1 <= v <= _INT64_MAX for v in (start, end, step)):
+        raise RuntimeError(f"arange(): start={start}, end={end}, step={step}: value cannot be converted to type "
+                           "int64 without overflow")
     if not all(map(np.isfinite, (start, end))):
         raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    integral = all(isinstance(v, numbers.Integral) for v in (start, end, step))
     if dtype is None:
         d = dt.int64 if integral else dt.get_default_dtype()
     else:
         d = dt.to_dtype(dtype)
-    if integral:  # exact integer arithmetic
-        arr = np.arange(int(start), int(end), int(step), dtype=np.int64)
-    else:  # torch computes start + i * step in double, then casts
-        n = max(0, int(np.ceil((end - start) / step)))
-        arr = start + step * np.arange(n, dtype=np.float64)
-    return _finish(arr.astype(d.np, copy=False), device, requires_grad)
+    n = -((int(start) - int(end)) // int(step)) if integral else max(0, int(np.ceil((end - start) / step)))
+    try:
+        if integral:  # exact integer arithmetic
+            arr = np.arange(int(start), int(end), int(step), dtype=np.int64)
+        else:  # torch computes start + i * step in double, then casts
+            arr = start + step * np.arange(n, dtype=np.float64)
+        return _finish(arr.astype(d.np, copy=False), device, requires_grad)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, "arange", (n,), dt.float64 if not integral else dt.int64,
+                               f"start={start}, end={end}, step={step}") from None
 
 
 def _steps(steps, name: str) -> int:
@@ -510,6 +531,8 @@ def _steps(steps, name: str) -> int:
         raise TypeError(f"{name}(): argument 'steps' must be int, not {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    if steps > _INT64_MAX:  # numpy fails on these with an IndexError
+        raise allocation_error(OverflowError(), name, (steps,), dt.float64, f"steps={steps}")
     return int(steps)
 
 
@@ -520,7 +543,11 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     """
     start, end = _number(start, "linspace", "start"), _number(end, "linspace", "end")
     d = _dtype_or_default(dtype)
-    arr = np.linspace(start, end, _steps(steps, "linspace"), dtype=np.float64).astype(d.np)
+    n = _steps(steps, "linspace")
+    try:
+        arr = np.linspace(start, end, n, dtype=np.float64).astype(d.np)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, "linspace", (n,), dt.float64, f"steps={n}") from None
     return _finish(arr, device, requires_grad)
 
 
@@ -533,9 +560,12 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     start, end = _number(start, "logspace", "start"), _number(end, "logspace", "end")
     base = _number(base, "logspace", "base")
     d = _dtype_or_default(dtype)
-    with np.errstate(all="ignore"):  # overflow to inf is the expected result, as in torch
-        arr = np.power(float(base), np.linspace(start, end, _steps(steps, "logspace"), dtype=np.float64))
-        arr = arr.astype(d.np)
+    n = _steps(steps, "logspace")
+    try:
+        with np.errstate(all="ignore"):  # overflow to inf is the expected result, as in torch
+            arr = np.power(float(base), np.linspace(start, end, n, dtype=np.float64)).astype(d.np)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, "logspace", (n,), dt.float64, f"steps={n}") from None
     return _finish(arr, device, requires_grad)
 
 
@@ -551,7 +581,12 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
         raise RuntimeError(f"n must be greater or equal to 0, got {n}")
     if m is not None and m < 0:
         raise RuntimeError(f"m must be greater or equal to 0, got {m}")
-    return _finish(np.eye(n, m, dtype=_dtype_or_default(dtype).np), device, requires_grad)
+    d = _dtype_or_default(dtype)
+    try:
+        arr = np.eye(n, m, dtype=d.np)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise allocation_error(e, "eye", (n, n if m is None else m), d, f"n={n}, m={m}") from None
+    return _finish(arr, device, requires_grad)
 
 
 def _tri_indices(row: int, col: int, offset: int, dtype, device, upper: bool) -> Tensor:

@@ -3,7 +3,8 @@
 Core only decides *whether* an operator must be recorded: when grad mode is on and an input
 requires grad, the dispatcher hands the operator, its inputs and its outputs to the installed
 engine. flambeau-autograd installs that engine with :func:`install_engine`; without it nothing
-is recorded and ``Tensor.backward()`` says which package to install.
+is recorded, yet ``requires_grad`` flows as in torch (Note [requires_grad without an engine]) and
+``Tensor.backward()`` says which package to install.
 """
 
 from __future__ import annotations
@@ -36,6 +37,68 @@ class _Engine:
 _engine: list = [None]
 
 
+# Note [requires_grad without an engine]
+# Without flambeau-autograd, :data:`NO_ENGINE` stands in for the engine once a tensor requires grad:
+# it records nothing, but marks the results of differentiable operators as torch would mark them
+# (floating outputs require grad and are not leaves; integer and bool outputs never require grad;
+# nothing in no_grad mode, since the dispatcher does not call it then), and it runs in-place operators
+# with torch's leaf checks. Only ``backward()`` and the other graph functions need the real engine.
+class _Unrecorded:
+    """The ``grad_fn`` of a result computed without an engine: it marks a non-leaf and holds no graph."""
+
+    __slots__ = ("_name",)
+    next_functions = ()
+
+    def __init__(self, op_name: str):
+        self._name = "".join(p.capitalize() for p in op_name.strip("_").split("_")) + "Backward0"
+
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<{self._name} (not recorded: flambeau-autograd is not installed)>"
+
+
+class _NoEngine:
+    """What :func:`load_engine` installs when flambeau-autograd is not installed (see the Note above)."""
+
+    def record(self, op, inputs: tuple, attrs: dict, outputs) -> None:
+        if op.differentiable:
+            self._mark(op, outputs)
+
+    @staticmethod
+    def _mark(op, outputs) -> None:
+        node = None
+        for out in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
+            if getattr(out, "dtype", None) is not None and out.dtype.is_floating_point:
+                out._requires_grad = True
+                out.grad_fn = node = node or _Unrecorded(op.name)
+
+    def apply_inplace(self, op, inputs: tuple, attrs: dict):
+        from flambeau._tensor import Tensor
+
+        self_ = inputs[0]
+        if self_._requires_grad and self_.grad_fn is None:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        base = self_._base
+        if base is not None and base._requires_grad and base.grad_fn is None:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+        kwargs = {k: v for k, v in attrs.items() if k != "inplace"}
+        with no_grad():  # the operator's own front then runs it in place, asking no engine
+            if op.category == "random":  # tensor-core hands over the samples
+                self_.copy_(inputs[1])
+            elif op.inplace_fn is not None:
+                op.inplace_fn(*inputs, **kwargs)
+            else:  # method-only in-place operators (copy_, fill_, zero_) are their own front
+                op.fn(*inputs, **kwargs)
+        if op.differentiable and any(isinstance(x, Tensor) and x._requires_grad for x in inputs):
+            self._mark(op, self_)
+        return self_
+
+
+NO_ENGINE = _NoEngine()
+
+
 def install_engine(engine) -> None:
     """Install the autograd engine that records operators (called by flambeau-autograd)."""
     _engine[0] = engine
@@ -45,20 +108,23 @@ def load_engine() -> None:
     """Import flambeau-autograd if it is installed; importing it installs its engine.
 
     Core knows the engine's distribution only by this name: it is found when first needed (the first
-    tensor that requires grad, or the first backward), so ``import flambeau`` stays light.
+    tensor that requires grad, or the first backward), so ``import flambeau`` stays light. Without it,
+    :data:`NO_ENGINE` is installed (Note [requires_grad without an engine]).
     """
     if _engine[0] is None:
         try:
             import flambeau.autograd  # noqa: F401
         except ImportError:
             pass
+        if _engine[0] is None:
+            _engine[0] = NO_ENGINE
 
 
 def get_engine():
     """The installed autograd engine; RuntimeError naming the package to install if none."""
     load_engine()
     engine = _engine[0]
-    if engine is None:
+    if engine is NO_ENGINE:
         raise RuntimeError(
             "flambeau has no autograd engine: backward() needs the flambeau-autograd package "
             "(pip install flambeau-autograd)."

@@ -28,6 +28,7 @@ from flambeau._device import CPU, to_device
 from flambeau._factories import _finish as _finish_host
 from flambeau._ops._common import inplace_by_engine, inplace_needs_engine, normalize_shape
 from flambeau._ops._registry import OpDef, declare
+from flambeau._storage import allocation_error
 from flambeau._tensor import Tensor, _wrap
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
@@ -201,17 +202,25 @@ def _size(size: tuple, kw: dict) -> tuple:
     return normalize_shape(size)
 
 
+def _draw(name: str, shape: tuple, d: dt.dtype, draw) -> np.ndarray:
+    """``draw()``'s samples of ``shape``; a size too large to allocate raises flambeau's error naming it."""
+    try:
+        return draw()
+    except (MemoryError, ValueError, OverflowError) as error:
+        raise allocation_error(error, name, shape, d) from None
+
+
 # --- random factories ---------------------------------------------------------------------------
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False, **kw) -> Tensor:
     """Uniform samples from ``[0, 1)`` of shape ``size``; floating ``dtype`` (default dtype if None)."""
-    d = _float_dtype(dtype, "check_uniform_bounds")
-    return _finish(_uniform(_gen(generator), _size(size, kw), d), d, device, requires_grad)
+    d, shape, rng = _float_dtype(dtype, "check_uniform_bounds"), _size(size, kw), _gen(generator)
+    return _finish(_draw("rand", shape, d, lambda: _uniform(rng, shape, d)), d, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False, **kw) -> Tensor:
     """Standard normal samples of shape ``size``; floating ``dtype`` (default dtype if None)."""
-    d = _float_dtype(dtype, "normal_kernel_cpu")
-    return _finish(_standard_normal(_gen(generator), _size(size, kw), d), d, device, requires_grad)
+    d, shape, rng = _float_dtype(dtype, "normal_kernel_cpu"), _size(size, kw), _gen(generator)
+    return _finish(_draw("randn", shape, d, lambda: _standard_normal(rng, shape, d)), d, device, requires_grad)
 
 
 def _int_bounds(d: dt.dtype):
@@ -263,7 +272,9 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, d
             raise TypeError(f"randint(): argument '{name}' must be int, not {type(v).__name__}")
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
     shape = normalize_shape((size,) if not isinstance(size, int) else ((size,),))
-    return _finish(_randint_values(_gen(generator), int(low), int(high), shape, d), d, device, requires_grad)
+    rng = _gen(generator)
+    values = _draw("randint", shape, d, lambda: _randint_values(rng, int(low), int(high), shape, d))
+    return _finish(values, d, device, requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -327,7 +338,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         d = _float_dtype(dtype, "normal_kernel_cpu")
         shape = normalize_shape((size,))
-        return _finish(_standard_normal(rng, shape, d) * std + mean, d, device, requires_grad)
+        z = _draw("normal", shape, d, lambda: _standard_normal(rng, shape, d))
+        return _finish(z * std + mean, d, device, requires_grad)
     if size is not None:
         raise TypeError("normal(): 'size' may only be given when mean and std are numbers")
     tensors = [x for x in (mean, std) if isinstance(x, Tensor)]

@@ -33,6 +33,7 @@ import json
 import math
 import os
 import struct
+import sys
 import zlib
 from collections import OrderedDict
 
@@ -51,6 +52,7 @@ VERSION = 1
 _PREFIX = struct.Struct("<8sIIQQII")
 _ALIGN = 64
 _MAX_DEPTH = 200
+_MAX_BYTES = sys.maxsize  # what a tensor (a numpy array) can span
 _DTYPES = {d.name: d for d in (dt.bool, dt.uint8, dt.int8, dt.int16, dt.int32, dt.int64, dt.float16, dt.float32,
                                dt.float64)}
 
@@ -195,9 +197,10 @@ def save(obj, f) -> None:
 
 # --- loading ---------------------------------------------------------------------------------------
 class _Reader:
-    def __init__(self, header: dict, data: memoryview, map_location):
+    def __init__(self, header: dict, data: memoryview, map_location, name: str):
         self.data = data
         self.map_location = map_location
+        self.name = name
         storages = header.get("storages")
         if not isinstance(storages, list):
             raise _Bad("the header has no storage table")
@@ -235,9 +238,13 @@ class _Reader:
             raise _Bad("negative tensor shape, strides or offset")
         if len(shape) > 64:
             raise _Bad("tensor has more than 64 dimensions")
+        itemsize = d.itemsize
+        # numpy refuses what does not fit in 64 bits even without elements: say so before it does
+        if math.prod(max(n, 1) for n in shape) * itemsize > _MAX_BYTES or max(strides + [offset]) > _MAX_BYTES:
+            raise _Bad(f"tensor of shape {shape}, strides {strides} and offset {offset} is too large "
+                       f"(its {d.name} elements would span more than {_MAX_BYTES} bytes)")
         sid = node.get("storage")
         buf = self._buffer(sid)
-        itemsize = d.itemsize
         if any(s % itemsize for s in strides) or offset % itemsize:
             raise _Bad("tensor strides or offset are not multiples of its element size")
         numel = math.prod(shape)
@@ -271,22 +278,35 @@ class _Reader:
         if callable(ml) and not isinstance(ml, (str, type(CPU))):
             out = ml(t, saved_device)
             if not isinstance(out, Tensor):
-                raise TypeError("flambeau.load: map_location returned a non-Tensor")
+                raise RuntimeError(f"flambeau.load: {self.name}: map_location returned {type(out).__name__}, "
+                                   "not a Tensor")
             return out
         if isinstance(ml, dict):
             target = ml.get(saved_device, saved_device)
         elif ml is not None:
             target = ml
-        dev = to_device(target)
+        try:
+            dev = to_device(target)
+        except (RuntimeError, TypeError, ValueError) as e:
+            if target is saved_device:
+                raise _Bad(f"storage {sid} was saved on device {saved_device!r}, which is not a device ({e})") \
+                    from None
+            raise RuntimeError(f"flambeau.load: {self.name}: map_location gives {target!r} for the tensors saved "
+                               f"on {saved_device!r}, which is not a device ({e})") from None
         if dev.type == "cpu":
             return t
         from flambeau import cuda
 
         if not cuda.is_available():
-            raise RuntimeError("Attempting to deserialize object on a CUDA device but flambeau.cuda.is_available() "
-                               "is False. If you are running on a CPU-only machine, please use flambeau.load with "
-                               "map_location=flambeau.device('cpu') to map your storages to the CPU.")
-        return t.to(dev)
+            raise RuntimeError(f"flambeau.load: {self.name}: attempting to deserialize object on a CUDA device "
+                               f"({dev}) but flambeau.cuda.is_available() is False. If you are running on a CPU-only "
+                               "machine, please use flambeau.load with map_location=flambeau.device('cpu') to map "
+                               "your storages to the CPU.")
+        try:
+            return t.to(dev)
+        except RuntimeError as e:  # no such device ordinal ...
+            raise RuntimeError(f"flambeau.load: {self.name}: cannot put the tensors saved on {saved_device!r} "
+                               f"on {dev}: {e}") from None
 
     def node(self, n, depth: int = 0):
         if depth > _MAX_DEPTH:
@@ -398,18 +418,26 @@ def load(f, map_location=None, weights_only: bool = True, **kwargs):
 
     Raises:
         RuntimeError: if the file is not a flambeau file, is truncated, corrupted (checksums) or
-            malformed; the message names the file and the problem.
+            malformed (shapes too large, unknown devices ...), or its tensors cannot be placed where
+            ``map_location`` says (no CUDA ...); the message names the file and the problem. Loading
+            never allocates more than the file's data section holds.
     """
     raw, name = _read_bytes(f)
     try:
-        return _decode(raw, map_location)
+        return _decode(raw, map_location, name)
     except _Bad as e:
         raise RuntimeError(f"flambeau.load: {name} is not a valid flambeau file: {e}") from None
     except RecursionError:
         raise RuntimeError(f"flambeau.load: {name} is not a valid flambeau file: objects nested too deeply") from None
+    except RuntimeError as e:
+        if name in str(e):
+            raise
+        raise RuntimeError(f"flambeau.load: {name}: {e}") from e
+    except Exception as e:  # a case the checks above miss (or map_location's own error): still name the file
+        raise RuntimeError(f"flambeau.load: {name} could not be loaded: {type(e).__name__}: {e}") from e
 
 
-def _decode(raw: bytes, map_location):
+def _decode(raw: bytes, map_location, name: str):
     if len(raw) < _PREFIX.size:
         if raw[:len(MAGIC)] != MAGIC[:len(raw)] or not raw:
             raise _Bad("bad magic number (not saved by flambeau.save)" if raw else "the file is empty")
@@ -437,4 +465,4 @@ def _decode(raw: bytes, map_location):
         raise _Bad("the header is not valid JSON") from None
     if not isinstance(header, dict) or "root" not in header:
         raise _Bad("the header has no root object")
-    return _Reader(header, data, map_location).node(header["root"])
+    return _Reader(header, data, map_location, name).node(header["root"])

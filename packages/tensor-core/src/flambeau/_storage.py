@@ -10,7 +10,10 @@ sharing seam of DESIGN.md).
 
 from __future__ import annotations
 
-__all__ = ["Storage"]
+import math
+import sys
+
+__all__ = ["Storage", "allocation_error"]
 
 # Note [Version counter]
 # Every in-place operator bumps ``storage._version``. autograd records the version of each
@@ -67,3 +70,36 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"<flambeau Storage of {self.nbytes} bytes on {self.device}>"
+
+
+# Note [Allocation errors]
+# A tensor too big to allocate raises RuntimeError naming the function, the argument, the size and
+# the bytes, as torch's allocator does ("DefaultCPUAllocator: not enough memory: you tried to allocate
+# 40000000000000 bytes"), never numpy's MemoryError / "array is too big" / "Maximum allowed dimension
+# exceeded". Factories let numpy (or the device) try and convert its error afterwards, so the sizes are
+# not checked twice on the hot path.
+MAX_BYTES = sys.maxsize  # a storage's size in bytes is a signed 64-bit number, in numpy as in torch
+
+
+def allocation_error(error: BaseException, fname: str, shape, dtype, what: str | None = None,
+                     device=None) -> BaseException:
+    """What to raise when allocating a ``shape`` tensor of ``dtype`` for ``fname`` failed with ``error``.
+
+    ``MemoryError`` and sizes whose bytes do not fit in 64 bits become RuntimeError naming ``fname``, the
+    argument (``what``, default ``size=[...]``), the size, the bytes and a device other than the CPU (Note
+    [Allocation errors]); any other error is returned as it is (a fill value numpy could not convert ...).
+    """
+    shape = [int(n) for n in shape]
+    what = f"size={shape}" if what is None else what
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_BYTES:
+        return RuntimeError(f"{fname}(): {what} is too large: a tensor of {dtype} of that size takes "
+                            f"{nbytes} bytes, more than the {MAX_BYTES} bytes a tensor can address")
+    if math.prod(max(n, 1) for n in shape) * dtype.itemsize > MAX_BYTES:  # numpy refuses these even if empty
+        return RuntimeError(f"{fname}(): {what} is too large: its sizes other than 0 multiply to more "
+                            f"than the {MAX_BYTES} bytes a tensor of {dtype} can address")
+    if isinstance(error, MemoryError):
+        where = "" if device is None or device.type == "cpu" else f" on {device}"
+        return RuntimeError(f"{fname}(): not enough memory{where}: you tried to allocate {nbytes} bytes "
+                            f"({what}, dtype {dtype})")
+    return error

@@ -40,6 +40,8 @@ class Engine:
             if op.differentiable:
                 raise RuntimeError(f"the derivative for '{op.name}' is not implemented in flambeau-autograd")
             return
+        if outputs.__class__ is Tensor and not outputs.dtype.is_floating_point:
+            return  # integer and bool results never require grad (``x.long()``), as in torch
         if attrs and attrs.get("inplace"):
             raise RuntimeError(f"{op.name}_: in-place operators must go through Engine.apply_inplace")
         if _forward_ad._levels:
@@ -404,6 +406,10 @@ def _call_node(node: Node, grads: list, keep_graph: bool):
 
 def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
     """Add ``g`` into ``var.grad`` (PyTorch's AccumulateGrad)."""
+    if g.shape != var.shape:  # ``var.data`` was replaced after the graph recorded its old shape
+        raise RuntimeError(f"Function AccumulateGrad returned an invalid gradient - got {list(g.shape)} but "
+                           f"expected shape compatible with {list(var.shape)} (the leaf's .data was replaced "
+                           "after the graph was recorded)")
     if create_graph:
         var._grad = g if var._grad is None else var._grad + g
         return

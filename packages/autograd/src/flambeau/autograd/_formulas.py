@@ -180,6 +180,25 @@ def _einsum_grads(g, s):
     return grads
 
 
+def _pow_base_grad(g, base, exponent):
+    """d(base ** exponent)/d base; zero where the exponent is 0, even at base 0 (torch's rule: not 0 * inf)."""
+    if not isinstance(exponent, fl.Tensor):
+        return g * 0 if exponent == 0 else g * exponent * base ** (exponent - 1)
+    return g * (exponent * base ** (exponent - 1)).masked_fill(exponent == 0, 0.0)
+
+
+def _pow_exponent_grad(g, base, exponent, result):
+    """d(base ** exponent)/d exponent = result * log(base); zero where base == 0 and exponent >= 0, as torch.
+
+    ``base`` may be a Python number (``2 ** t``): its log is taken in double precision, as torch does.
+    """
+    if not isinstance(base, fl.Tensor):
+        log_base = math.log(base) if base > 0 else (-math.inf if base == 0 else math.nan)
+        grad = result * log_base
+        return g * (grad.masked_fill(exponent >= 0, 0.0) if base == 0 else grad)
+    return g * (result * base.log()).masked_fill((base == 0) & (exponent >= 0), 0.0)
+
+
 def _relu_grad(g, s):
     # hardtanh's backward with bounds (0, inf): one fused pass where the device has the kernel
     return fl.hardtanh_backward(g, s.result, 0.0, math.inf)
@@ -195,8 +214,8 @@ TABLE: dict[str, D] = {
              save=("input", "other")),
     "neg": D({"input": lambda g, s: -g}),
     "reciprocal": D({"input": lambda g, s: -g * s.result * s.result}, save=("result",)),
-    "pow": D({"input": lambda g, s: g * s.exponent * s.input ** (s.exponent - 1),
-              "exponent": lambda g, s: g * (s.result * s.input.log()).masked_fill(s.input == 0, 0.0)},
+    "pow": D({"input": lambda g, s: _pow_base_grad(g, s.input, s.exponent),
+              "exponent": lambda g, s: _pow_exponent_grad(g, s.input, s.exponent, s.result)},
              save=("input", "exponent", "result")),
     "abs": D({"input": lambda g, s: g * s.input.sign()}, save=("input",)),
     "sign": D({"input": lambda g, s: g * 0}),
@@ -696,8 +715,8 @@ def _scatter_reduce_grads(g, s, which):
 
 
 TABLE.update({
-    "float_power": D({"input": lambda g, s: g * s.exponent * s.input.double() ** (s.exponent - 1),
-                      "exponent": lambda g, s: g * (s.result * s.input.double().log()).masked_fill(s.input == 0, 0.0)},
+    "float_power": D({"input": lambda g, s: _pow_base_grad(g, s.input.double(), s.exponent),
+                      "exponent": lambda g, s: _pow_exponent_grad(g, s.input, s.exponent, s.result)},
                      save=("input", "exponent", "result")),
     "deg2rad": D({"input": lambda g, s: g * (math.pi / 180)}),
     "rad2deg": D({"input": lambda g, s: g * (180 / math.pi)}),

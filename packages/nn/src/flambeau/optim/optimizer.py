@@ -459,7 +459,7 @@ class Optimizer:
             param_group.setdefault(name, default)
         if len(tensors) != len(set(tensors)):
             warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          "cause an error",
                           stacklevel=3)
         param_set: set = set()
         for group in self.param_groups:

@@ -17,6 +17,10 @@ def backend(device_type: str):
     """The backend module of ``device_type`` (imported on first use: CUDA is never imported early)."""
     mod = _loaded.get(device_type)
     if mod is None:
+        if device_type == "cuda":
+            from flambeau.cuda import _lazy_init
+
+            _lazy_init()  # RuntimeError saying why, rather than numba-cuda's errors
         mod = _loaded[device_type] = importlib.import_module(_MODULES[device_type])
     return mod
 

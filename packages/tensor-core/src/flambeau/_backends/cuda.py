@@ -13,6 +13,8 @@ numba here is fine.
 from __future__ import annotations
 
 import functools
+import math
+import sys
 
 import numpy as np
 from numba import cuda as _cuda
@@ -88,13 +90,21 @@ def empty(shape: tuple, np_dtype, device=None):
     s = current_stream(_index(device))
     if SIM:
         return _make(np.empty(shape, dtype), s.numba)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > sys.maxsize:  # the factory names the size (Note [Allocation errors])
+        raise ValueError(f"array is too big: {nbytes} bytes")
     strides = _c_strides(shape, dtype.itemsize)
     if nbytes == 0:
         return _DevArray(shape, strides, dtype, stream=s.numba)
     alloc = get_allocator(s.device_index)
     with _on_device(s.device_index):
-        address = alloc.malloc(nbytes, s.numba)
+        try:
+            address = alloc.malloc(nbytes, s.numba)
+        except Exception as e:  # numba's CudaAPIError, an allocator's own: a MemoryError the factory reports
+            if isinstance(e, MemoryError) or "OUT_OF_MEMORY" in str(e) or "out of memory" in str(e).lower():
+                raise MemoryError(f"CUDA out of memory: tried to allocate {nbytes} bytes on "
+                                  f"cuda:{s.device_index}") from e
+            raise
         ctx = _cuda.current_context()
         ptr = _driver.MemoryPointer(ctx, _driver.binding.CUdeviceptr(address), nbytes,
                                     finalizer=_finalizer(alloc, address))

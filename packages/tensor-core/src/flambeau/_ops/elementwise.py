@@ -950,11 +950,10 @@ def _addc(op, input, tensor1, tensor2, value, inplace):
     d = dt.result_type(input, tensor1, tensor2)
     if op is ADDCDIV and not d.is_floating_point:
         raise RuntimeError(
-            "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
-            "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented "
-            "as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
-            "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
-            "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+            "Integer division with addcdiv is not supported: addcdiv performs a true division of tensor1 "
+            "and tensor2. The historic addcdiv behavior can be implemented "
+            "as (input + value * flambeau.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+            "(input + value * tensor1 / tensor2) for float inputs.")
     if d is _bool:
         raise NotImplementedError(f"\"{name}_cpu_out\" not implemented for 'Bool'")
     if not d.is_floating_point:

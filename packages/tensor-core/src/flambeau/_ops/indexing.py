@@ -2,11 +2,12 @@
 
 ``t[key]`` is the operator ``index``: ints, slices (positive steps), ``None`` and ``...`` give a
 VIEW of ``t`` (shared storage, numpy basic indexing on CPU, Note [Device-agnostic views] in
-``shape.py`` elsewhere); integer/bool tensors, lists and arrays (advanced indexing, with numpy's
-rules which torch shares) give a copy. ``t[key] = value`` is the in-place operator ``index_put``
+``shape.py`` elsewhere); integer/bool tensors, lists and arrays (advanced indexing, in torch's order:
+Note [Advanced indexing order]) give a copy. ``t[key] = value`` is the in-place operator ``index_put``
 (recorded with ``inplace=True``); ``index_put_(indices, values, accumulate)`` is its tensor-only form.
-A key is recorded for autograd as a tuple whose entries are ints, slices, None, Ellipsis or
-Tensors (lists are turned into int64/bool tensors).
+A key is recorded for autograd as a tuple whose entries are ints, slices, Ellipsis or Tensors
+(lists are turned into int64/bool tensors); None only in ``index_put``'s own indices, where it means
+the whole dim (``t[key]`` applies None as ``unsqueeze`` first under autograd: :func:`_new_axes_first`).
 
 Kernel convention (arrays in, array out; every device):
     index: ``kernel(array, key) -> array`` for advanced keys (entries: int, slice, None, Ellipsis,
@@ -440,6 +441,7 @@ def _flat_out(arr):
 # --- __getitem__ ----------------------------------------------------------------------------------
 _STEP_ERR = "step must be greater than zero"
 _BASIC = (int, slice, type(None), type(Ellipsis))
+_ALL = slice(None)
 
 
 def _np_key(self: Tensor, key):
@@ -576,6 +578,100 @@ def _with_new_axes(src, key):
     return _shape._strided(arr, tuple(shape), tuple(strides))
 
 
+def _is_index_array(k) -> bool:
+    """Whether a numpy-form key entry is an index array (host or device), not int/slice/None/.../bool."""
+    return not (k.__class__ in _BASIC or k is Ellipsis or k.__class__ is bool)
+
+
+def _dims_of(k) -> int:
+    """How many dims of the indexed tensor a numpy-form key entry other than None and ``...`` consumes."""
+    if k.__class__ is bool:
+        return 0
+    return k.ndim if _is_index_array(k) and k.dtype == np.bool_ else 1
+
+
+def _well_formed(npkey, ndim: int) -> bool:
+    # otherwise numpy raises torch's error ("too many indices ...") on the key as it is
+    return (sum(1 for k in npkey if k is Ellipsis) <= 1
+            and sum(_dims_of(k) for k in npkey if k is not None and k is not Ellipsis) <= ndim)
+
+
+def _is_int_array_0d(k) -> bool:
+    return _is_index_array(k) and k.ndim == 0 and k.dtype != np.bool_
+
+
+def _torch_split(self: Tensor, npkey):
+    """torch's two steps for an advanced key: ``(basic key, advanced key)``, or None if numpy's one step agrees.
+
+    Note [Advanced indexing order]: torch first applies ints (0-dim integer tensors among them), slices,
+    None and ``...`` as a view, then the index arrays to what is left, placing their result where the
+    first array stood if the arrays are adjacent and first otherwise. numpy indexes with ints and arrays
+    together, so an int, None or ``...`` between index arrays (``x[i, :, j]``, ``x[None, i, ..., j]``)
+    orders the result differently. Keys of index arrays and slices only are the same in both.
+    """
+    if len(npkey) < 2:
+        return None
+    split, taken, ellipses = False, 0, 0
+    for k in npkey:  # one pass decides; most keys need no split
+        c = k.__class__
+        if c is slice:
+            taken += 1
+        elif c is int or k is None or k is Ellipsis:
+            split = True
+            taken += c is int
+            ellipses += k is Ellipsis
+        elif c is bool:
+            return None  # numpy's True/False index is torch's
+        elif k.dtype == np.bool_:
+            taken += k.ndim
+        else:
+            taken += 1
+            split = split or k.ndim == 0
+    if not split or ellipses > 1 or taken > self._data.ndim:
+        return None  # nothing to reorder, or a bad key numpy reports as torch does
+    basic, adv = [], []
+    for k in npkey:
+        if k.__class__ is int:
+            basic.append(k)
+        elif _is_int_array_0d(k):
+            basic.append(int(k if self._device is CPU else backend(self._device.type).to_numpy(k)))
+        elif _is_index_array(k):
+            basic.extend([_ALL] * _dims_of(k))
+            adv.append(k)
+        else:  # a slice, None or ...: dims of the view that the index arrays leave alone
+            basic.append(k)
+            adv.extend([_ALL] * (self._data.ndim - taken if k is Ellipsis else 1))
+    if all(k.__class__ is slice for k in adv):  # a 0-dim index was the only array: numpy's copy is torch's value
+        return None
+    return tuple(basic), tuple(adv)
+
+
+def _basic_view_data(self: Tensor, basic: tuple):
+    """The backend array of the view ``self[basic]`` (ints, slices, None, ``...``) on any device."""
+    arr = _src(self)[basic]
+    return arr if self._device is CPU else _mkview(self, arr)._data
+
+
+def _new_axes_first(self: Tensor, npkey, items):
+    """``(u, key)`` with ``self[items] == u[key]``: ``u`` is ``self`` unsqueezed where ``items`` holds None.
+
+    Under autograd a key with None is applied as torch does: the new axes are ``unsqueeze`` views and the
+    key recorded for ``index``/``index_put`` holds ``slice(None)`` in their place. A recorded key never
+    holds None, which ``index_put`` would read as "the whole dim".
+    """
+    rest = self._data.ndim - sum(_dims_of(k) for k in npkey if k is not None and k is not Ellipsis)
+    u, d, key = self, 0, []
+    for k, item in zip(npkey, items):
+        if k is None:
+            u = _shape.unsqueeze(u, d)
+            key.append(_ALL)
+            d += 1
+        else:
+            key.append(item)
+            d += rest if k is Ellipsis else _dims_of(k)
+    return u, tuple(key)
+
+
 INDEX = declare("index(Tensor self, Tensor?[] indices) -> Tensor", function=False, method=False, category="indexing",
                 kernels={"cpu": _cpu_index})
 
@@ -601,6 +697,9 @@ def getitem(self: Tensor, key) -> Tensor:
         return out
     npkey, advanced = _np_key(self, key)
     dev = self._device
+    recording = self._requires_grad and grad_state.enabled
+    if recording and any(k is None for k in npkey) and _well_formed(npkey, self._data.ndim):
+        return getitem(*_new_axes_first(self, npkey, key if kc is tuple else (key,)))
     try:
         if not advanced:
             src = _src(self)
@@ -611,10 +710,13 @@ def getitem(self: Tensor, key) -> Tensor:
                 arr = _with_new_axes(src, npkey)
             out = _mkview(self, arr)
         else:
-            out = _wrap(INDEX.kernel(dev.type)(self._data, npkey), dev, dtype=self.dtype)
+            data, split = self._data, _torch_split(self, npkey)
+            if split is not None:
+                data, npkey = _basic_view_data(self, split[0]), split[1]
+            out = _wrap(INDEX.kernel(dev.type)(data, npkey), dev, dtype=self.dtype)
     except IndexError as e:
         raise _index_error(e, self._data.shape) from None
-    if self._requires_grad and grad_state.enabled:
+    if recording:
         record(INDEX, (self, _key_for_record(key)), {}, out)
     return out
 
@@ -662,9 +764,9 @@ INDEX_PUT = declare("index_put(Tensor self, Tensor?[] indices, Tensor values, bo
                     category="indexing", kernels={"cpu": _cpu_index_put})
 
 
-def _setitem_error(self, npkey, vshape, advanced):
+def _setitem_error(self, npkey, vshape, advanced, data):
     try:
-        target = _src(self)[npkey].shape if not advanced else (self._data[npkey].shape if self._device is CPU else None)
+        target = _src(self)[npkey].shape if not advanced else (data[npkey].shape if self._device is CPU else None)
     except IndexError as e:
         return _index_error(e, self._data.shape)
     if target is not None and not advanced:
@@ -691,31 +793,41 @@ def _values_data(self: Tensor, value):
 
 def setitem(self: Tensor, key, value) -> None:
     """``self[key] = value``: write ``value`` (a number or broadcastable tensor of any dtype) in place."""
+    kc = key.__class__
     if inplace_needs_engine(self, value):
+        items = key if kc is tuple else (key,)
+        if any(k is None for k in items):
+            npkey, _ = _np_key(self, key)
+            if _well_formed(npkey, self._data.ndim):
+                # into a view with the new axes (Note [In-place operators under autograd] rebases it)
+                setitem(*_new_axes_first(self, npkey, items), value)
+                return
         inplace_by_engine(INDEX_PUT, (self, _key_for_record(key), value), {"accumulate": False})
         return
     dev = self._device
     vdata = _values_data(self, value)
-    kc = key.__class__
     if dev is CPU and (kc is int or (kc is slice and key.step is None)):
         npkey, advanced = key, False
     else:
         npkey, advanced = _np_key(self, key)
+    data, split = self._data, advanced and _torch_split(self, npkey)
+    if split:
+        data, npkey = _basic_view_data(self, split[0]), split[1]
     try:
         if dev is CPU:
-            self._data[npkey] = vdata
+            data[npkey] = vdata
         elif not advanced:
             view = _mkview(self, _src(self)[npkey + (Ellipsis,) if isinstance(npkey, tuple) else npkey])
             backend(dev.type).copy_(view._data, vdata)
         else:
-            INDEX_PUT.kernel(dev.type)(self._data, npkey, vdata, False)
+            INDEX_PUT.kernel(dev.type)(data, npkey, vdata, False)
     except IndexError as e:
         raise _index_error(e, self._data.shape) from None
     except ValueError as e:
         if "broadcast" not in str(e):
             raise
-        raise _setitem_error(self, npkey if isinstance(npkey, tuple) else (npkey,), np.shape(vdata), advanced) \
-            from None
+        raise _setitem_error(self, npkey if isinstance(npkey, tuple) else (npkey,), np.shape(vdata), advanced,
+                             data) from None
     self._storage._version += 1
     if grad_state.enabled and (self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
         record(INDEX_PUT, (self, _key_for_record(key), value), {"inplace": True, "accumulate": False}, self)
@@ -727,8 +839,9 @@ INDEX_PUT.dunders["__setitem__"] = setitem
 def _indices_key(self: Tensor, indices) -> tuple:
     if isinstance(indices, Tensor) or not isinstance(indices, (tuple, list)):
         raise TypeError("index_put(): argument 'indices' must be tuple of Tensors")
-    if len(indices) > self._data.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {self._data.ndim} (got {len(indices)})")
+    n = sum(1 for k in indices if k is not Ellipsis)
+    if n > self._data.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {self._data.ndim} (got {n})")
     # None means a whole dim, as in torch; ints, slices and ``...`` are accepted too (what ``t[key] = v``
     # hands to autograd through this operator)
     return tuple(slice(None) if k is None else k for k in indices)
@@ -747,18 +860,21 @@ def index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tenso
         setitem(self, key, values)
         return self
     npkey, _ = _np_key(self, key)
+    data, split = self._data, _torch_split(self, npkey)
+    if split is not None:
+        data, npkey = _basic_view_data(self, split[0]), split[1]
     npkey = tuple(np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype == np.bool_ else (k,) for k in npkey)
     npkey = tuple(x for group in npkey for x in group)
     for i, k in enumerate(npkey):
         if isinstance(k, np.ndarray):
-            _bounds(k, self._data.shape[i], i, True)
+            _bounds(k, data.shape[i], i, True)
     vdata = _values_data(self, values)
     try:
-        INDEX_PUT.kernel(self._device.type)(self._data, npkey, vdata, True)
+        INDEX_PUT.kernel(self._device.type)(data, npkey, vdata, True)
     except ValueError as e:
         if "broadcast" not in str(e):
             raise
-        raise _setitem_error(self, npkey, np.shape(vdata), True) from None
+        raise _setitem_error(self, npkey, np.shape(vdata), True, data) from None
     self._storage._version += 1
     record_if_needed(INDEX_PUT, (self, tuple(indices), values), {"inplace": True, "accumulate": True}, self)
     return self

@@ -49,6 +49,7 @@ from flambeau._ops._common import (
     wrap_dim,
 )
 from flambeau._ops._registry import declare
+from flambeau._storage import allocation_error
 
 __all__ = [
     "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute", "transpose", "t",
@@ -904,11 +905,11 @@ def _dir_split(name: str, dim: int, min_dims: int, doc: str):
     def fn(input: Tensor, indices_or_sections) -> tuple:
         nd = input._data.ndim
         if nd < min_dims:
-            raise RuntimeError(f"torch.{name} requires a tensor with at least {min_dims} dimension, but got a tensor "
-                               f"with {nd} dimensions!")
+            raise RuntimeError(f"flambeau.{name} requires a tensor with at least {min_dims} dimension, but got a "
+                               f"tensor with {nd} dimensions!")
         d = 0 if name == "hsplit" and nd == 1 else dim
         if isinstance(indices_or_sections, int) and input._data.shape[d] % indices_or_sections:
-            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the size of the dimension "
+            raise RuntimeError(f"flambeau.{name} attempted to split along dimension {d}, but the size of the dimension "
                                f"{input._data.shape[d]} is not divisible by the split_size {indices_or_sections}!")
         return tensor_split(input, indices_or_sections, d)
 
@@ -944,7 +945,7 @@ def _tensor_list(tensors, opname: str) -> list:
         raise TypeError(f"{opname}(): argument 'tensors' must be tuple of Tensors, not Tensor")
     tensors = list(tensors)
     if not tensors:
-        raise ValueError(f"torch.{opname}(): expected a non-empty list of Tensors")
+        raise ValueError(f"flambeau.{opname}(): expected a non-empty list of Tensors")
     for i, x in enumerate(tensors):
         if not isinstance(x, Tensor):
             raise TypeError(f"{opname}(): argument 'tensors' must be tuple of Tensors, but element {i} is "
@@ -1126,7 +1127,12 @@ def repeat(self: Tensor, *repeats) -> Tensor:
     for r in repeats:
         if r < 0:
             raise RuntimeError(f"Trying to create tensor with negative dimension {r}: {list(repeats)}")
-    out = _wrap(REPEAT.kernel(self._device.type)(self._data, repeats), self._device, dtype=self.dtype)
+    try:
+        out = _wrap(REPEAT.kernel(self._device.type)(self._data, repeats), self._device, dtype=self.dtype)
+    except (MemoryError, ValueError, OverflowError) as e:
+        shape = (1,) * (len(repeats) - self._data.ndim) + tuple(self._data.shape)
+        raise allocation_error(e, "repeat", [n * r for n, r in zip(shape, repeats)], self.dtype,
+                               f"repeats={list(repeats)} of a tensor of size {list(self.shape)}") from None
     if self._requires_grad and grad_state.enabled:
         record(REPEAT, (self, repeats), {}, out)
     return out

@@ -6,15 +6,20 @@ is read (``.item()``, ``.cpu()``, ``.numpy()``, printing) or on :func:`synchroni
 
 Under numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) one simulated device is available and
 every kernel runs in Python threads on the CPU: slow, but it tests kernel code without a GPU.
+
+Without CUDA (numba-cuda, a driver or a GPU missing) :func:`is_available` is False and everything
+that needs a device (``Tensor.to('cuda')``, ``device='cuda'``, streams, :func:`synchronize`,
+:func:`current_device` ...) raises ``RuntimeError: CUDA is not available: <why>`` through
+:func:`_lazy_init`, as torch's ``_lazy_init`` does.
 """
 
 from __future__ import annotations
 
+from flambeau.cuda import _streams
 from flambeau.cuda._allocator import Allocator, NativeAllocator, get_allocator, set_allocator
 from flambeau.cuda._streams import (
     Event,
     Stream,
-    current_device,
     current_stream,
     default_stream,
     device,
@@ -29,7 +34,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "NativeAllocator", "set_allocator", "get_allocator", "memory_allocated", "memory_reserved",
            "empty_cache", "memory_stats", "is_simulator", "record_stream"]
 
-_available: list = []
+_available: list = []  # [bool] once asked
+_why_not: list = [None]  # why CUDA is not available, once asked
 
 
 def is_available() -> bool:
@@ -41,12 +47,48 @@ def is_available() -> bool:
         return _available[0]
     try:
         from numba import cuda
+    except ImportError:
+        why = "numba-cuda is not installed (pip install 'flambeau-tensor-core[cuda]')"
+    except Exception as e:  # a broken install must not make is_available() raise
+        why = f"numba-cuda could not be imported ({type(e).__name__}: {e})"
+    else:
+        try:
+            why = None if cuda.is_available() else _driver_problem(cuda.cuda_error())
+        except Exception as e:
+            why = _driver_problem(e)
+    _why_not[0] = why
+    _available.append(why is None)
+    return why is None
 
-        ok = bool(cuda.is_available())
-    except Exception:
-        ok = False
-    _available.append(ok)
-    return ok
+
+def _driver_problem(error) -> str:
+    """numba-cuda's reason for no CUDA, in a few words (its first sentence, without its advice)."""
+    if error is None:
+        return "no usable CUDA GPU was found (numba-cuda found a driver but no GPU or no NVVM library)"
+    text = " ".join(str(error).split())
+    first = text.split(". ")[0].rstrip(".")
+    if "NO_DEVICE" in text:
+        return f"no CUDA GPU was found ({first})"
+    if "driver" in text.lower():
+        return f"no CUDA driver was found ({first})"
+    return first
+
+
+def _lazy_init() -> None:
+    """RuntimeError saying why if CUDA cannot be used; every path that needs a device calls it first.
+
+    A fake driver installed by tests (``_streams._set_driver``) stands in for a device.
+    """
+    if _available and _available[0] or _streams._override[0] is not None:
+        return
+    if not is_available():
+        raise RuntimeError(f"CUDA is not available: {_why_not[0] or 'numba-cuda reports no CUDA device'}")
+
+
+def current_device() -> int:
+    """Ordinal of the calling thread's current CUDA device; RuntimeError if CUDA is not available."""
+    _lazy_init()
+    return _streams.current_device()
 
 
 def is_simulator() -> bool:

@@ -174,12 +174,12 @@ def get_allocator(device: int | None = None):
 
 def _index(device) -> int:
     if device is None:
-        from flambeau.cuda import current_device
+        from flambeau.cuda._streams import current_device
 
         return current_device()
     index = getattr(device, "index", device)
     if index is None:
-        from flambeau.cuda import current_device
+        from flambeau.cuda._streams import current_device
 
         return current_device()
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:

@@ -24,9 +24,12 @@ _defaults: dict[int, Stream] = {}
 
 
 def _driver():
-    """The numba.cuda module (or the fake installed by :func:`_set_driver`)."""
+    """The numba.cuda module (or the fake installed by :func:`_set_driver`); RuntimeError without CUDA."""
     d = _override[0]
     if d is None:
+        from flambeau.cuda import _lazy_init
+
+        _lazy_init()
         from numba import cuda as d
     return d
 
@@ -64,6 +67,7 @@ def _check_index(index) -> int:
         index = 0 if d.index is None else d.index
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ValueError(f"device: expected a non-negative CUDA device index, got {index!r}")
+    _c._lazy_init()
     n = _c.device_count()
     if index >= n:
         raise RuntimeError(f"CUDA error: invalid device ordinal {index} (device_count() is {n})")

@@ -280,8 +280,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         raise ValueError("mode has to be one of sum, mean or max")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request on "
-                                  "the Pytorch GitHub.")
+                                  f"supported for mode='sum' (got mode='{mode}')")
     total = input.shape[0]
     if include_last_offset:
         if offs.size == 0:

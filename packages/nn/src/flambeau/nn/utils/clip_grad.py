@@ -114,7 +114,7 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None,
 def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                    foreach=None) -> Tensor:
     """Deprecated alias of :func:`clip_grad_norm_`."""
-    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+    warnings.warn("`flambeau.nn.utils.clip_grad_norm` is deprecated in favor of `flambeau.nn.utils.clip_grad_norm_`.",
                   FutureWarning, stacklevel=2)
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
