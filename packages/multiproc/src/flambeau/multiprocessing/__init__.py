@@ -76,9 +76,10 @@ def shared_memory_manager_stats() -> dict:
     """Counters of this process tree's shared-memory manager daemon (starting it if needed).
 
     Returns:
-        dict with ``pid``, ``clients`` (connected processes), ``names`` (file_system segments
-        alive), ``inflight`` (handles sent and not yet received), ``fds`` (descriptors waiting to
-        be fetched) and ``waiting``.
+        dict with ``pid``, ``clients`` (connected processes), ``segments`` (keys of the segments
+        held), ``names`` (file_system segments alive), ``inflight`` (handles sent and not yet
+        received), ``fds`` (descriptors waiting to be fetched), ``waiting`` and ``watched`` (pids
+        of the processes that keep handles in flight alive besides the connected ones).
     """
     from ._client import default_client
 

@@ -8,6 +8,9 @@ a fork: a child never talks on its parent's socket).
 
 :class:`ManagerClient` is also the tracker of ``flambeau._sharing``: the segments this process
 makes or maps are held on its connection, and released when the process lets go of them or dies.
+A connection made by a child of the program first tells the daemon the child's parents (``P
+pid...``), and one closed at exit the process itself: the daemon keeps handles in flight while
+they live (Note [When the daemon exits]).
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
 import sys
 import threading
+
+from . import _shm_manager
 
 ENV = "FLAMBEAU_SHM_MANAGER"
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_shm_manager.py")
@@ -49,10 +55,16 @@ class ManagerClient:
         sock.set_inheritable(False)
         try:
             sock.connect(_sockaddr(self.address))
+            parents = _parents()
+            if parents:  # they may receive our handles before they connect (Note [When the daemon exits])
+                sock.send(("P " + " ".join(map(str, sorted(parents)))).encode())
         except OSError as e:
             sock.close()
+            log = _shm_manager.log_path(self.pid)
+            why = (f"; see its log {log}" if os.path.exists(log)
+                   else " (a daemon exits when no process of its tree is left to receive what was sent)")
             raise RuntimeError(f"flambeau.multiprocessing: cannot reach the shared-memory manager at "
-                               f"{self.address!r} (pid {self.pid}): {e}") from e
+                               f"{self.address!r} (pid {self.pid}): {e}{why}") from e
         self._sock = sock
 
     def is_default(self) -> bool:
@@ -140,9 +152,20 @@ def new_token() -> str:
     return f"{os.getpid()}.{next(_tokens)}"
 
 
+def _parents() -> set[int]:
+    """The parents of this process that belong to the program (its multiprocessing parent, the
+    process it was forked from): the daemon keeps handles in flight while they live."""
+    parents = {os.getppid()} if _forked else set()
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid is not None:
+        parents.add(parent.pid)  # with forkserver, the process that asked for this one
+    return parents
+
+
 def _start_daemon() -> tuple[str, int]:
     address = f"@flambeau-shm-{os.getpid()}-{os.urandom(6).hex()}"
-    proc = subprocess.Popen([sys.executable, "-S", _SCRIPT, address], stdin=subprocess.DEVNULL,
+    # The daemon's stderr is ours until it is ready (a failure to start is reported here), then /dev/null.
+    proc = subprocess.Popen([sys.executable, "-S", _SCRIPT, address, str(os.getpid())], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, close_fds=True)
     try:
         line = proc.stdout.readline().decode()
@@ -212,9 +235,13 @@ class DefaultTracker:
         return self._held.get(key)
 
 
+_forked = False  # this process was forked (by multiprocessing or os.fork) from one of the program
+
+
 def _after_fork_in_child() -> None:
-    global _lock
+    global _lock, _forked
     _lock = threading.Lock()
+    _forked = True
     for client in _clients.values():
         try:
             if client._sock is not None:
@@ -237,6 +264,14 @@ def _close_all() -> None:
     global _exiting
     _exiting = True
     for client in list(_clients.values()):
+        # The children that multiprocessing joins after this hook may still receive handles in flight:
+        # the daemon keeps them while this process lives (Note [When the daemon exits]).
+        with client._lock:
+            if client._sock is not None:
+                try:
+                    client._sock.send(f"P {os.getpid()}".encode())
+                except OSError:
+                    pass
         client.close()  # the daemon drops this process's holds
 
 

@@ -15,15 +15,33 @@ descriptor it holds, or a /dev/shm name), a count of holders:
   either order, so a fetch or a release that arrives before its send waits for it.
 
 When the count of a segment drops to zero the daemon closes its descriptor (the kernel frees the
-memory once the last mapping goes) or unlinks the name. When the last client has gone (and handles
-still in flight have waited ``LINGER_S`` for their receivers) it unlinks everything left and
-exits. Names carry the daemon's pid, so a daemon that was itself killed leaves names that the next
+memory once the last mapping goes) or unlinks the name.
+
+Note [When the daemon exits]
+    A handle in flight can still be received while some process that could receive it lives:
+    a connected client; the process that started the daemon; the parents of a client (``P
+    pid...``, sent by a child of the program when it connects: they may not have connected yet,
+    like the parent of a spawned child that started a daemon of its own); a process that closed
+    its connection at exit (``P`` with its own pid: multiprocessing joins its children after
+    that). The daemon watches those processes with pidfds (polling where pidfds are missing), so
+    it notices a death at once, by SIGKILL too. It exits, unlinking the names left and closing
+    the descriptors left, as soon as no client is connected and either nothing is in flight or
+    none of them lives: the handles queued for a SIGKILLed consumer go when the last process of
+    the tree has gone, not later. Before its first client it waits for its starter (at most
+    ``IDLE_EXIT_S``), and exits when the starter dies without connecting.
+
+Names carry the daemon's pid, so a daemon that was itself killed leaves names that the next
 daemon recognises and unlinks. Senders never wait for a reply; only a receiver fetching a
 descriptor does. A process connected to another tree's daemon (one that a spawned child started
 before any daemon existed) disconnects when it holds nothing there, so that daemon can go.
 
-``Q`` returns counters as JSON (for tests). Run: ``python -S _shm_manager.py @abstract-name``; it
-prints ``ready <pid>`` once it listens.
+The daemon keeps none of its starter's standard streams: it runs in its own process group with
+stdin, stdout and stderr on /dev/null (a program whose output is captured through pipes ends when
+it does, not when the daemon does). It writes what goes wrong (a malformed message, whose sender
+is dropped; a crash) to ``<tempdir>/flambeau-shm-manager-<pid>.log`` (:func:`log_path`).
+
+``Q`` returns counters as JSON (for tests). Run: ``python -S _shm_manager.py @abstract-name
+[starter-pid]``; it prints ``ready <pid>`` once it listens.
 """
 
 from __future__ import annotations
@@ -41,8 +59,23 @@ from collections import Counter
 
 PREFIX = "flambeau_"
 _NAME = re.compile(r"^flambeau_(\d+)_\d+_\d+$")
-IDLE_EXIT_S = 60.0  # no client ever connected: the starter died before it could
-LINGER_S = 30.0  # all clients gone but handles in flight: wait this long for their receivers
+IDLE_EXIT_S = 60.0  # no client ever connected and the starter lives (or is unknown): give up then
+POLL_S = 1.0  # how often watched processes are polled where pidfds are missing
+
+
+def log_path(pid: int) -> str:
+    """Where daemon ``pid`` writes what went wrong (clients name it in their errors)."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"flambeau-shm-manager-{pid}.log")
+
+
+def _log(text: str) -> None:
+    try:
+        with open(log_path(os.getpid()), "a") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} flambeau shared-memory manager {os.getpid()}: {text}\n")
+    except OSError:
+        pass
 
 
 def _unlink(name: str) -> None:
@@ -53,6 +86,13 @@ def _unlink(name: str) -> None:
 
 
 def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -75,7 +115,7 @@ def sweep_stale() -> None:
 
 
 class Manager:
-    def __init__(self, address: str):
+    def __init__(self, address: str, starter: int | None = None):
         self.sel = selectors.DefaultSelector()
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.srv.bind(address)
@@ -87,7 +127,11 @@ class Manager:
         self.inflight: dict[str, str] = {}  # token -> key
         self.early: set[str] = set()  # tokens released before their send arrived
         self.waiting: dict[str, socket.socket] = {}  # token -> client waiting to fetch its descriptor
+        self.watched: dict[int, int | None] = {}  # live pid that may receive -> its pidfd (None: polled)
         self.ever_connected = False
+        self.starter = starter
+        if starter is not None:
+            self._watch(starter)
 
     # --- segments ------------------------------------------------------------------------------------
     def _add(self, key: str, n: int) -> None:
@@ -121,6 +165,39 @@ class Manager:
                 socket.send_fds(conn, [b"F"], [fd])
         except OSError:
             pass  # the client went away; its connection is dropped on the next select
+
+    # --- processes that may receive (Note [When the daemon exits]) -----------------------------------
+    def _watch(self, pid: int) -> None:
+        if pid in self.watched or pid <= 1 or not _alive(pid):
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        except (AttributeError, OSError):  # no pidfds (Linux < 5.3): polled every POLL_S
+            self.watched[pid] = None
+            return
+        self.watched[pid] = fd
+        self.sel.register(fd, selectors.EVENT_READ, pid)
+
+    def _unwatch(self, pid: int) -> None:
+        fd = self.watched.pop(pid)
+        if fd is not None:
+            self.sel.unregister(fd)
+            os.close(fd)
+
+    def _poll_watched(self) -> None:
+        for pid, fd in list(self.watched.items()):
+            if fd is None and not _alive(pid):
+                self._unwatch(pid)
+
+    def done(self) -> bool:
+        """Whether nothing is left to serve (Note [When the daemon exits])."""
+        if self.holds:
+            return False
+        if not self.ever_connected:
+            return self.starter is not None and self.starter not in self.watched
+        return not self.inflight or not self.watched
 
     # --- messages ------------------------------------------------------------------------------------
     def handle(self, conn: socket.socket, msg: bytes, fds: list) -> None:
@@ -160,11 +237,19 @@ class Manager:
                 self._release_inflight(token)
             else:
                 self.waiting[token] = conn
+        elif op == "P":
+            for pid in rest.split():
+                self._watch(int(pid))
         elif op == "Q":
-            conn.send(json.dumps({"pid": os.getpid(), "clients": len(self.holds), "segments": sorted(self.count),
-                                  "names": sorted(k[3:] for k in self.count if k.startswith("fs:")),
-                                  "fds": len(self.fds), "inflight": len(self.inflight),
-                                  "waiting": len(self.waiting)}).encode())
+            stats = {"pid": os.getpid(), "clients": len(self.holds), "segments": sorted(self.count),
+                     "names": sorted(k[3:] for k in self.count if k.startswith("fs:")), "fds": len(self.fds),
+                     "inflight": len(self.inflight), "waiting": len(self.waiting), "watched": sorted(self.watched)}
+            try:
+                conn.send(json.dumps(stats).encode())
+            except OSError:
+                pass  # the client went away; its connection is dropped on the next select
+        else:
+            raise ValueError(f"unknown message {msg!r}")
         for fd in fds:
             os.close(fd)
 
@@ -177,43 +262,51 @@ class Manager:
             del self.waiting[token]
         conn.close()
 
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            msg, fds, _, _ = socket.recv_fds(conn, 4096, 4)
+        except OSError:
+            msg, fds = b"", []
+        if not msg:  # the client closed its connection or died
+            for fd in fds:
+                os.close(fd)
+            self._drop(conn)
+            return
+        try:
+            self.handle(conn, msg, fds)
+        except Exception:  # noqa: BLE001 - a client that breaks the protocol is dropped, the others served
+            import traceback
+
+            _log(f"dropped a client (pid {_peer_pid(conn)}) after message {msg[:200]!r}:\n{traceback.format_exc()}")
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._drop(conn)
+
     def run(self) -> None:
-        alone_since = None
-        while True:
-            if not self.ever_connected:
-                timeout = IDLE_EXIT_S
-            elif alone_since is not None:
-                timeout = max(0.0, alone_since + LINGER_S - time.monotonic())
-            else:
+        started = time.monotonic()
+        while not self.done():
+            if self.ever_connected:
                 timeout = None
-            events = self.sel.select(timeout)
-            if not events and (not self.ever_connected or alone_since is not None):
-                break
-            for key, _ in events:
+            else:
+                timeout = started + IDLE_EXIT_S - time.monotonic()
+                if timeout <= 0:
+                    break
+            if None in self.watched.values():
+                timeout = POLL_S if timeout is None else min(timeout, POLL_S)
+            for key, _ in self.sel.select(timeout):
                 if key.fileobj is self.srv:
                     conn, _ = self.srv.accept()
                     self.holds[conn] = Counter()
                     self.sel.register(conn, selectors.EVENT_READ)
                     self.ever_connected = True
-                    continue
-                conn = key.fileobj
-                try:
-                    msg, fds, _, _ = socket.recv_fds(conn, 4096, 4)
-                except OSError:
-                    msg, fds = b"", []
-                if not msg:
-                    for fd in fds:
-                        os.close(fd)
-                    self._drop(conn)
-                else:
-                    self.handle(conn, msg, fds)
-            if self.ever_connected and not self.holds:
-                if not self.inflight:
-                    break
-                # a sender left before its receiver connected: keep its handles a while
-                alone_since = alone_since or time.monotonic()
-            else:
-                alone_since = None
+                elif key.data is not None:  # a watched process exited
+                    self._unwatch(key.data)
+                elif key.fileobj in self.holds:
+                    self._serve(key.fileobj)
+            self._poll_watched()
         self.shutdown()
 
     def shutdown(self) -> None:
@@ -222,13 +315,33 @@ class Manager:
                 _unlink(key[3:])
         for fd in self.fds.values():
             os.close(fd)
+        self.fds.clear()
+        self.count.clear()
         self.srv.close()
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int.from_bytes(creds[:4], sys.byteorder)
+    except OSError:
+        return None
+
+
+def _detach_stdio() -> None:
+    """Put stdin, stdout and stderr on /dev/null: the starter's pipes must not wait for us."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    if devnull > 2:
+        os.close(devnull)
 
 
 def main(argv: list[str]) -> None:
     address = argv[1]
     if address.startswith("@"):
         address = "\0" + address[1:]
+    starter = int(argv[2]) if len(argv) > 2 else None
     # The clients decide when we go (all gone); SIGTTOU/SIGTTIN: a background process group of the
     # terminal's session may still write a traceback to the inherited stderr.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTTOU, signal.SIGTTIN):
@@ -238,14 +351,14 @@ def main(argv: list[str]) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ValueError, OSError):
         pass
-    manager = Manager(address)  # listening before the starter hears "ready"
+    manager = Manager(address, starter)  # listening before the starter hears "ready"
     # Fork so that the daemon is nobody's child: the starter reaps the parent at once and keeps no
     # process handle (and no zombie) around. Its own process group keeps the terminal's signals
     # (Ctrl-C, job control) away from it. It stays in its starter's session on purpose: Linux's
     # autogroup scheduler shares the CPU between sessions, and a daemon in a session of its own,
     # woken a few times per DataLoader batch, hands the CPU to other sessions at each wake-up
     # (measured on a busy 2-core machine: 2-worker epochs 13% slower than with the daemon in the
-    # session of its clients).
+    # session of its clients). Errors until "ready" still reach the starter's stderr.
     if os.fork():
         os._exit(0)
     try:
@@ -255,10 +368,16 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, lambda *_: (manager.shutdown(), os._exit(0)))
     sys.stdout.write(f"ready {os.getpid()}\n")
     sys.stdout.flush()
-    sys.stdout.close()
-    os.close(1)
-    sweep_stale()
-    manager.run()
+    _detach_stdio()
+    try:
+        sweep_stale()
+        manager.run()
+    except BaseException:
+        import traceback
+
+        _log(f"crashed:\n{traceback.format_exc()}")
+        manager.shutdown()
+        os._exit(1)
 
 
 if __name__ == "__main__":
