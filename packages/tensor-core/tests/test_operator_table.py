@@ -147,8 +147,21 @@ def test_has_category(name):
 def test_get_op_and_register_kernel_errors():
     with pytest.raises(KeyError, match="no operator named 'no_such_op'"):
         fl._ops.get_op("no_such_op")
-    with pytest.raises(ValueError, match="device_type must be 'cpu' or 'cuda'"):
+    with pytest.raises(ValueError, match=r"device_type must be one of \('cpu', 'cuda'\), got 'tpu'"):
         fl._ops.register_kernel(ALL[0], "tpu", lambda *a: None)
+    with pytest.raises(ValueError, match="device_type must be one of"):
+        fl._ops._registry.kernel(ALL[0], "tpu")
+    with pytest.raises(KeyError, match="no operator named 'no_such_op'"):
+        fl._ops.register_kernel("no_such_op", "cpu", lambda *a: None)
+
+
+def test_every_kernel_belongs_to_a_declared_operator():
+    """``@kernel`` registers before declarations exist (Note [One kernel table]): catch misspelt names."""
+    from flambeau._ops._registry import DEVICE_TYPES, KERNELS
+
+    stray = sorted(name for name, row in KERNELS.items() if row and name not in OPS)
+    assert not stray, f"kernels registered for operators nobody declares: {stray}"
+    assert all(set(row) <= set(DEVICE_TYPES) for row in KERNELS.values())
     with pytest.raises(NotImplementedError, match=r"flambeau\.\w+ has no kernel for device type 'tpu'"):
         OPS[ALL[0]].kernel("tpu")
 

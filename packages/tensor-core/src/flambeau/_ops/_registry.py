@@ -1,20 +1,52 @@
-"""The operator table (DESIGN.md, seam 1).
+"""The operator table (DESIGN.md, seam 1) and the kernel table beside it.
 
 Every operator is declared once as an :class:`OpDef`: its name, its signature, whether it is
 differentiable or a view, its variants (``flambeau.<name>`` function, ``Tensor.<name>`` method,
-in-place ``Tensor.<name>_``, operator dunders) and a kernel per device type. The Python front
-function of an operator normalises arguments, computes the output dtype and shape, picks the
-kernel by device type and calls the autograd seam; ``flambeau/__init__.py`` binds every
-declared variant from this table, and a test walks it.
+in-place ``Tensor.<name>_``, operator dunders). The Python front function of an operator
+normalises arguments, computes the output dtype and shape, picks the kernel by device type and
+calls the autograd seam; ``flambeau/__init__.py`` binds every declared variant from this table,
+and a test walks it.
 
-Another kernel library plugs in with :func:`register_kernel` without touching anything else.
+Note [One kernel table]: kernels live per device and family (``flambeau._kernels.cpu.<family>``,
+``flambeau._kernels.cuda.<family>``) and register explicitly with the :func:`kernel` decorator,
+``@kernel("convolution", "cuda")``, into :data:`KERNELS`, keyed by operator name and device type.
+Registration does not need the operator to be declared yet (a front function may import helpers of
+its family's kernel module before its ``declare`` runs); ``OpDef.kernels`` is the operator's row of
+the table, and a test checks that every row names a declared operator. Another kernel library plugs
+in with :func:`register_kernel` without touching anything else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["OpDef", "OPS", "declare", "register_kernel", "get_op"]
+__all__ = ["DEVICE_TYPES", "KERNELS", "OpDef", "OPS", "declare", "get_op", "kernel", "register_kernel"]
+
+# The device types kernels are registered for (one module per type under flambeau._kernels).
+DEVICE_TYPES = ("cpu", "cuda")
+
+# operator name -> {device type -> kernel}: every kernel of every operator (Note [One kernel table]).
+KERNELS: dict[str, dict[str, Callable]] = {}
+
+
+def _check_device_type(device_type: str) -> None:
+    if device_type not in DEVICE_TYPES:
+        raise ValueError(f"device_type must be one of {DEVICE_TYPES}, got {device_type!r}")
+
+
+def kernel(name: str, device_type: str) -> Callable[[Callable], Callable]:
+    """Decorator: register the decorated function as operator ``name``'s kernel on ``device_type``.
+
+    ``@kernel("mul", "cpu")``; the function is returned unchanged. The operator may be declared
+    later (Note [One kernel table]).
+    """
+    _check_device_type(device_type)
+
+    def register(fn: Callable) -> Callable:
+        KERNELS.setdefault(name, {})[device_type] = fn
+        return fn
+
+    return register
 
 
 class OpDef:
@@ -32,13 +64,14 @@ class OpDef:
         composite: built from other operators that autograd records: differentiable without a
             derivative of its own (STYLE.md: keep the primitive set small).
         view: whether the output shares storage with the first input.
-        kernels: ``{"cpu": kernel, "cuda": kernel}``; the kernel's calling convention is the
-            front function's business and is documented where the op is declared.
+        kernels: ``{"cpu": kernel, "cuda": kernel}``, the operator's row of :data:`KERNELS`; the
+            kernel's calling convention is the front function's business and is documented where
+            the op is declared.
         category: section of the API reference this op belongs to.
     """
 
     __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
-                 "differentiable", "composite", "view", "kernels", "category", "aliases")
+                 "differentiable", "composite", "view", "category", "aliases")
 
     def __init__(self, name: str, signature: str, *, differentiable: bool = True, composite: bool = False,
                  view: bool = False,
@@ -54,13 +87,18 @@ class OpDef:
         self.differentiable = differentiable
         self.composite = composite
         self.view = view
-        self.kernels: dict[str, Callable] = dict(kernels or {})
+        self.kernels.update(kernels or {})
         self.category = category
         self.aliases = tuple(aliases)
 
+    @property
+    def kernels(self) -> dict[str, Callable]:
+        """``{device type: kernel}``: this operator's row of :data:`KERNELS`."""
+        return KERNELS.setdefault(self.name, {})
+
     def kernel(self, device_type: str) -> Callable:
         """The kernel for ``device_type``; NotImplementedError naming op and device if none."""
-        k = self.kernels.get(device_type)
+        k = KERNELS.get(self.name, {}).get(device_type)
         if k is None:
             raise NotImplementedError(
                 f"flambeau.{self.name} has no kernel for device type '{device_type}' "
@@ -112,8 +150,9 @@ def get_op(name: str) -> OpDef:
 def register_kernel(name: str, device_type: str, kernel: Callable) -> None:
     """Register (or replace) the kernel of operator ``name`` for ``device_type``.
 
-    This is how a kernel library adds a device or a faster kernel without touching the rest.
+    This is how a kernel library adds a device or a faster kernel without touching the rest; unlike
+    the :func:`kernel` decorator (flambeau's own kernel modules), the operator must exist.
     """
-    if device_type not in ("cpu", "cuda"):
-        raise ValueError(f"device_type must be 'cpu' or 'cuda', got {device_type!r}")
-    get_op(name).kernels[device_type] = kernel
+    _check_device_type(device_type)
+    get_op(name)
+    KERNELS.setdefault(name, {})[device_type] = kernel
