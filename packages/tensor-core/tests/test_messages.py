@@ -35,3 +35,19 @@ def test_no_message_names_torch():
             if TORCH_NAME.search(text):
                 found.append(f"{path.relative_to(PACKAGES)}:{line}: {text[:80]!r}")
     assert not found, "messages naming torch:\n" + "\n".join(found)
+
+
+@pytest.mark.skipif(not SOURCES, reason="not run from a checkout of the monorepo")
+def test_scalar_type_names_live_in_one_table():
+    """torch's scalar-type names (``Float``, ``Double`` ...) are ``dtype.scalar_name``: one table, in _dtype.py."""
+    names = {"Float", "Double", "Half", "Long", "Int", "Short", "Char", "Byte", "Bool"}
+    copies = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Dict) and sum(isinstance(v, ast.Constant) and v.value in names
+                                                  for v in node.values) >= 3:
+                copies.add(str(path.relative_to(PACKAGES)))
+    assert not copies, f"tables of scalar-type names outside flambeau/_dtype.py: {sorted(copies)}"
+    import flambeau as fl
+
+    assert [d.scalar_name for d in (fl.float32, fl.int64, fl.bool)] == ["Float", "Long", "Bool"]

@@ -24,12 +24,15 @@ class dtype:
         itemsize: bytes per element.
         is_floating_point: True for float16/32/64.
         is_signed: True for signed integers and floats.
+        scalar_name: the scalar-type name torch's error messages use (``Float``, ``Long``, ``Bool``
+            ...), so that flambeau's messages read like torch's (``"addmm" not implemented for 'Half'``).
     """
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_category", "_rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "scalar_name", "_category", "_rank")
 
-    def __init__(self, name: str, np_dtype, category: int, rank: int):
+    def __init__(self, name: str, np_dtype, category: int, rank: int, scalar_name: str):
         self.name = name
+        self.scalar_name = scalar_name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = category == 2
@@ -56,15 +59,15 @@ def _from_name(name: str) -> dtype:
     return _BY_NAME[name]
 
 
-bool = dtype("bool", np.bool_, 0, 0)  # noqa: A001 - torch's name
-uint8 = dtype("uint8", np.uint8, 1, 1)
-int8 = dtype("int8", np.int8, 1, 2)
-int16 = dtype("int16", np.int16, 1, 3)
-int32 = dtype("int32", np.int32, 1, 4)
-int64 = dtype("int64", np.int64, 1, 5)
-float16 = dtype("float16", np.float16, 2, 6)
-float32 = dtype("float32", np.float32, 2, 7)
-float64 = dtype("float64", np.float64, 2, 8)
+bool = dtype("bool", np.bool_, 0, 0, "Bool")  # noqa: A001 - torch's name
+uint8 = dtype("uint8", np.uint8, 1, 1, "Byte")
+int8 = dtype("int8", np.int8, 1, 2, "Char")
+int16 = dtype("int16", np.int16, 1, 3, "Short")
+int32 = dtype("int32", np.int32, 1, 4, "Int")
+int64 = dtype("int64", np.int64, 1, 5, "Long")
+float16 = dtype("float16", np.float16, 2, 6, "Half")
+float32 = dtype("float32", np.float32, 2, 7, "Float")
+float64 = dtype("float64", np.float64, 2, 8, "Double")
 
 half, float, double = float16, float32, float64  # noqa: A001
 short, int, long = int16, int32, int64  # noqa: A001
@@ -75,6 +78,14 @@ _BY_NP = {d.np: d for d in ALL_DTYPES}
 # Strings accepted wherever a dtype is (numpy-style and torch-style spellings).
 _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
             "long": int64, **_BY_NAME}
+
+
+def scalar_name(d) -> str:
+    """torch's scalar-type name of a flambeau or numpy dtype (``Float`` ...), for error messages."""
+    if isinstance(d, dtype):
+        return d.scalar_name
+    found = _BY_NP.get(np.dtype(d))
+    return found.scalar_name if found is not None else np.dtype(d).name
 
 
 def from_numpy_dtype(np_dtype) -> dtype:

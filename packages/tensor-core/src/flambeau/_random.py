@@ -166,12 +166,10 @@ def _finish(arr: np.ndarray, d: dt.dtype, device, requires_grad: bool) -> Tensor
 def _float_dtype(dtype, name: str) -> dt.dtype:
     d = dt.get_default_dtype() if dtype is None else dt.to_dtype(dtype)
     if not d.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{_TORCH_NAMES[d]}'")
+        raise NotImplementedError(f"\"{name}\" not implemented for '{d.scalar_name}'")
     return d
 
 
-_TORCH_NAMES = {dt.bool: "Bool", dt.uint8: "Byte", dt.int8: "Char", dt.int16: "Short", dt.int32: "Int",
-                dt.int64: "Long", dt.float16: "Half", dt.float32: "Float", dt.float64: "Double"}
 
 
 def _uniform(rng: np.random.Generator, shape, d: dt.dtype, low=0.0, high=1.0) -> np.ndarray:
@@ -345,7 +343,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     tensors = [x for x in (mean, std) if isinstance(x, Tensor)]
     for t in tensors:
         if not t.dtype.is_floating_point:
-            raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{_TORCH_NAMES[t.dtype]}'")
+            raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{t.dtype.scalar_name}'")
     d = dt.result_type(*tensors) if dtype is None else dt.to_dtype(dtype)
     dev = tensors[0].device
     m = mean.numpy(force=True) if mt else mean
@@ -367,7 +365,7 @@ def poisson(input: Tensor, generator=None) -> Tensor:
     _check_tensor(input, "input", "poisson")
     lam = input.numpy(force=True)
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_TORCH_NAMES[input.dtype]}'")
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{input.dtype.scalar_name}'")
     if np.any(lam < 0) or np.any(np.isnan(lam)):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     return _finish(_gen(generator).poisson(lam.astype(np.float64)), input.dtype, input.device, False)
@@ -393,7 +391,7 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     if p is None:
         if not input.dtype.is_floating_point:
             raise NotImplementedError(
-                f"\"bernoulli_tensor_cpu_p_\" not implemented for '{_TORCH_NAMES[input.dtype]}'")
+                f"\"bernoulli_tensor_cpu_p_\" not implemented for '{input.dtype.scalar_name}'")
         probs = _host_probs(input)
         if not np.all((probs >= 0) & (probs <= 1)):
             raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
@@ -428,7 +426,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     if not input.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: "
-                           f"{_TORCH_NAMES[input.dtype]}")
+                           f"{input.dtype.scalar_name}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
         raise TypeError(f"multinomial(): argument 'num_samples' must be int, not {type(num_samples).__name__}")
     if num_samples <= 0:
@@ -502,7 +500,7 @@ def _write(op, self: Tensor, values: np.ndarray, attrs: dict) -> Tensor:
 def _float_only(self: Tensor, name: str) -> None:
     _check_tensor(self, "self", name)
     if not self.dtype.is_floating_point:
-        raise NotImplementedError(f"\"{name}\" not implemented for '{_TORCH_NAMES[self.dtype]}'")
+        raise NotImplementedError(f"\"{name}\" not implemented for '{self.dtype.scalar_name}'")
 
 
 NORMAL_ = _inplace("normal_(Tensor self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor")

@@ -418,7 +418,7 @@ class Tensor:
     def type(self, dtype=None):
         """Without arguments, the type name (``'flambeau.FloatTensor'``); else ``to(dtype)``."""
         if dtype is None:
-            return f"flambeau.{'cuda.' if self.is_cuda else ''}{_TYPE_NAMES[self.dtype]}"
+            return f"flambeau.{'cuda.' if self.is_cuda else ''}{self.dtype.scalar_name}Tensor"
         return self.to(dtype)
 
     def type_as(self, other: Tensor) -> Tensor:
@@ -538,9 +538,6 @@ class Tensor:
         return self._storage.is_shared()
 
 
-_TYPE_NAMES = {dt.float32: "FloatTensor", dt.float64: "DoubleTensor", dt.float16: "HalfTensor",
-               dt.int64: "LongTensor", dt.int32: "IntTensor", dt.int16: "ShortTensor",
-               dt.int8: "CharTensor", dt.uint8: "ByteTensor", dt.bool: "BoolTensor"}
 
 
 def _wrap(data, device=CPU, storage=None, dtype=None) -> Tensor:

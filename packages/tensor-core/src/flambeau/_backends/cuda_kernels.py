@@ -44,9 +44,12 @@ __all__ = ["register_all", "registered_ops", "binary_launcher", "unary_launcher"
 BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
             "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf"}
 
-_NAMES = {np.dtype(np.float32): "Float", np.dtype(np.float64): "Double", np.dtype(np.float16): "Half",
-          np.dtype(np.int64): "Long", np.dtype(np.int32): "Int", np.dtype(np.int16): "Short",
-          np.dtype(np.int8): "Char", np.dtype(np.uint8): "Byte", np.dtype(np.bool_): "Bool"}
+
+def _scalar_name(d) -> str:
+    from flambeau._dtype import scalar_name
+
+    return scalar_name(d)
+
 
 _SIM: list = []
 
@@ -113,7 +116,7 @@ def _kind_check(name: str, compute: np.dtype, kinds: str) -> np.dtype:
     results are the same once stored); RuntimeError like torch's if the op does not support it."""
     k = _WIDE if compute.kind in "iu" and compute.itemsize < 4 else compute
     if k.name not in _tables().dtypes_for(kinds):
-        raise RuntimeError(f'"{name}_cuda" not implemented for \'{_NAMES.get(compute, compute.name)}\'')
+        raise RuntimeError(f'"{name}_cuda" not implemented for \'{_scalar_name(compute)}\'')
     return k
 
 
@@ -250,7 +253,7 @@ def _acc_dtype(d: np.dtype) -> np.dtype:
         return np.dtype(np.float64) if d == np.float64 else np.dtype(np.float32)
     if d.kind == "b" or d.kind in "iu":
         return np.dtype(np.int64)
-    raise RuntimeError(f'"sum_cuda" not implemented for \'{_NAMES.get(d, d.name)}\'')
+    raise RuntimeError(f'"sum_cuda" not implemented for \'{_scalar_name(d)}\'')
 
 
 def _reduce_sum(a, dims: tuple, keepdim: bool, out_dtype: np.dtype):
@@ -361,7 +364,7 @@ def matmul(a, b):
     abst, bbst = bstrides(ash, ast), bstrides(bsh, bst)
     compute = np.result_type(a.dtype, b.dtype)
     if compute == np.bool_ or compute == np.float16:
-        raise RuntimeError(f"\"addmm_cuda\" not implemented for '{_NAMES.get(compute, compute.name)}'")
+        raise RuntimeError(f"\"addmm_cuda\" not implemented for '{_scalar_name(compute)}'")
     Z = math.prod(batch) if nb else 1
     full_shape = tuple(batch) + (M, N)
     out = be.empty(full_shape, compute)

@@ -282,13 +282,11 @@ def cpu_unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
 
 # --- dtype checks ---------------------------------------------------------------------------------
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 
 
 def type_name(d) -> str:
     """torch's scalar-type name of ``d`` (``Float``, ``Long``, ``Bool`` ...) used in error messages."""
-    return _TYPE_NAME[d]
+    return d.scalar_name
 
 
 _type_name = type_name

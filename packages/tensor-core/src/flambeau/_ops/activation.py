@@ -47,7 +47,6 @@ __all__ = ["leaky_relu", "elu", "selu", "celu", "hardtanh", "hardtanh_backward",
            "silu_backward", "mish_backward", "hardswish_backward", "gelu_cpu_kernel", "silu_cpu_kernel"]
 
 _CATEGORY = "activation_ext"
-_TYPE_NAME = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -186,7 +185,7 @@ def _check(input, name: str) -> None:
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
     if not input.dtype.is_floating_point:
-        tname = _TYPE_NAME.get(input.dtype.name, input.dtype)
+        tname = input.dtype.scalar_name
         raise NotImplementedError(f'"{name}_cpu" not implemented for \'{tname}\'')
 
 

@@ -43,8 +43,6 @@ from flambeau._parallel import get_num_threads, run_chunks
 
 __all__ = ["convolution", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 
 
 # --- numba kernels -----------------------------------------------------------------------------------
@@ -812,10 +810,10 @@ def _pad2(v, dim, fill):
 
 def _check_dtypes(opname, x, w, b):
     if x.dtype is not w.dtype:
-        raise RuntimeError(f"Input type ({_TYPE_NAME[x.dtype]}) and weight type ({_TYPE_NAME[w.dtype]}) "
+        raise RuntimeError(f"Input type ({x.dtype.scalar_name}) and weight type ({w.dtype.scalar_name}) "
                            "should be the same")
     if b is not None and b.dtype is not w.dtype:
-        raise RuntimeError(f"Input type ({_TYPE_NAME[x.dtype]}) and bias type ({_TYPE_NAME[b.dtype]}) "
+        raise RuntimeError(f"Input type ({x.dtype.scalar_name}) and bias type ({b.dtype.scalar_name}) "
                            "should be the same")
     if x.dtype is dt.bool:
         raise NotImplementedError(f"\"{opname}\" not implemented for 'Bool'")

@@ -51,8 +51,6 @@ _SMALL = 4096
 _C_NAME = {dt.float32: "float", dt.float64: "double", dt.float16: "c10::Half", dt.int64: "long int",
            dt.int32: "int", dt.int16: "short int", dt.int8: "signed char", dt.uint8: "unsigned char",
            dt.bool: "bool"}
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 
 
 # --- CPU kernels ---------------------------------------------------------------------------------
@@ -290,7 +288,7 @@ def _check_bmm(a, b):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: [{a.shape[0]}, "
                            f"{a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
     if a.dtype is not b.dtype:
-        raise RuntimeError(f"expected scalar type {_TYPE_NAME[a.dtype]} but found {_TYPE_NAME[b.dtype]}")
+        raise RuntimeError(f"expected scalar type {a.dtype.scalar_name} but found {b.dtype.scalar_name}")
     _no_bool("bmm", a.dtype)
 
 
@@ -311,8 +309,8 @@ def _check_dot(a, b, name="dot"):
                            f"have the same number of elements, but got {a.shape[0]} and {b.shape[0]} elements "
                            "respectively")
     if a.dtype is not b.dtype:
-        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found {_TYPE_NAME[a.dtype]} and "
-                           f"{_TYPE_NAME[b.dtype]}")
+        raise RuntimeError(f"{name} : expected both vectors to have same dtype, but found {a.dtype.scalar_name} and "
+                           f"{b.dtype.scalar_name}")
     _no_bool(name, a.dtype)
 
 
@@ -424,8 +422,8 @@ def _add_product_op(signature: str, kernel, check, shape_of, doc: str):
             check_tensor(t, arg, name)
         check(a, b)
         if input.dtype is not a.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got {_TYPE_NAME[input.dtype]} and "
-                               f"{_TYPE_NAME[a.dtype]}")
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got {input.dtype.scalar_name} and "
+                               f"{a.dtype.scalar_name}")
         target = shape_of(a, b)
         _check_expandable(input.shape, target)
         dev = common_device(input, a, b)
@@ -480,7 +478,7 @@ def einsum(equation: str, *operands) -> Tensor:
         raise RuntimeError("einsum(): more operands were provided than specified in the equation")
     for t in operands[1:]:
         if t.dtype is not operands[0].dtype:
-            raise RuntimeError(f"expected scalar type {_TYPE_NAME[operands[0].dtype]} but found {_TYPE_NAME[t.dtype]}")
+            raise RuntimeError(f"expected scalar type {operands[0].dtype.scalar_name} but found {t.dtype.scalar_name}")
     dev = common_device(*operands)
     try:
         arr = EINSUM.kernel(dev.type)(equation, *(t._data for t in operands))

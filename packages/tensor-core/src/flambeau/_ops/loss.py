@@ -46,8 +46,6 @@ __all__ = ["nll_loss", "cross_entropy", "binary_cross_entropy", "binary_cross_en
 
 _REDUCTIONS = ("none", "mean", "sum")
 _add_reduce = np.add.reduce
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 
 
 def _check_reduction(reduction) -> str:
@@ -389,7 +387,7 @@ def _check_class_args(op: str, input: Tensor, target: Tensor, weight) -> int:
         raise ValueError(f"{op}: expected input with at least 1 dimension (C), (N, C) or (N, C, d1, ...), "
                          "but got a 0-dim tensor")
     if target.dtype not in (dt.int64, dt.uint8):
-        given = _TYPE_NAME.get(target.dtype, target.dtype)
+        given = target.dtype.scalar_name
         raise RuntimeError(f"expected target dtype to be Long or Byte, but got {given}")
     if input.ndim == 1:
         if target.ndim != 0:
@@ -782,7 +780,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"binary_cross_entropy: expected a floating point input, but got {input.dtype}")
     if target.dtype is not input.dtype:
-        raise RuntimeError(f"Found dtype {_TYPE_NAME[target.dtype]} but expected {_TYPE_NAME[input.dtype]}")
+        raise RuntimeError(f"Found dtype {target.dtype.scalar_name} but expected {input.dtype.scalar_name}")
     x = input._data
     if x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")

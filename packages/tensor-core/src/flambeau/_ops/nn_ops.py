@@ -39,8 +39,6 @@ from flambeau._ops._registry import declare
 
 __all__ = ["softmax", "log_softmax", "embedding", "dropout"]
 
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 _max_reduce = np.maximum.reduce
 _add_reduce = np.add.reduce
 # Below this many elements numpy's passes beat starting numba's thread pool.
@@ -176,7 +174,7 @@ def _softmax_op(name: str, log: bool, formula: str):
         d = wrap_dim(dim, input.ndim)
         x = input if dtype is None else input.to(dt.to_dtype(dtype))
         if not x.dtype.is_floating_point:
-            raise NotImplementedError(f'"{name}_lastdim_kernel_impl" not implemented for \'{_TYPE_NAME[x.dtype]}\'')
+            raise NotImplementedError(f'"{name}_lastdim_kernel_impl" not implemented for \'{x.dtype.scalar_name}\'')
         out = _wrap(op.kernel(x._device.type)(x._data, d), x._device)
         if grad_state.enabled and x._requires_grad:
             record(op, (x, d, None), {}, out)
@@ -224,7 +222,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
     check_tensor(weight, "weight", "embedding")
     if input.dtype not in (dt.int64, dt.int32):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got flambeau.{_TYPE_NAME[input.dtype]}Tensor instead (while checking "
+                           f"Long, Int; but got flambeau.{input.dtype.scalar_name}Tensor instead (while checking "
                            "arguments for embedding)")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
@@ -287,7 +285,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0:
         return input
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"result type Float can't be cast to the desired output type {_TYPE_NAME[input.dtype]}")
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {input.dtype.scalar_name}")
     if inplace and inplace_needs_engine(input):
         # Note [In-place operators under autograd]: the engine runs the out-of-place form and copies.
         return inplace_by_engine(DROPOUT, (input, p, training, False), {})

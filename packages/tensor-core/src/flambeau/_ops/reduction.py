@@ -61,8 +61,6 @@ _add_reduce = np.add.reduce
 _float16 = dt.float16
 _int64 = dt.int64
 _bool = dt.bool
-_TYPE_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.int64: "Long",
-              dt.int32: "Int", dt.int16: "Short", dt.int8: "Char", dt.uint8: "Byte", dt.bool: "Bool"}
 
 
 def _return_type(name: str, fields: str):
@@ -138,7 +136,7 @@ def _nonempty(name: str, a, dims) -> None:
 def _float_only(name: str, d, what: str = "could not infer output dtype. Input dtype must be either a "
                                            "floating point or complex dtype. Got") -> None:
     if not d.is_floating_point:
-        raise RuntimeError(f"{name}(): {what}: {_TYPE_NAME[d]}")
+        raise RuntimeError(f"{name}(): {what}: {d.scalar_name}")
 
 
 def _rec(op, input, inputs, attrs, out):
@@ -469,7 +467,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
     check_tensor(input, "input", "nanmean")
     if not input.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got "
-                           f"{_TYPE_NAME[input.dtype]}")
+                           f"{input.dtype.scalar_name}")
     a = input._data
     dims = _axes(dim, a.ndim)
     d = input.dtype if dtype is None else dt.to_dtype(dtype)
@@ -751,7 +749,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     check_tensor(input, "input", "norm")
     if not input.dtype.is_floating_point:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                           f"{_TYPE_NAME[input.dtype]}")
+                           f"{input.dtype.scalar_name}")
     if p is None or p == "fro":
         p = 2.0
     elif isinstance(p, str):
@@ -759,8 +757,8 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     if dtype is not None:
         dtype = dt.to_dtype(dtype)
         if dt.promote_types(input.dtype, dtype) is not dtype:
-            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({_TYPE_NAME[input.dtype]}) should be "
-                               f"convertible without narrowing to the specified dtype ({_TYPE_NAME[dtype]})")
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({input.dtype.scalar_name}) should be "
+                               f"convertible without narrowing to the specified dtype ({dtype.scalar_name})")
         input = input.to(dtype)
     p = float(p)
     a = input._data
