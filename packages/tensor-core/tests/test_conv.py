@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import flambeau as fl
-from flambeau._ops import conv as conv_mod
+from flambeau._kernels.cpu import conv as conv_mod
 from flambeau._ops import get_op
 
 torch = pytest.importorskip("torch")

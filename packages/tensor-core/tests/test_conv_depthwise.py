@@ -1,4 +1,4 @@
-"""Depthwise convolution kernels (``flambeau/_ops/conv.py``, Note [Depthwise convolution by phase planes]).
+"""Depthwise convolution kernels (``_kernels/cpu/conv_depthwise.py``, Note [Depthwise convolution by phase planes]).
 
 The 3x3 kernels with one output channel per input channel take a one-pass path (nine taps unrolled); other
 kernel sizes and channel multipliers take the per-tap path. Both are checked against torch: forward, input

@@ -5,15 +5,17 @@
   function (one per operator) for each dtype it supports. ``FLAMBEAU_PTX_FULL=1`` also compiles
   every (operator, dtype, arch) instantiation separately (minutes).
 - Logic that needs no device: allocator selection and the native allocator, stream and event
-  bookkeeping against a fake driver, registration of the CUDA launchers in the operator table,
-  ``flambeau.cuda.is_available()`` without CUDA.
+  bookkeeping against a fake driver, registration of the CUDA kernels (``flambeau._kernels.cuda``)
+  in the kernel table, ``flambeau.cuda.is_available()`` without CUDA.
 
 Runs in the main test run (no simulator). Simulator tests are in ``tests/cuda``.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import pkgutil
 import subprocess
 import sys
 import types as pytypes
@@ -22,9 +24,11 @@ import numpy as np
 import pytest
 
 import flambeau as fl
-from flambeau._backends import cuda_kernels
+from flambeau._kernels import cuda as cuda_kernels
+from flambeau._kernels.cuda import elementwise
 from flambeau._ops import OPS
-from flambeau.cuda import _allocator, _streams, _tables
+from flambeau._ops._registry import KERNELS
+from flambeau.cuda import _allocator, _streams
 
 numba = pytest.importorskip("numba")
 ncuda = pytest.importorskip("numba.cuda")
@@ -36,7 +40,7 @@ ARCHS = [(8, 0), (9, 0)]
 
 @pytest.fixture(scope="module")
 def kernels():
-    """flambeau.cuda._kernels, with device functions compiling for a fixed arch when no GPU is present.
+    """flambeau._kernels.cuda, with device functions compiling for a fixed arch when no GPU is present.
 
     numba compiles a device function called by a kernel for the *current* device's compute
     capability; without a GPU there is none, so it is faked (the PTX of the calling kernel is
@@ -47,9 +51,7 @@ def kernels():
     saved = disp.get_current_device
     if not ncuda.is_available():
         disp.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(8, 0))
-    from flambeau.cuda import _kernels
-
-    yield _kernels
+    yield cuda_kernels
     disp.get_current_device = saved
 
 
@@ -100,23 +102,23 @@ def _template_cases(K):
     for dn in ("int8", "int16", "uint8", "float16"):  # copies into every storage dtype (identity)
         t = _nbtype(dn)
         arr = types.Array(t, 1, "C")
-        ident = K._unary_py(K._device_fn("unary", "identity"), np.dtype(dn).type)
+        ident = K.elementwise._unary_py(K.elementwise._device_fn("unary", "identity"), np.dtype(dn).type)
         cases.append((f"copy[{dn}]", ident, (arr, idx, arr, idx, idx, types.int64)))
     for dn in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"):
         t = _nbtype(dn)
-        cases.append((f"fill[{dn}]", K._fill_py(), (types.Array(t, 1, "C"), idx, t, idx, types.int64)))
+        cases.append((f"fill[{dn}]", K.core._fill_py(), (types.Array(t, 1, "C"), idx, t, idx, types.int64)))
     for acc, ins in (("float32", ("float32",)), ("float64", ("float64", "float32")),
                      ("int64", ("int32", "int64", "bool"))):
         for dn in ins:
             sig = (types.Array(_nbtype(acc), 1, "C"), types.Array(_nbtype(dn), 1, "C"), idx, idx, idx, idx,
                    types.int64, types.int64)
-            cases.append((f"sum[{acc}<-{dn}]", K._sum_py(np.dtype(acc).type), sig))
+            cases.append((f"sum[{acc}<-{dn}]", K.reduction._sum_py(np.dtype(acc).type), sig))
     b1 = types.UniTuple(types.int64, 1)
     for dn in ("float32", "float64", "int32", "int64"):
         arr = types.Array(_nbtype(dn), 1, "C")
         sig = (arr, arr, b1, types.int64, types.int64, arr, b1, types.int64, types.int64, b1,
                types.int64, types.int64, types.int64)
-        cases.append((f"matmul[{dn}]", K._matmul_py(np.dtype(dn).type), sig))
+        cases.append((f"matmul[{dn}]", K.linalg._matmul_py(np.dtype(dn).type), sig))
     return cases
 
 
@@ -139,7 +141,8 @@ def _all_ops_kernel(K, table: str, names: list, dn: str):
     from numba import cuda, types
 
     arity = 2 if table == "binary" else 1
-    env = {f"f{i}": K._device_fn(table, n, np.dtype(dn).kind) for i, n in enumerate(names)}
+    E = K.elementwise
+    env = {f"f{i}": E._device_fn(table, n, np.dtype(dn).kind) for i, n in enumerate(names)}
     args = "x, y" if arity == 2 else "x"
     body = "\n".join(f"    acc += f{i}({args})" for i in range(len(names)))
     exec(f"def all_ops({args}):\n    acc = 0.0\n{body}\n    return acc\n", env)
@@ -149,9 +152,9 @@ def _all_ops_kernel(K, table: str, names: list, dn: str):
     out = types.Array(types.float64, 1, "C")
     idx = types.UniTuple(types.int64, 2)
     if arity == 2:
-        fn = K._binary_py(combo, np.dtype(dn).type)
+        fn = E._binary_py(combo, np.dtype(dn).type)
         return fn, (out, idx, arr, idx, t, types.boolean, arr, idx, t, types.boolean, idx, types.int64)
-    return K._unary_py(combo, np.dtype(dn).type), (out, idx, arr, idx, idx, types.int64)
+    return E._unary_py(combo, np.dtype(dn).type), (out, idx, arr, idx, idx, types.int64)
 
 
 @needs_compiler
@@ -159,9 +162,9 @@ def _all_ops_kernel(K, table: str, names: list, dn: str):
 @pytest.mark.parametrize("dn", ["float32", "float64", "int32", "int64", "bool"])
 def test_elementwise_template_and_every_device_function_compile(kernels, table, dn):
     """The elementwise template of each arity, for each compute dtype, over every operator's
-    device function supporting that dtype, for sm_80 and sm_90."""
-    tab = _tables.BINARY if table == "binary" else _tables.UNARY
-    names = [n for n, (_, kinds) in tab.items() if dn in _tables.dtypes_for(kinds)]
+    device function supporting that dtype (the copy kernel's identity included), for sm_80 and sm_90."""
+    tab = elementwise._TABLES[table]
+    names = [n for n, (_, kinds) in tab.items() if dn in elementwise.dtypes_for(kinds)]
     assert names
     fn, sig = _all_ops_kernel(kernels, table, names, dn)
     for ptx in _ptx_all_archs(fn, sig):
@@ -173,7 +176,7 @@ def test_elementwise_template_and_every_device_function_compile(kernels, table, 
                     reason="the full (operator x dtype x arch) PTX matrix takes minutes; set FLAMBEAU_PTX_FULL=1")
 def test_every_instantiation_compiles_to_ptx(kernels):
     failures = []
-    for label, fn, sig in kernels.ptx_cases():
+    for label, fn, sig in _all_ptx_cases(kernels):
         try:
             _ptx_all_archs(fn, sig)
         except Exception as e:
@@ -181,17 +184,28 @@ def test_every_instantiation_compiles_to_ptx(kernels):
     assert not failures, "\n".join(failures)
 
 
+def _all_ptx_cases(K) -> list:
+    return [case for family in K.FAMILIES for case in family.ptx_cases()]
+
+
 def test_ptx_cases_cover_every_table_entry():
     # ptx_cases is pure bookkeeping: one case per (op, supported dtype) plus the other kernels.
-    K = pytest.importorskip("flambeau.cuda._kernels")
-    labels = {c[0] for c in K.ptx_cases()}
-    for name, (_, kinds) in _tables.BINARY.items():
-        for dn in _tables.dtypes_for(kinds):
+    labels = {c[0] for c in _all_ptx_cases(cuda_kernels)}
+    for name, (_, kinds) in elementwise.BINARY.items():
+        for dn in elementwise.dtypes_for(kinds):
             assert f"binary:{name}:{dn}" in labels
-    for name, (_, kinds) in _tables.UNARY.items():
-        for dn in _tables.dtypes_for(kinds):
+    for name, (_, kinds) in elementwise.UNARY.items():
+        for dn in elementwise.dtypes_for(kinds):
             assert f"unary:{name}:{dn}" in labels
     assert any(lbl.startswith("sum:") for lbl in labels) and any(lbl.startswith("matmul:") for lbl in labels)
+    assert any(lbl.startswith("fill:") for lbl in labels) and "unary:identity:float32" in labels
+
+
+def test_every_family_module_is_walked():
+    # A new family module of flambeau._kernels.cuda is registered and PTX-compiled only if listed.
+    modules = {m.name for m in pkgutil.iter_modules(cuda_kernels.__path__) if not m.name.startswith("_")}
+    assert modules == {f.__name__.rsplit(".", 1)[1] for f in cuda_kernels.FAMILIES}
+    assert all(callable(getattr(f, "ptx_cases", None)) for f in cuda_kernels.FAMILIES)
 
 
 # --- registration and dispatch --------------------------------------------------------------------
@@ -200,40 +214,79 @@ EXPECTED_CUDA = ["to_copy", "clone", "contiguous", "copy_", "fill_", "zero_", "a
                  "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "sum", "matmul", "mm", "bmm"]
 
 
+def _ours(k) -> bool:
+    """Whether kernel ``k`` is one of flambeau's own CUDA kernels."""
+    return getattr(k, "__module__", "").startswith("flambeau._kernels.cuda.")
+
+
 @pytest.mark.parametrize("name", EXPECTED_CUDA)
 def test_cuda_kernel_registered(name):
     if name not in OPS:
         pytest.skip(f"operator {name} is not declared (yet)")
     k = OPS[name].kernels.get("cuda")
     assert k is not None, f"{name} has no CUDA kernel"
-    assert getattr(k, "_flambeau_cuda", False)
-    assert name in cuda_kernels.registered_ops()
+    assert _ours(k)
+    assert OPS[name].kernel("cuda") is KERNELS[name]["cuda"]
 
 
-def test_register_all_is_idempotent_and_keeps_foreign_kernels():
-    op = OPS["mul"]
-    mine = op.kernels["cuda"]
-    assert "mul" in cuda_kernels.register_all()
-    assert op.kernels["cuda"] is mine
+def test_foreign_kernels_are_kept():
+    # flambeau's CUDA kernels register when flambeau._ops is imported, before anyone else can call
+    # register_kernel; nothing registers them again later (flambeau.cuda, the CUDA backend).
+    code = ("import flambeau as fl, importlib\n"
+            "from flambeau._ops import OPS, register_kernel\n"
+            "mine = OPS['mul'].kernel('cuda')\n"
+            "assert mine.__module__ == 'flambeau._kernels.cuda.elementwise', mine.__module__\n"
+            "def foreign(a, b, dtype, out=None):\n"
+            "    return a\n"
+            "register_kernel('mul', 'cuda', foreign)\n"
+            "import flambeau.cuda, flambeau._kernels.cuda\n"
+            "importlib.import_module('flambeau._kernels.cuda.elementwise')\n"
+            "try:\n"
+            "    import flambeau._backends.cuda\n"
+            "except ImportError:\n"
+            "    pass\n"
+            "assert OPS['mul'].kernel('cuda') is foreign\n"
+            "assert OPS['add'].kernel('cuda').__module__ == 'flambeau._kernels.cuda.elementwise'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
 
-    def foreign(a, b, dtype, out=None):
-        return a
 
-    op.kernels["cuda"] = foreign
-    try:
-        cuda_kernels.register_all()
-        assert op.kernels["cuda"] is foreign
-    finally:
-        op.kernels["cuda"] = mine
+def _call_shape(fn) -> tuple:
+    """(required positional parameters, optional parameter names) of a kernel: how fronts call it."""
+    params = inspect.signature(fn).parameters.values()
+    required = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty)
+    optional = frozenset(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                         and p.default is not p.empty)
+    return required, optional
 
 
-def test_registration_follows_signatures():
-    fake = pytypes.SimpleNamespace
-    assert cuda_kernels._arity(fake(signature="add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor")) == 2
-    assert cuda_kernels._arity(fake(signature="exp(Tensor input) -> Tensor")) == 1
-    assert cuda_kernels._arity(fake(signature="round(Tensor input, *, int decimals=0) -> Tensor")) is None
-    assert cuda_kernels._arity(fake(signature="clamp(Tensor input, Scalar? min=None, Scalar? max=None) -> Tensor")) \
-        is None
+def _schema_params(signature: str) -> tuple:
+    """(positional parameter types, number of keyword-only parameters) of a torch-style schema."""
+    params = signature.split("(", 1)[1].rsplit(")", 1)[0]
+    positional, _, keyword = params.partition("*")
+    types_ = tuple(p.split()[0] for p in positional.split(",") if p.strip())
+    return types_, len([p for p in keyword.split(",") if p.strip()])
+
+
+def test_registration_is_explicit_and_follows_family_conventions():
+    """Every flambeau CUDA kernel belongs to a declared operator and can be called as its front calls
+    the CPU kernel; the elementwise tables list exactly operators of elementwise signature."""
+    ours = {name: row["cuda"] for name, row in KERNELS.items() if _ours(row.get("cuda"))}
+    assert set(EXPECTED_CUDA) <= set(ours)
+    assert set(elementwise.BINARY) | set(elementwise.UNARY) <= set(ours)
+    for name, k in ours.items():
+        assert name in OPS, f"CUDA kernel registered for undeclared operator {name!r}"
+        if name in elementwise.BINARY:
+            assert _call_shape(k) == (("a", "b", "dtype"), {"out"}), name
+            positional, _ = _schema_params(OPS[name].signature)
+            assert positional == ("Tensor", "Tensor"), f"{name}: not a binary signature: {OPS[name].signature}"
+        elif name in elementwise.UNARY:
+            assert _call_shape(k) == (("a", "dtype"), {"out"}), name
+            assert _schema_params(OPS[name].signature) == (("Tensor",), 0), \
+                f"{name}: not a unary elementwise signature: {OPS[name].signature}"
+        cpu = OPS[name].kernels.get("cpu")
+        if cpu is not None:  # composites may have none
+            assert _call_shape(k) == _call_shape(cpu), f"{name}: CUDA {_call_shape(k)}, CPU {_call_shape(cpu)}"
 
 
 def test_missing_cuda_kernel_raises_not_implemented():
@@ -586,7 +639,7 @@ def test_synchronize_calls_driver(driver):
 
 # --- cuBLAS loader --------------------------------------------------------------------------------
 def test_cublas_is_optional():
-    from flambeau.cuda import _cublas
+    from flambeau._kernels.cuda import _cublas
 
     path = _cublas.find_library()
     assert path is None or "cublas" in path
@@ -595,7 +648,7 @@ def test_cublas_is_optional():
 
 
 def test_cublas_layouts():
-    from flambeau.cuda import _cublas
+    from flambeau._kernels.cuda import _cublas
 
     assert _cublas._layout(5, 1, 3, 5) == (_cublas.CUBLAS_OP_N, 5)  # row-major
     assert _cublas._layout(1, 3, 3, 5) == (_cublas.CUBLAS_OP_T, 3)  # transposed view

@@ -7,7 +7,7 @@ import pytest
 
 import flambeau as fl
 from flambeau import _grad_mode
-from flambeau._ops import nn_ops
+from flambeau._kernels.cpu import nn_ops
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

@@ -142,7 +142,7 @@ def test_threading_layer_the_user_names_is_kept():
     assert _probe_layer(False, NUMBA_THREADING_LAYER="workqueue")["layer"] == "workqueue"
 
 
-# --- the vectorised float32 exp (flambeau._ops._fast_exp) ------------------------------------------
+# --- the vectorised float32 exp (flambeau._kernels.cpu._fast_exp) ----------------------------------
 SPECIALS = np.array([np.nan, np.inf, -np.inf, 88.72, 88.73, -87.5, -100.0, -103.9, -104.5, 0.0, -0.0, 1.0, -1.0],
                     np.float32)
 

@@ -6,6 +6,20 @@ __all__ = ["device"]
 
 _DEVICE_TYPES = ("cpu", "cuda")
 
+# Note [The current device of a type]
+# ``device('cuda')`` names "the current CUDA device", which :func:`to_device` resolves to an index by asking
+# the function that the device type's package registers here: flambeau.cuda registers its ``current_device``
+# (which raises "CUDA is not available" without CUDA) when it is imported, as ``import flambeau`` does. Every
+# layer imports this module, so it never imports a device's package back.
+_current_index: dict = {}
+
+
+def register_current_index(device_type: str, current_index) -> None:
+    """Say how to find the calling thread's current device of ``device_type`` (a function returning its index)."""
+    if device_type not in _DEVICE_TYPES or device_type == "cpu":
+        raise ValueError(f"register_current_index: expected a device type with indices, got {device_type!r}")
+    _current_index[device_type] = current_index
+
 
 class device:
     """A device: ``device('cpu')``, ``device('cuda')``, ``device('cuda:1')`` or ``device('cuda', 1)``.
@@ -92,7 +106,5 @@ def to_device(value, argname: str = "device") -> device:
     else:
         raise TypeError(f"{argname} must be a flambeau.device, a string or an int, got {type(value).__name__}")
     if d.type == "cuda" and d.index is None:
-        from flambeau import cuda
-
-        d = device("cuda", cuda.current_device())
+        d = device("cuda", _current_index["cuda"]())
     return d

@@ -7,7 +7,9 @@ backend (``backend(device.type).from_numpy(array, device)``), and the constant-f
 np_dtype, device)`` so that nothing crosses the bus. Random factories live in ``_random.py``.
 
 ``set_printoptions`` (``_print.py``) is re-exported from here so that ``flambeau/__init__.py``
-picks it up with the factories.
+picks it up with the factories. Tensor's own factory methods (``Tensor(data)``, ``new_tensor``,
+``new_zeros`` ...) are bound onto it at the end of this module (Note [Tensor methods from the layers
+above] in ``_tensor.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ import warnings
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau import _sharing  # noqa: F401 - binds Tensor.share_memory_ (Note [Tensor methods from the layers above])
 from flambeau._backends import backend
 from flambeau._backends.cpu import flat_buffer_of
 from flambeau._device import CPU, to_device
-from flambeau._ops._common import normalize_shape
 from flambeau._print import set_printoptions
+from flambeau._size import normalize_shape
 from flambeau._storage import Storage, allocation_error
 from flambeau._tensor import Tensor, _wrap
 
@@ -427,8 +430,6 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
     except (MemoryError, ValueError, OverflowError) as e:
         raise allocation_error(e, "empty_strided", (extent,), d,
                                f"size={list(shape)} with stride={list(strides)} ({extent} elements)") from None
-    from flambeau._storage import Storage
-
     t = _wrap(b.as_strided(buf, shape, strides, 0), dev, Storage(buf, dev), d)
     return t.requires_grad_(True) if requires_grad else t
 
@@ -618,3 +619,38 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
     shifts the diagonal (positive: above it). The dtype is int64 unless given.
     """
     return _tri_indices(row, col, offset, dtype, device, upper=True)
+
+
+
+# --- Tensor's factory methods (Note [Tensor methods from the layers above] in _tensor.py) -------------
+def _tensor_new(cls, *args, dtype=None, device=None):
+    # ``Tensor(data)`` is ``tensor(data, dtype=float32)``; ``Tensor(2, 3)`` is ``empty(2, 3)``
+    if len(args) == 1 and not isinstance(args[0], int):
+        return tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
+    return empty(*args, dtype=dtype, device=device)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+def _new_factory(factory):
+    def method(self, *size, dtype=None, device=None, requires_grad: bool = False, **kw):
+        return factory(*size, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad,
+                       **kw)
+
+    method.__name__ = method.__qualname__ = f"new_{factory.__name__}"
+    method.__doc__ = f"``flambeau.{factory.__name__}`` with this tensor's dtype and device as defaults."
+    return method
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
+
+
+Tensor.__new__ = staticmethod(_tensor_new)
+Tensor.new_tensor = _new_tensor
+Tensor.new_zeros = _new_factory(zeros)
+Tensor.new_ones = _new_factory(ones)
+Tensor.new_empty = _new_factory(empty)
+Tensor.new_full = _new_full

@@ -24,7 +24,9 @@ them and they go away when no process holds them, also after SIGKILLs.
 
 This module knows nothing of pickling or of how handles travel: flambeau.multiprocessing
 registers the reducers that call :func:`share_storage_` on send and :func:`storage_on` on
-receipt. Segments and storages are cached weakly by identity, so views of one storage sent
+receipt. It builds on Storage and Tensor and binds their ``share_memory_`` methods (Note [Tensor
+methods from the layers above] in ``_tensor.py``); ``flambeau._factories`` imports it, so that
+``import flambeau`` does. Segments and storages are cached weakly by identity, so views of one storage sent
 separately arrive viewing one storage, and a segment is mapped once per process.
 
 Note [Moving a storage in place]
@@ -61,6 +63,10 @@ import threading
 import weakref
 
 import numpy as np
+
+from flambeau._device import CPU
+from flambeau._storage import Storage
+from flambeau._tensor import Tensor, _wrap
 
 __all__ = [
     "Segment", "STRATEGIES", "PREFIX", "SMALL_BYTES", "ARENA_BYTES", "get_strategy", "set_strategy", "set_tracker",
@@ -347,8 +353,6 @@ _ONE_HOLDER = _one_holder_refcount()
 
 
 def _tensors_viewing(storage) -> list:
-    from flambeau._tensor import Tensor
-
     return [r for r in gc.get_referrers(storage) if isinstance(r, Tensor) and r._storage is storage]
 
 
@@ -420,10 +424,6 @@ def empty_shared(shape, dtype, strategy: str | None = None):
     Returns:
         A tensor whose storage is shared (``is_shared()``), as a data loader's worker builds batches.
     """
-    from flambeau._device import CPU
-    from flambeau._storage import Storage
-    from flambeau._tensor import _wrap
-
     shape = tuple(int(n) for n in shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     with _lock:
@@ -459,9 +459,6 @@ def cached_storage(key: str, buffer_geom: tuple):
 
 def storage_on(seg: Segment, buffer_geom: tuple):
     """The storage of buffer geometry ``buffer_geom`` in ``seg`` (the cached one if alive)."""
-    from flambeau._device import CPU
-    from flambeau._storage import Storage
-
     with _lock:
         k = (seg.key, buffer_geom[3])
         s = _storages.get(k)
@@ -470,3 +467,38 @@ def storage_on(seg: Segment, buffer_geom: tuple):
             s._shared = seg
             _storages[k] = s
         return s
+
+
+# --- the methods of Storage and Tensor that move them into shared memory -----------------------------
+# Storage and Tensor are defined below this module, which builds on them: it binds their
+# ``share_memory_`` methods here (Note [Tensor methods from the layers above] in _tensor.py).
+def _storage_share_memory_(self: Storage) -> Storage:
+    """Move the buffer into shared memory in place (every tensor viewing it follows); return self.
+
+    A no-op when already shared and for CUDA storages. The segment kind is the current sharing
+    strategy (``flambeau.multiprocessing.set_sharing_strategy``).
+    """
+    if self._shared is None and self.device.type == "cpu":
+        share_storage_(self)
+    return self
+
+
+def _tensor_share_memory_(self: Tensor) -> Tensor:
+    """Move this tensor's storage into shared memory, in place, and return self.
+
+    Every tensor viewing the same storage keeps its shape, strides, offset and values and now
+    reads and writes the shared memory, which other processes can map (tensors sent through
+    ``flambeau.multiprocessing`` are moved this way). The kind of memory follows the current
+    sharing strategy. A no-op when the storage is already shared, and for CUDA tensors (CUDA
+    memory is shared through IPC handles).
+    """
+    if self._storage._shared is None and self._device.type == "cpu":
+        share_tensor_storage_(self)
+    return self
+
+
+_storage_share_memory_.__name__ = _tensor_share_memory_.__name__ = "share_memory_"
+_storage_share_memory_.__qualname__ = "Storage.share_memory_"
+_tensor_share_memory_.__qualname__ = "Tensor.share_memory_"
+Storage.share_memory_ = _storage_share_memory_
+Tensor.share_memory_ = _tensor_share_memory_

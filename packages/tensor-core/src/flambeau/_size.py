@@ -1,4 +1,4 @@
-"""``flambeau.Size``: the tuple type of tensor shapes, as ``torch.Size``."""
+"""``flambeau.Size``: the tuple type of tensor shapes, as ``torch.Size``; and shape arguments as torch takes them."""
 
 from __future__ import annotations
 
@@ -28,3 +28,17 @@ class Size(tuple):
 
     def __reduce__(self):
         return (Size, (tuple(self),))
+
+
+def normalize_shape(size, argname: str = "size") -> tuple:
+    """Shape arguments as torch takes them: ``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` or a Size."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        shape = tuple(int(s.__index__()) for s in size)
+    except (AttributeError, TypeError):
+        raise TypeError(f"{argname} must be a tuple of ints, but got {tuple(size)!r}") from None
+    for n in shape:
+        if n < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
+    return shape

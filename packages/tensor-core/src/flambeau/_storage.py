@@ -4,14 +4,17 @@ A tensor is a view (shape, strides, offset, dtype) on a storage; every view of o
 shares its buffer and its version counter (see Note [Version counter]). On CPU the buffer is a
 numpy array (the array an operator returned, or the one given to ``from_numpy``); on CUDA it is a
 numba device array. The storage knows nothing of shapes: tensors carry their own view arrays.
-A CPU storage can move its buffer into shared memory in place (``flambeau._sharing``, the
-sharing seam of DESIGN.md).
+A CPU storage can move its buffer into shared memory in place: ``Storage.share_memory_``, bound
+onto the class by ``flambeau._sharing`` (the sharing seam of DESIGN.md), which builds on this
+module (Note [Tensor methods from the layers above] in ``_tensor.py``).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+
+from flambeau._backends import backend_for
 
 __all__ = ["Storage", "allocation_error"]
 
@@ -45,17 +48,7 @@ class Storage:
         """Whether the buffer is in shared memory (CUDA memory is always shareable, as in torch)."""
         return self._shared is not None or self.device.type == "cuda"
 
-    def share_memory_(self) -> Storage:
-        """Move the buffer into shared memory in place (every tensor viewing it follows); return self.
-
-        A no-op when already shared and for CUDA storages. The segment kind is the current sharing
-        strategy (``flambeau.multiprocessing.set_sharing_strategy``).
-        """
-        if self._shared is None and self.device.type == "cpu":
-            from flambeau._sharing import share_storage_
-
-            share_storage_(self)
-        return self
+    # ``share_memory_`` is bound by flambeau._sharing (see the module docstring)
 
     @property
     def nbytes(self) -> int:
@@ -64,8 +57,6 @@ class Storage:
 
     def data_ptr(self) -> int:
         """Address of the first byte of the buffer."""
-        from flambeau._backends import backend_for
-
         return backend_for(self.device).storage_data_ptr(self._buffer)
 
     def __repr__(self) -> str:

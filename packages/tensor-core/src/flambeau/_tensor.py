@@ -1,9 +1,20 @@
 """The Tensor: a strided view on a :class:`~flambeau._storage.Storage`, with autograd fields.
 
-Operator methods (``add``, ``sum``, ``view`` ...) are not written here: they are bound onto
-:class:`Tensor` from the operator table by ``flambeau/__init__.py``. This module holds what every
-tensor has regardless of operators: metadata, conversion to Python and numpy, device moves and
-the autograd fields that flambeau-autograd fills in (DESIGN.md, seam 2).
+This module holds what every tensor has regardless of the layers built on it: metadata, conversion
+to Python and numpy, the shorthands of ``to`` (``cpu()``, ``float()`` ...) and the autograd fields
+that flambeau-autograd fills in (DESIGN.md, seam 2). The methods whose work belongs to a layer that
+imports this module are bound onto :class:`Tensor` by that layer (Note [Tensor methods from the
+layers above]).
+
+Note [Tensor methods from the layers above]
+    The layers above the Tensor implement some of its methods: the operators (``add``, ``sum``,
+    ``view``, ``t[i]`` ...), the factories (``Tensor(data)``, ``new_zeros`` ...), device and dtype
+    moves (``to``, the front of the operator ``to_copy``) and shared memory (``share_memory_``).
+    Each layer binds its methods onto :class:`Tensor` when it is imported, which ``import flambeau``
+    does before it returns: the operators through the operator table (``flambeau/__init__.py`` binds
+    every declared variant and ``OpDef.dunders``, so ``to`` is bound from ``flambeau._ops.core``),
+    the factory methods in ``flambeau._factories`` and ``share_memory_`` in ``flambeau._sharing``.
+    So imports point one way, up to down: this module never imports the layers above it.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU, device, to_device
 from flambeau._grad_mode import _engine, get_engine, load_engine
+from flambeau._print import tensor_repr
 from flambeau._size import Size
 from flambeau._storage import Storage
 
@@ -41,12 +53,8 @@ class Tensor:
     __array_ufunc__ = None
     __array_priority__ = 1000
 
-    def __new__(cls, *args, dtype=None, device=None):
-        from flambeau._factories import empty, tensor
-
-        if len(args) == 1 and not isinstance(args[0], int):
-            return tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
-        return empty(*args, dtype=dtype, device=device)
+    # ``Tensor(data)``, ``new_tensor``, ``new_zeros`` ... are bound by flambeau._factories, ``to`` by
+    # flambeau._ops.core and ``share_memory_`` by flambeau._sharing (Note [Tensor methods from the layers above]).
 
     # --- metadata -------------------------------------------------------------------------
     @property
@@ -322,8 +330,6 @@ class Tensor:
         return id(self)
 
     def __repr__(self) -> str:
-        from flambeau._print import tensor_repr
-
         return tensor_repr(self)
 
     __str__ = __repr__
@@ -381,32 +387,7 @@ class Tensor:
             )
         return backend("cuda").cuda_array_interface(self._data)
 
-    # --- moves -----------------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False) -> Tensor:
-        """Convert dtype and/or move device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
-
-        Returns self when nothing changes and ``copy`` is False.
-        """
-        for a in args:
-            if isinstance(a, Tensor):
-                dtype, device = dtype or a.dtype, device or a._device
-            elif isinstance(a, (dt.dtype, type)) or (isinstance(a, np.dtype)):
-                dtype = a
-            elif isinstance(a, (str, int, type(CPU))) and not isinstance(a, bool):
-                if isinstance(a, str) and a in dt._ALIASES and a not in ("cpu", "cuda"):
-                    dtype = a
-                else:
-                    device = a
-            else:
-                raise TypeError(f"to() received an invalid argument {a!r}: expected a dtype, a device or a Tensor")
-        new_dtype = self.dtype if dtype is None else dt.to_dtype(dtype)
-        new_device = self._device if device is None else to_device(device)
-        if new_dtype is self.dtype and new_device is self._device and not copy:
-            return self
-        from flambeau._ops.core import to_copy
-
-        return to_copy(self, dtype=new_dtype, device=new_device, non_blocking=non_blocking)
-
+    # --- moves (``to`` itself is the front of the operator to_copy, bound from flambeau._ops.core) --------
     def cpu(self) -> Tensor:
         """This tensor on the CPU (self if already there)."""
         return self.to(device=CPU)
@@ -451,34 +432,6 @@ class Tensor:
     def bool(self) -> Tensor:
         return self.to(dt.bool)
 
-    def new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        from flambeau._factories import tensor
-
-        return tensor(data, dtype=dtype or self.dtype, device=device or self._device, requires_grad=requires_grad)
-
-    def _new_factory(name):
-        def method(self, *size, dtype=None, device=None, requires_grad: bool = False, **kw):
-            import flambeau._factories as f
-
-            return getattr(f, name)(*size, dtype=dtype or self.dtype, device=device or self._device,
-                                    requires_grad=requires_grad, **kw)
-
-        method.__name__ = f"new_{name}"
-        method.__doc__ = f"``flambeau.{name}`` with this tensor's dtype and device as defaults."
-        return method
-
-    new_zeros = _new_factory("zeros")
-    new_ones = _new_factory("ones")
-    new_empty = _new_factory("empty")
-
-    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        from flambeau._factories import full
-
-        return full(size, fill_value, dtype=dtype or self.dtype, device=device or self._device,
-                    requires_grad=requires_grad)
-
-    del _new_factory
-
     # --- pinned memory (used by flambeau.data's DataLoader(pin_memory=True)) -------------------
     def pin_memory(self, device=None) -> Tensor:
         """A copy of this CPU tensor in page-locked (pinned) host memory; self if already pinned.
@@ -518,21 +471,6 @@ class Tensor:
         return False
 
     # --- shared memory (the sharing seam; flambeau.multiprocessing sends shared tensors as handles) ---
-    def share_memory_(self) -> Tensor:
-        """Move this tensor's storage into shared memory, in place, and return self.
-
-        Every tensor viewing the same storage keeps its shape, strides, offset and values and now
-        reads and writes the shared memory, which other processes can map (tensors sent through
-        ``flambeau.multiprocessing`` are moved this way). The kind of memory follows the current
-        sharing strategy. A no-op when the storage is already shared, and for CUDA tensors (CUDA
-        memory is shared through IPC handles).
-        """
-        if self._storage._shared is None and self._device.type == "cpu":
-            from flambeau._sharing import share_tensor_storage_
-
-            share_tensor_storage_(self)
-        return self
-
     def is_shared(self) -> bool:
         """Whether this tensor's storage is in shared memory (always True for CUDA tensors, as in torch)."""
         return self._storage.is_shared()
@@ -559,9 +497,7 @@ def _wrap(data, device=CPU, storage=None, dtype=None) -> Tensor:
 
 
 def _rebuild_tensor(arr, device_str, requires_grad):
-    from flambeau._factories import from_numpy
-
-    t = from_numpy(arr)
+    t = _wrap(arr, CPU)  # ``arr``: the C-contiguous copy __reduce_ex__ made
     if device_str != "cpu":
         t = t.to(device_str)
     t._requires_grad = requires_grad

@@ -38,7 +38,7 @@ def test_large_sum():
 
 @pytest.mark.parametrize("np_dtype", [np.float32, np.float64])
 def test_matmul_cublas_and_fallback(np_dtype, monkeypatch):
-    from flambeau.cuda import _cublas
+    from flambeau._kernels.cuda import _cublas
 
     ha, ga = _pair((300, 200), np_dtype)
     hb, gb = _pair((200, 150), np_dtype)
@@ -54,7 +54,7 @@ def test_matmul_cublas_and_fallback(np_dtype, monkeypatch):
 
 
 def test_cublas_is_loaded_when_installed():
-    from flambeau.cuda import _cublas
+    from flambeau._kernels.cuda import _cublas
 
     if _cublas.find_library() is None:
         pytest.skip("libcublas not installed (pip install nvidia-cublas-cu12)")

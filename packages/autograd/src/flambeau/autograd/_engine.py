@@ -21,14 +21,13 @@ from flambeau._grad_mode import state as grad_state
 from flambeau.autograd import _anomaly
 from flambeau.autograd import forward_ad as _forward_ad
 from flambeau.autograd._anomaly import _state as _anomaly_state
+from flambeau.autograd._derivatives import DERIVATIVES
+from flambeau.autograd._inplace import apply_inplace as _apply_inplace
 from flambeau.autograd._node import AccumulateGrad, Node, grad_accumulator, meta_of
 from flambeau.autograd._opnode import OpNode
 from flambeau.autograd._saved import FREED_MESSAGE
 
 __all__ = ["Engine", "ENGINE"]
-
-DERIVATIVES: dict = {}  # op name -> Derivative, filled by _formulas
-
 
 class Engine:
     """The autograd engine installed into tensor-core."""
@@ -65,9 +64,7 @@ class Engine:
         ``self`` and ``self`` takes over the result's history; if ``self`` is a view, its base's history is
         rebased onto a :class:`CopySlices` node, as torch does.
         """
-        from flambeau.autograd._inplace import apply_inplace
-
-        return apply_inplace(op, inputs, attrs)
+        return _apply_inplace(op, inputs, attrs)
 
     # --- backward ---------------------------------------------------------------------------------
     def backward(self, tensors, grad_tensors, retain_graph, create_graph, inputs) -> None:

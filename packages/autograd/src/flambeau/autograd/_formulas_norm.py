@@ -231,7 +231,7 @@ def _log_weight(s):
 
 
 def _softplus_neg(x):
-    # log(1 + e) rather than log1p(e): see Note [log1p] in tensor-core's _ops/loss.py
+    # log(1 + e) rather than log1p(e): see Note [log1p] in tensor-core's _kernels/cpu/loss.py
     return (-x).clamp_min(0.0) + ((-x.abs()).exp() + 1.0).log()
 
 

@@ -16,7 +16,10 @@ is caught by the version check when backward unpacks it.
 from __future__ import annotations
 
 from flambeau import Tensor, no_grad
+from flambeau.autograd._derivatives import DERIVATIVES
+from flambeau.autograd._formulas import AS_STRIDED_SCATTER
 from flambeau.autograd._node import meta_of, set_output_nr
+from flambeau.autograd._opnode import OpNode
 
 __all__ = ["apply_inplace"]
 
@@ -37,8 +40,6 @@ def _out_of_place(op):
 
 
 def apply_inplace(op, inputs: tuple, attrs: dict) -> Tensor:
-    from flambeau.autograd._engine import DERIVATIVES
-
     self = inputs[0]
     if self.grad_fn is None and self._requires_grad:
         raise RuntimeError(LEAF_MESSAGE)
@@ -80,10 +81,6 @@ def _take_history(self: Tensor, out: Tensor) -> None:
 
 def _rebase_view(view: Tensor, base: Tensor, out: Tensor) -> None:
     """Make ``base``'s history scatter ``out`` into it, and ``view`` an as_strided view of the new base."""
-    from flambeau.autograd._engine import DERIVATIVES
-    from flambeau.autograd._formulas import AS_STRIDED_SCATTER
-    from flambeau.autograd._opnode import OpNode
-
     if not base.is_contiguous():
         raise RuntimeError("in-place operation on a view of a non-contiguous tensor is not supported by "
                            "flambeau-autograd yet; call .contiguous() on the base first")

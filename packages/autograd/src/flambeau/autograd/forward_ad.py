@@ -26,6 +26,7 @@ from collections import namedtuple
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.autograd._derivatives import DERIVATIVES
 from flambeau.autograd._node import meta_of
 
 __all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level", "exit_dual_level"]
@@ -147,8 +148,6 @@ def tangent_of(t) -> Tensor | None:
 
 # --- propagation (called by the engine for every recorded operator while a level is active) ------
 def propagate(op, inputs: tuple, attrs: dict, outputs) -> None:
-    from flambeau.autograd._engine import DERIVATIVES
-
     tangents = {}
     deriv = DERIVATIVES.get(op.name)
     names = deriv.pos_names if deriv is not None else ()
@@ -202,8 +201,6 @@ class _Live:
 
 
 def _pointwise(op, inputs, attrs, outputs, tangents, names):
-    from flambeau.autograd._engine import DERIVATIVES
-
     deriv = DERIVATIVES[op.name]
     s = _Live(names, inputs, attrs, outputs)
     total = None

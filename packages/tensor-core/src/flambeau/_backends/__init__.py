@@ -1,8 +1,8 @@
 """One backend module per device type (``cpu``, ``cuda``), chosen by the device's type.
 
 A backend knows how to allocate arrays on its device, build strided views of a storage
-buffer, copy between host and device and report pointers. Operator kernels live with the
-operators (``flambeau._ops``) and are registered per device type in the operator table.
+buffer, copy between host and device and report pointers. Operator kernels live in the kernel
+house (``flambeau._kernels.<device>.<family>``), registered per operator and device type.
 """
 
 from __future__ import annotations

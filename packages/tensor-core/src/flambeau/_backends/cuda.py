@@ -7,12 +7,11 @@ and plain allocation is used. Every copy is queued on the current stream; :func:
 waits for it, since the host reads the values.
 
 This module is imported on first CUDA use (``flambeau._backends.backend('cuda')``), so importing
-numba here is fine.
+numba here is fine. Fills and strided copies are kernels (``flambeau._kernels.cuda.core``).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 
@@ -20,6 +19,7 @@ import numpy as np
 from numba import cuda as _cuda
 from numba.core import config as _config
 
+from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau.cuda._allocator import get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
 
@@ -115,8 +115,6 @@ def full(shape: tuple, value, np_dtype, device=None):
     """A device array filled with ``value`` (uninitialised when ``value`` is None)."""
     arr = empty(shape, np_dtype, device)
     if value is not None and arr.size:
-        from flambeau._backends.cuda_kernels import fill
-
         fill(arr, value)
     return arr
 
@@ -199,8 +197,6 @@ def to_numpy(arr) -> np.ndarray:
     if arr.size == 0:
         return np.empty(arr.shape, arr.dtype)
     if not is_c_contiguous(arr):
-        from flambeau._backends.cuda_kernels import contiguous
-
         arr = contiguous(arr)
     host = np.empty(arr.shape, arr.dtype)
     if SIM:
@@ -229,11 +225,9 @@ def from_numpy(arr: np.ndarray, device=None):
 
 def copy_(dst, src) -> None:
     """Copy ``src`` (a device array, host array or scalar; broadcastable) into ``dst``, casting."""
-    from flambeau._backends import cuda_kernels
-
     if isinstance(src, np.ndarray):
         src = from_numpy(src)
-    cuda_kernels.copy_into(dst, src)
+    copy_into(dst, src)
 
 
 def synchronize(device=None) -> None:
@@ -258,13 +252,3 @@ def cuda_array_interface(arr) -> dict:
         "stream": current_stream()._cai_stream(),
     }
 
-
-@functools.cache
-def _registered() -> bool:
-    from flambeau._backends import cuda_kernels
-
-    cuda_kernels.register_all()
-    return True
-
-
-_registered()

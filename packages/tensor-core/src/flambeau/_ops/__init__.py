@@ -1,6 +1,6 @@
 """Operator declarations, one module per family; importing this package fills the operator table."""
 
-from flambeau._backends import cuda_kernels  # noqa: E402,F401  - registers CUDA launchers (no numba import)
+from flambeau._kernels import cuda as _cuda_kernels  # noqa: F401 - registers the CUDA kernels, importing no numba
 from flambeau._ops import (  # noqa: F401  - each module declares its operators on import
     activation,
     attention,
@@ -19,3 +19,6 @@ from flambeau._ops import (  # noqa: F401  - each module declares its operators 
     shape,
 )
 from flambeau._ops._registry import OPS, OpDef, get_op, register_kernel  # noqa: F401
+
+# isort: split
+from flambeau._kernels import cpu as _cpu_kernels  # noqa: E402,F401 - registers the CPU kernels (Note [One kernel table])

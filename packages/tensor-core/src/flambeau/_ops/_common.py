@@ -8,6 +8,7 @@ from flambeau import _dtype as dt
 from flambeau._device import CPU
 from flambeau._grad_mode import _engine
 from flambeau._grad_mode import state as grad_state
+from flambeau._size import normalize_shape
 from flambeau._tensor import Tensor, _wrap, _wrap_dim
 
 __all__ = ["record", "record_if_needed", "inplace_needs_engine", "inplace_by_engine", "common_device",
@@ -135,20 +136,6 @@ def broadcast_error(shape_a: tuple, shape_b: tuple, axis: int | None = None) -> 
                 f"non-singleton dimension {i}"
             )
     return RuntimeError(f"shapes {list(shape_a)} and {list(shape_b)} cannot be broadcast together")
-
-
-def normalize_shape(size, argname: str = "size") -> tuple:
-    """Shape arguments as torch takes them: ``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` or a Size."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
-    try:
-        shape = tuple(int(s.__index__()) for s in size)
-    except (AttributeError, TypeError):
-        raise TypeError(f"{argname} must be a tuple of ints, but got {tuple(size)!r}") from None
-    for n in shape:
-        if n < 0:
-            raise RuntimeError(f"Trying to create tensor with negative dimension {n}: {list(shape)}")
-    return shape
 
 
 def as_array_operand(x, device):

@@ -1,8 +1,8 @@
 """Activation operators beyond the elementwise table: leaky_relu, elu, selu, celu, hardtanh, mish,
 hardswish, hardsigmoid, prelu, log_sigmoid, threshold, hardshrink, softshrink, and the derivatives
-gelu_backward, silu_backward, mish_backward, hardswish_backward; with the
-fused CPU kernels of gelu and silu (declared in ``elementwise.py``), mish, hardswish and their
-``*_backward`` operators (Note [Fused activations]).
+gelu_backward, silu_backward, mish_backward, hardswish_backward. Their CPU kernels live in
+``flambeau._kernels.cpu.activation``, with the fused numba kernels of gelu and silu (declared in
+``elementwise.py``), mish, hardswish and the ``*_backward`` operators (Note [Fused activations]).
 
 ``flambeau.nn.functional`` and the activation modules build on these (relu, gelu, silu, softplus,
 sigmoid and tanh live in ``elementwise.py``). Each takes a floating tensor and returns one of the
@@ -26,11 +26,8 @@ scalar arguments by their signature names.
 
 from __future__ import annotations
 
-import functools
-import math
-
-import numpy as np
-
+# gelu's constants, for the derivatives composed from operators (devices without a fused kernel)
+from flambeau._kernels.cpu.activation import _C_TANH, _INV_SQRT_2PI, _K_TANH, _SQRT_HALF
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -40,144 +37,13 @@ from flambeau._ops._common import (
     inplace_needs_engine,
     record,
 )
-from flambeau._ops._registry import declare
+from flambeau._ops._registry import declare, get_op
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "hardtanh", "hardtanh_backward", "mish", "hardswish", "hardsigmoid",
            "prelu", "log_sigmoid", "threshold", "hardshrink", "softshrink", "gelu_backward",
-           "silu_backward", "mish_backward", "hardswish_backward", "gelu_cpu_kernel", "silu_cpu_kernel"]
+           "silu_backward", "mish_backward", "hardswish_backward"]
 
 _CATEGORY = "activation_ext"
-
-SELU_ALPHA = 1.6732632423543772848170429916717
-SELU_SCALE = 1.0507009873554804934193349852946
-
-
-def _store(r, out):
-    """``r`` written into ``out`` (when given), else ``r`` as an ndarray."""
-    if out is None:
-        return r if isinstance(r, np.ndarray) else np.asarray(r)
-    np.copyto(out, r, casting="unsafe")
-    return out
-
-
-def _sc(a, v):
-    """The Python scalar ``v`` as a scalar of ``a``'s dtype (keeps float32 arithmetic in float32)."""
-    return a.dtype.type(v)
-
-
-# --- kernels ---------------------------------------------------------------------------------------
-def _k_leaky_relu(a, negative_slope, out=None):
-    # max(x, s x) for s <= 1 (min for s > 1): two fast passes where np.where takes ten times longer
-    if a.ndim == 0:
-        return _store(_k_leaky_relu(a.reshape(1), negative_slope).reshape(()), out)
-    r = np.multiply(a, _sc(a, negative_slope))
-    return (np.maximum if negative_slope <= 1 else np.minimum)(a, r, out=r if out is None else out)
-
-
-def _expm1_neg(x):
-    """``expm1`` of the non-positive array ``x`` (a fresh array), as ``2 t / (1 - t)`` with ``t = tanh(x / 2)``.
-
-    numpy's ``expm1`` has no SIMD loop (8x slower than ``tanh`` on float32); this identity is
-    exact in exact arithmetic and accurate to a few ulp (no cancellation near 0).
-    """
-    t = np.multiply(x, x.dtype.type(0.5))
-    np.tanh(t, out=t)
-    d = np.subtract(x.dtype.type(1), t)
-    t *= x.dtype.type(2)
-    t /= d
-    return t
-
-
-def _k_elu(a, alpha, scale, input_scale, out=None):
-    if a.ndim == 0:  # numpy returns scalars, not arrays, from 0-d operations
-        return _store(_k_elu(a.reshape(1), alpha, scale, input_scale).reshape(()), out)
-    neg = np.minimum(a, _sc(a, 0))
-    if input_scale != 1:
-        neg *= _sc(a, input_scale)
-    r = _expm1_neg(neg)
-    r *= _sc(a, alpha)
-    r += np.maximum(a, _sc(a, 0))  # x > 0: expm1(0) = 0, so r = x there
-    if scale != 1:
-        r *= _sc(a, scale)
-    if a.dtype.kind == "f":
-        nan = np.isnan(a)
-        if nan.any():
-            r[nan] = a[nan]
-    return _store(r, out)
-
-
-def _k_selu(a, out=None):
-    return _k_elu(a, SELU_ALPHA, SELU_SCALE, 1.0, out)
-
-
-def _k_celu(a, alpha, out=None):
-    return _k_elu(a, alpha, 1.0, 1.0 / alpha, out)
-
-
-def _k_hardtanh(a, min_val, max_val, out=None):
-    return np.clip(a, _sc(a, min_val), _sc(a, max_val), out=out)
-
-
-def _softplus_np(a):
-    return np.maximum(a, _sc(a, 0)) + np.log1p(np.exp(-np.abs(a)))
-
-
-def _k_mish(a, out=None):
-    return _act_run("mish", a, None, a.dtype, out)  # fused (Note [Fused activations])
-
-
-def _k_hardswish(a, out=None):
-    return _act_run("hardswish", a, None, a.dtype, out)
-
-
-def _k_hardsigmoid(a, out=None):
-    return _store(np.clip(a + _sc(a, 3), _sc(a, 0), _sc(a, 6)) / _sc(a, 6), out)
-
-
-def _log1p_small(u):
-    """``log1p`` of the array ``u`` in ``[0, 1]`` with numpy's SIMD ``log``: ``log(w) + (u - (w - 1)) / w``,
-    ``w = 1 + u`` (the rounding of ``w`` is corrected to first order; accurate to ~1 ulp)."""
-    w = u + u.dtype.type(1)
-    c = w - u.dtype.type(1)
-    np.subtract(u, c, out=c)
-    c /= w
-    np.log(w, out=w)
-    w += c
-    return w
-
-
-def _k_log_sigmoid(a, out=None):
-    if a.ndim == 0:
-        return _store(_k_log_sigmoid(a.reshape(1)).reshape(()), out)
-    u = np.abs(a)
-    np.negative(u, out=u)
-    np.exp(u, out=u)
-    r = _log1p_small(u)
-    np.subtract(np.minimum(a, _sc(a, 0)), r, out=r)
-    return _store(r, out)
-
-
-def _k_threshold(a, threshold, value, out=None):
-    return _store(np.where(a > _sc(a, threshold), a, _sc(a, value)), out)
-
-
-def _k_hardshrink(a, lambd, out=None):
-    return _store(np.where(np.abs(a) > _sc(a, lambd), a, _sc(a, 0)), out)
-
-
-def _k_softshrink(a, lambd, out=None):
-    lam = _sc(a, lambd)
-    return _store(np.where(a > lam, a - lam, np.where(a < -lam, a + lam, _sc(a, 0))), out)
-
-
-def _k_prelu(a, w):
-    if a.ndim == 0:
-        return _k_prelu(a.reshape(1), w).reshape(())
-    with np.errstate(all="ignore"):  # max(x, 0) + min(x, 0) w: fast passes where np.where is slow
-        r = np.minimum(a, a.dtype.type(0))
-        r *= w
-        r += np.maximum(a, a.dtype.type(0))
-        return r
 
 
 # --- fronts ---------------------------------------------------------------------------------------
@@ -205,11 +71,11 @@ def _run(op, input, params: tuple, names: tuple, inplace: bool):
     return out
 
 
-def _declare(signature: str, kernel, method: bool = False):
-    return declare(signature, category=_CATEGORY, method=method, kernels={"cpu": kernel})
+def _declare(signature: str, method: bool = False):
+    return declare(signature, category=_CATEGORY, method=method)
 
 
-LEAKY_RELU = _declare("leaky_relu(Tensor input, Scalar negative_slope=0.01) -> Tensor", _k_leaky_relu)
+LEAKY_RELU = _declare("leaky_relu(Tensor input, Scalar negative_slope=0.01) -> Tensor")
 
 
 @LEAKY_RELU.front
@@ -232,7 +98,7 @@ def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
 
 
 _ELU_NAMES = ("alpha", "scale", "input_scale")
-ELU = _declare("elu(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor", _k_elu)
+ELU = _declare("elu(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor")
 
 
 @ELU.front
@@ -256,7 +122,7 @@ def elu_(input: Tensor, alpha: float = 1.0, scale: float = 1.0, input_scale: flo
     return _run(ELU, input, (alpha, scale, input_scale), _ELU_NAMES, True)
 
 
-SELU = _declare("selu(Tensor input) -> Tensor", _k_selu)
+SELU = _declare("selu(Tensor input) -> Tensor")
 
 
 @SELU.front
@@ -274,7 +140,7 @@ def selu_(input: Tensor) -> Tensor:
     return _run(SELU, input, (), (), True)
 
 
-CELU = _declare("celu(Tensor input, Scalar alpha=1.0) -> Tensor", _k_celu)
+CELU = _declare("celu(Tensor input, Scalar alpha=1.0) -> Tensor")
 
 
 def _check_celu_alpha(alpha):
@@ -303,7 +169,7 @@ def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     return _run(CELU, input, (alpha,), ("alpha",), True)
 
 
-HARDTANH = _declare("hardtanh(Tensor input, Scalar min_val=-1, Scalar max_val=1) -> Tensor", _k_hardtanh)
+HARDTANH = _declare("hardtanh(Tensor input, Scalar min_val=-1, Scalar max_val=1) -> Tensor")
 
 
 def _check_hardtanh(min_val, max_val):
@@ -333,20 +199,10 @@ def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Ten
     return _run(HARDTANH, input, (min_val, max_val), ("min_val", "max_val"), True)
 
 
-_FUSED_MIN_SIZE = 4096  # below: numpy's passes cost less than a parallel launch (~4 µs)
-
-
-def _k_hardtanh_backward(g, a, min_val, max_val):
-    if a.dtype in (_F32, _F64) and g.dtype == a.dtype and a.size >= _FUSED_MIN_SIZE:
-        # one parallel pass (ReLU6's backward in MobileNets); the numpy form takes four
-        return _act_run("hardtanh", a, g, a.dtype, params=(float(min_val), float(max_val)))
-    inside = np.greater(a, _sc(a, min_val))
-    inside &= np.less(a, _sc(a, max_val))
-    return np.multiply(g, inside, dtype=g.dtype)
 
 
 HARDTANH_BACKWARD = declare("hardtanh_backward(Tensor grad_output, Tensor input, Scalar min_val, Scalar max_val) "
-                            "-> Tensor", category=_CATEGORY, method=False, kernels={"cpu": _k_hardtanh_backward})
+                            "-> Tensor", category=_CATEGORY, method=False)
 
 
 @HARDTANH_BACKWARD.front
@@ -379,8 +235,8 @@ def hardtanh_backward(grad_output: Tensor, input: Tensor, min_val: float, max_va
     return out
 
 
-def _simple(name: str, kernel, doc: str):
-    op = _declare(f"{name}(Tensor input) -> Tensor", kernel)
+def _simple(name: str, doc: str):
+    op = _declare(f"{name}(Tensor input) -> Tensor")
 
     def fn(input: Tensor) -> Tensor:
         return _run(op, input, (), (), False)
@@ -395,12 +251,12 @@ def _simple(name: str, kernel, doc: str):
     return op
 
 
-MISH = _simple("mish", _k_mish, "Mish: ``x * tanh(softplus(x))``.")
-HARDSWISH = _simple("hardswish", _k_hardswish, "Hard swish: ``x * relu6(x + 3) / 6``.")
-HARDSIGMOID = _simple("hardsigmoid", _k_hardsigmoid, "Hard sigmoid: ``relu6(x + 3) / 6``.")
+MISH = _simple("mish", "Mish: ``x * tanh(softplus(x))``.")
+HARDSWISH = _simple("hardswish", "Hard swish: ``x * relu6(x + 3) / 6``.")
+HARDSIGMOID = _simple("hardsigmoid", "Hard sigmoid: ``relu6(x + 3) / 6``.")
 mish, hardswish, hardsigmoid = MISH.fn, HARDSWISH.fn, HARDSIGMOID.fn
 
-LOG_SIGMOID = _declare("log_sigmoid(Tensor input) -> Tensor", _k_log_sigmoid)
+LOG_SIGMOID = _declare("log_sigmoid(Tensor input) -> Tensor")
 
 
 @LOG_SIGMOID.front
@@ -412,7 +268,7 @@ def log_sigmoid(input: Tensor) -> Tensor:
     return _run(LOG_SIGMOID, input, (), (), False)
 
 
-THRESHOLD = _declare("threshold(Tensor input, Scalar threshold, Scalar value) -> Tensor", _k_threshold)
+THRESHOLD = _declare("threshold(Tensor input, Scalar threshold, Scalar value) -> Tensor")
 
 
 @THRESHOLD.front
@@ -435,8 +291,8 @@ def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     return _run(THRESHOLD, input, (threshold, value), ("threshold", "value"), True)
 
 
-HARDSHRINK = _declare("hardshrink(Tensor input, Scalar lambd=0.5) -> Tensor", _k_hardshrink, method=True)
-SOFTSHRINK = _declare("softshrink(Tensor input, Scalar lambd=0.5) -> Tensor", _k_softshrink)
+HARDSHRINK = _declare("hardshrink(Tensor input, Scalar lambd=0.5) -> Tensor", method=True)
+SOFTSHRINK = _declare("softshrink(Tensor input, Scalar lambd=0.5) -> Tensor")
 
 
 def _check_lambd(name, lambd):
@@ -471,8 +327,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _run(SOFTSHRINK, input, (lambd,), ("lambd",), False)
 
 
-PRELU = declare("prelu(Tensor input, Tensor weight) -> Tensor", category=_CATEGORY, method=True,
-                kernels={"cpu": _k_prelu})
+PRELU = declare("prelu(Tensor input, Tensor weight) -> Tensor", category=_CATEGORY, method=True)
 
 
 @PRELU.front
@@ -510,309 +365,6 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return out
 
 
-# --- gelu, silu, mish, hardswish: fused numba kernels ---------------------------------------------------
-# Note [Fused activations]
-# gelu, silu, mish and their derivatives as numpy expressions take 5 to 12 passes over memory (gelu
-# also a scalar erf per element). One parallel numba loop per direction computes each element from
-# registers, with approximations that LLVM vectorises (no libm calls in the loops):
-#   float32: erf by the rational approximation of Eigen/XLA (clamped to [-4, 4], ~2 ulp), exp by
-#            Cephes' expf (as in ``_fast_exp``); float16 is computed in float32.
-#   float64: Phi(x) = erfc(-x / sqrt 2) / 2 by Cephes' ndtr rationals (both branches evaluated and
-#            selected, one division), exp by range reduction and a degree-13 Taylor polynomial.
-#   gelu's tanh form and silu are both x sigmoid(z) with z = a x + b x^3 (0.5 (1 + tanh u) is
-#   sigmoid(2u)): one exp and one division. mish uses tanh(softplus x) = n / (n + 2), n = e^x (e^x + 2).
-# 2^k is built from its exponent bits by a bitcast intrinsic. The kernels read flat C-contiguous
-# arrays; ``_act_run`` gives them one (F-contiguous inputs run on their transpose, other layouts are
-# copied). One jitted function per float width covers every activation and both directions.
-_SQRT_HALF = math.sqrt(0.5)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_K_TANH = math.sqrt(2.0 / math.pi)
-_C_TANH = 0.044715
-_F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
-_GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
-_exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
-
-
-@functools.cache
-def _act_kernels():
-    """``{float32: kernel, float64: kernel}``, ``kernel(x, g, out, backward, kind, a, b)`` over flat
-    arrays: ``out = f(x)`` or ``out = g * f'(x)`` for ``f`` chosen by ``kind`` (``_GELU``: exact gelu;
-    ``_SIGMOID_FAMILY``: ``x sigmoid(a x + b x^3)``; ``_MISH``; ``_HARDSWISH``). Compiled on first use,
-    cached on disk."""
-    # The kernels reach their helpers as module globals: numba keys its disk cache on the kernels'
-    # closure cells, and jitted helpers in cells hash differently in every process (a recompile each time).
-    global _exp32, _erf32, _exp64, _cdf64, _expf_poly
-    import numba
-
-    from flambeau._ops._fast_exp import expf_helpers
-
-    _expf_poly = expf_helpers()[0]
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def as_f32(typingctx, i):
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float32))
-        return types.float32(types.int32), codegen
-
-    @intrinsic
-    def as_f64(typingctx, i):
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], context.get_value_type(types.float64))
-        return types.float64(types.int64), codegen
-
-    f32, i32, i64 = np.float32, np.int32, np.int64
-    inline = {"inline": "always", "fastmath": {"contract"}}
-
-    @numba.njit(**inline)
-    def exp32(v):  # Cephes expf (see _fast_exp); 2^k as two normal factors so underflow rounds right
-        y, k = _expf_poly(min(max(v, f32(-104.0)), f32(89.0)))
-        ki = i32(k)
-        k1 = ki >> i32(1)
-        return y * as_f32((k1 + i32(127)) << i32(23)) * as_f32((ki - k1 + i32(127)) << i32(23))
-
-    @numba.njit(**inline)
-    def erf32(x):  # Eigen's generic_fast_erf_float: odd/even rational on [-4, 4], erf = +-1 beyond
-        x = min(max(x, f32(-4.0)), f32(4.0))
-        x2 = x * x
-        p = x2 * f32(-2.72614225801306e-10) + f32(2.77068142495902e-08)
-        p = x2 * p + f32(-2.10102402082508e-06)
-        p = x2 * p + f32(-5.69250639462346e-05)
-        p = x2 * p + f32(-7.34990630326855e-04)
-        p = x2 * p + f32(-2.95459980854025e-03)
-        p = x2 * p + f32(-1.60960333262415e-02)
-        q = x2 * f32(-1.45660718464996e-05) + f32(-2.13374055278905e-04)
-        q = x2 * q + f32(-1.68282697438203e-03)
-        q = x2 * q + f32(-7.37332916720468e-03)
-        q = x2 * q + f32(-1.42647390514189e-02)
-        return x * p / q
-
-    @numba.njit(**inline)
-    def exp64(v):
-        v = min(max(v, -745.2), 709.79)
-        k = np.floor(v * 1.4426950408889634 + 0.5)
-        r = v - k * 6.93145751953125e-1 - k * 1.42860682030941723212e-6  # ln 2 split: k * hi is exact
-        y = 1.0 / 6227020800.0
-        y = y * r + 1.0 / 479001600.0
-        y = y * r + 1.0 / 39916800.0
-        y = y * r + 1.0 / 3628800.0
-        y = y * r + 1.0 / 362880.0
-        y = y * r + 1.0 / 40320.0
-        y = y * r + 1.0 / 5040.0
-        y = y * r + 1.0 / 720.0
-        y = y * r + 1.0 / 120.0
-        y = y * r + 1.0 / 24.0
-        y = y * r + 1.0 / 6.0
-        y = y * r + 0.5
-        y = (y * r) * r + r + 1.0
-        ki = i64(k)
-        k1 = ki >> i64(1)
-        return y * as_f64((k1 + i64(1023)) << i64(52)) * as_f64((ki - k1 + i64(1023)) << i64(52))
-
-    @numba.njit(**inline)
-    def cdf64(x):
-        """``(Phi(x), exp(-x^2 / 2))``: Cephes' erf (|z| < 1) and erfc (1 <= |z| < 8, >= 8) rationals."""
-        z = x * _SQRT_HALF
-        z2 = z * z
-        a = min(abs(z), 40.0)  # keeps the rationals finite at +-inf (exp(-z^2) is 0 there)
-        t = (((9.60497373987051638749e0 * z2 + 9.00260197203842689217e1) * z2 + 2.23200534594684319226e3) * z2
-             + 7.00332514112805075473e3) * z2 + 5.55923013010394962768e4
-        u = ((((z2 + 3.35617141647503099647e1) * z2 + 5.21357949780152679795e2) * z2 + 4.59432382970980127987e3)
-             * z2 + 2.26290000613890934246e4) * z2 + 4.92673942608635921086e4
-        p = (((((((2.46196981473530512524e-10 * a + 5.64189564831068821977e-1) * a + 7.46321056442269912687e0) * a
-                 + 4.86371970985681366614e1) * a + 1.96520832956077098242e2) * a + 5.26445194995477358631e2) * a
-              + 9.34528527171957607540e2) * a + 1.02755188689515710272e3) * a + 5.57535335369399327526e2
-        q = (((((((a + 1.32281951154744992508e1) * a + 8.67072140885989742329e1) * a + 3.54937778887819891062e2) * a
-                + 9.75708501743205489753e2) * a + 1.82390916687909736289e3) * a + 2.24633760818710981792e3) * a
-             + 1.65666309194161350182e3) * a + 5.57535340817727675546e2
-        r = ((((5.64189583547755073984e-1 * a + 1.27536670759978104416e0) * a + 5.01905042251180477414e0) * a
-              + 6.16021097993053585195e0) * a + 7.40974269950448939160e0) * a + 2.97886665372100240670e0
-        s = (((((a + 2.26052863220117276590e0) * a + 9.39603524938001434673e0) * a + 1.20489539808096656605e1) * a
-              + 1.70814450747565897222e1) * a + 9.60896809063285878198e0) * a + 3.36907645100081516050e0
-        e = exp64(-z2)
-        small = a < 1.0
-        far = a >= 8.0
-        num = z * t if small else (r if far else p)
-        den = u if small else (s if far else q)
-        ratio = num / den
-        half_erfc = 0.5 * e * ratio  # erfc(|z|) / 2
-        if small:
-            cdf = 0.5 + 0.5 * ratio
-        elif z > 0:
-            cdf = 1.0 - half_erfc
-        else:
-            cdf = half_erfc
-        return cdf, e
-
-    _exp32, _erf32, _exp64, _cdf64 = exp32, erf32, exp64, cdf64
-    flags = {"parallel": True, "cache": True, "nogil": True, "fastmath": {"contract"}}
-
-    # x sigmoid(z), z = a x + b x^3: derivative s + x q z' with q = s (1 - s) computed as e s^2,
-    # e = exp(-z): exact where s rounds to 1; q is 0 once e overflows (so NaN at x = -inf, as torch).
-    # mish: t = n / (n + 2); derivative t + x sigmoid(x) (1 - t^2), 1 - t^2 = 4 (n + 1) / (n + 2)^2,
-    # whose term is dropped above x = 20 (where t is 1 and e^x is clamped).
-    @numba.njit(**flags)
-    def act32(x, g, out, backward, kind, a, b):
-        n = x.shape[0]
-        a, b = f32(a), f32(b)
-        cubic = b != f32(0)
-        if kind == _SIGMOID_FAMILY:
-            if backward:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp32(-(v * (a + b * v * v) if cubic else a * v))
-                    s = f32(1) / (f32(1) + e)
-                    q = e * s * s if e < f32(1e30) else f32(0)
-                    out[i] = g[i] * (s + v * q * (a + f32(3) * b * v * v))
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    out[i] = v / (f32(1) + _exp32(-(v * (a + b * v * v) if cubic else a * v)))
-        elif kind == _GELU:
-            if backward:  # Phi(x) + x phi(x)
-                for i in numba.prange(n):
-                    v = x[i]
-                    cdf = f32(0.5) + f32(0.5) * _erf32(v * f32(_SQRT_HALF))
-                    out[i] = g[i] * (cdf + v * f32(_INV_SQRT_2PI) * _exp32(f32(-0.5) * v * v))
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    out[i] = v * (f32(0.5) + f32(0.5) * _erf32(v * f32(_SQRT_HALF)))
-        elif kind == _MISH:
-            if backward:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp32(min(v, f32(20)))
-                    m = e * (e + f32(2))
-                    d = f32(1) / (m + f32(2))
-                    dt = f32(4) * (m + f32(1)) * d * d if v <= f32(20) else f32(0)
-                    out[i] = g[i] * (m * d + v * (e / (f32(1) + e)) * dt)
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp32(min(v, f32(20)))
-                    m = e * (e + f32(2))
-                    out[i] = v * (m / (m + f32(2)))
-        elif kind == _HARDTANH:  # backward only: g where a < x < b, else 0 (NaN included)
-            for i in numba.prange(n):
-                v = x[i]
-                gi = g[i]
-                out[i] = gi if v > a and v < b else f32(0)
-        elif backward:  # hardswish; torch's subgradients: 0 up to -3, (2x + 3) / 6 inside, 1 from 3; NaN stays
-            for i in numba.prange(n):
-                v = x[i]
-                d = f32(0) if v <= f32(-3) else (f32(1) if v >= f32(3) else v * f32(1 / 3) + f32(0.5))
-                out[i] = g[i] * d  # (g loaded unconditionally: conditional loads keep LLVM from vectorising)
-        else:
-            for i in numba.prange(n):
-                v = x[i]
-                out[i] = v * min(max(v + f32(3), f32(0)), f32(6)) / f32(6)
-
-    @numba.njit(**flags)
-    def act64(x, g, out, backward, kind, a, b):
-        n = x.shape[0]
-        cubic = b != 0.0
-        if kind == _SIGMOID_FAMILY:
-            if backward:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp64(-(v * (a + b * v * v) if cubic else a * v))
-                    s = 1.0 / (1.0 + e)
-                    q = e * s * s if e < 1e300 else 0.0
-                    out[i] = g[i] * (s + v * q * (a + 3.0 * b * v * v))
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    out[i] = v / (1.0 + _exp64(-(v * (a + b * v * v) if cubic else a * v)))
-        elif kind == _GELU:
-            if backward:
-                for i in numba.prange(n):
-                    v = x[i]
-                    cdf, e = _cdf64(v)
-                    out[i] = g[i] * (cdf + v * _INV_SQRT_2PI * e)
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    out[i] = v * _cdf64(v)[0]
-        elif kind == _MISH:
-            if backward:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp64(min(v, 20.0))
-                    m = e * (e + 2.0)
-                    d = 1.0 / (m + 2.0)
-                    dt = 4.0 * (m + 1.0) * d * d if v <= 20.0 else 0.0
-                    out[i] = g[i] * (m * d + v * (e / (1.0 + e)) * dt)
-            else:
-                for i in numba.prange(n):
-                    v = x[i]
-                    e = _exp64(min(v, 20.0))
-                    m = e * (e + 2.0)
-                    out[i] = v * (m / (m + 2.0))
-        elif kind == _HARDTANH:
-            for i in numba.prange(n):
-                v = x[i]
-                gi = g[i]
-                out[i] = gi if v > a and v < b else 0.0
-        elif backward:
-            for i in numba.prange(n):
-                v = x[i]
-                out[i] = g[i] * (0.0 if v <= -3.0 else (1.0 if v >= 3.0 else v * (1 / 3) + 0.5))
-        else:
-            for i in numba.prange(n):
-                v = x[i]
-                out[i] = v * min(max(v + 3.0, 0.0), 6.0) / 6.0
-
-    return {_F32: act32, _F64: act64}
-
-
-# (kind, a, b) of each activation; gelu's tanh form is x sigmoid(2u), u = k (x + c x^3)
-_ACT = {"gelu": (_GELU, 0.0, 0.0), "gelu_tanh": (_SIGMOID_FAMILY, 2 * _K_TANH, 2 * _K_TANH * _C_TANH),
-        "silu": (_SIGMOID_FAMILY, 1.0, 0.0), "mish": (_MISH, 0.0, 0.0), "hardswish": (_HARDSWISH, 0.0, 0.0),
-        "hardtanh": (_HARDTANH, -1.0, 1.0)}  # backward only; its bounds come as ``params``
-
-
-def _act_run(name: str, x, g, npdt, out=None, params=None):
-    """Activation ``name`` of ``x`` (``g`` None) or ``g * name'(x)`` with the fused kernels, as an array
-    of dtype ``npdt`` (written into ``out`` when given). F-contiguous inputs keep their layout.
-    ``params``: the kernel's ``(a, b)`` where the operator has them (hardtanh's bounds)."""
-    kind, a, b = _ACT[name]
-    if params is not None:
-        a, b = params
-    cdt = _F64 if npdt == _F64 else _F32
-    x = x.astype(cdt, copy=False)
-    transposed = not x.flags.c_contiguous and x.flags.f_contiguous and x.ndim > 1
-    if transposed:
-        x = x.T
-    elif not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
-    r = np.empty(x.shape, cdt)
-    if x.size:
-        flat = x.reshape(-1)
-        if g is None:
-            _act_kernels()[cdt](flat, flat, r.reshape(-1), False, kind, a, b)
-        else:
-            g = np.ascontiguousarray(g.T if transposed else g, cdt)
-            _act_kernels()[cdt](flat, g.reshape(-1), r.reshape(-1), True, kind, a, b)
-    if transposed:
-        r = r.T
-    if out is not None:
-        np.copyto(out, r, casting="unsafe")
-        return out
-    return r if cdt == npdt else r.astype(npdt)
-
-
-def gelu_cpu_kernel(a, dtype, approximate, out=None):
-    """CPU kernel of ``gelu`` (elementwise convention ``kernel(a, dtype, approximate, out=None)``)."""
-    return _act_run("gelu_tanh" if approximate == "tanh" else "gelu", a, None, dtype.np, out)
-
-
-def silu_cpu_kernel(a, dtype, out=None):
-    """CPU kernel of ``silu`` (elementwise convention ``kernel(a, dtype, out=None)``)."""
-    return _act_run("silu", a, None, dtype.np, out)
-
-
 def _composite_backward(name: str, g, x):
     """``g * name'(x)`` from differentiable operators: the backward ops' path on devices without a
     kernel of theirs (CUDA), recorded by autograd through its primitives."""
@@ -825,16 +377,10 @@ def _composite_backward(name: str, g, x):
         s = x.sigmoid()
         return g * (s * (1 + x * (1 - s)))
     if name == "mish":
-        from flambeau._ops.elementwise import softplus
-
-        t = softplus(x).tanh()
+        t = get_op("softplus").fn(x).tanh()  # softplus is elementwise.py's: by name, not by import
         return g * (t + x * x.sigmoid() * (1 - t * t))
     inside = ((x > -3) & (x < 3)).to(x.dtype)  # hardswish
     return g * (inside * (x / 3 + 0.5) + (x >= 3).to(x.dtype))
-
-
-def _k_gelu_backward(g, a, approximate):
-    return _act_run("gelu_tanh" if approximate == "tanh" else "gelu", a, g, a.dtype)
 
 
 def _check_backward_args(name, grad_output, input):
@@ -849,7 +395,7 @@ def _check_backward_args(name, grad_output, input):
 
 
 GELU_BACKWARD = declare("gelu_backward(Tensor grad_output, Tensor input, *, str approximate='none') -> Tensor",
-                        category=_CATEGORY, method=False, kernels={"cpu": _k_gelu_backward})
+                        category=_CATEGORY, method=False)
 
 
 @GELU_BACKWARD.front
@@ -878,8 +424,7 @@ def gelu_backward(grad_output: Tensor, input: Tensor, approximate: str = "none")
 
 def _backward_op(name: str):
     """Declare ``<name>_backward(grad_output, input)``: ``grad_output * name'(input)``, fused."""
-    op = declare(f"{name}_backward(Tensor grad_output, Tensor input) -> Tensor", category=_CATEGORY, method=False,
-                 kernels={"cpu": lambda g, a: _act_run(name, a, g, a.dtype)})
+    op = declare(f"{name}_backward(Tensor grad_output, Tensor input) -> Tensor", category=_CATEGORY, method=False)
 
     def fn(grad_output: Tensor, input: Tensor) -> Tensor:
         _check_backward_args(op.name, grad_output, input)

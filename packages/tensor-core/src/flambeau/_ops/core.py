@@ -1,6 +1,6 @@
 """Copies and conversions: ``to`` (dtype and device), ``clone``, ``contiguous``, ``copy_``, ``fill_``.
 
-Kernel convention:
+CPU kernels: ``flambeau._kernels.cpu.core``. Kernel convention:
     to_copy: ``kernel(array, np_dtype, src_device, dst_device, non_blocking) -> array`` registered
         under the *destination* device type for moves and the source type otherwise.
     clone / contiguous: ``kernel(array) -> array`` (C-contiguous copy).
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from flambeau._backends import backend
+from flambeau import _dtype as dt
+from flambeau._device import CPU, to_device
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -27,17 +28,8 @@ from flambeau._ops._registry import declare
 __all__ = ["to_copy", "clone", "contiguous", "copy_", "fill_", "zero_"]
 
 
-def _cpu_to_copy(arr, np_dtype, src, dst, non_blocking):
-    if dst.type == "cpu":
-        if src.type == "cpu":
-            return arr.astype(np_dtype, order="K", copy=True)
-        host = backend(src.type).to_numpy(arr)
-        return host if host.dtype == np_dtype else host.astype(np_dtype)
-    raise NotImplementedError(f"no copy kernel from {src} to {dst}")
-
-
 TO_COPY = declare("to_copy(Tensor input, *, ScalarType dtype, Device device, bool non_blocking=False) -> Tensor",
-                  method=False, function=False, category="conversion", kernels={"cpu": _cpu_to_copy})
+                  method=False, function=False, category="conversion")
 
 
 @TO_COPY.front
@@ -51,11 +43,35 @@ def to_copy(input: Tensor, *, dtype, device, non_blocking: bool = False) -> Tens
     return out
 
 
-def _cpu_clone(arr):
-    return np.array(arr, order="C", copy=True)
+def to(self: Tensor, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False) -> Tensor:
+    """Convert dtype and/or move device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
+
+    Returns self when nothing changes and ``copy`` is False.
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = dtype or a.dtype, device or a._device
+        elif isinstance(a, (dt.dtype, type)) or (isinstance(a, np.dtype)):
+            dtype = a
+        elif isinstance(a, (str, int, type(CPU))) and not isinstance(a, bool):
+            if isinstance(a, str) and a in dt._ALIASES and a not in ("cpu", "cuda"):
+                dtype = a
+            else:
+                device = a
+        else:
+            raise TypeError(f"to() received an invalid argument {a!r}: expected a dtype, a device or a Tensor")
+    new_dtype = self.dtype if dtype is None else dt.to_dtype(dtype)
+    new_device = self._device if device is None else to_device(device)
+    if new_dtype is self.dtype and new_device is self._device and not copy:
+        return self
+    return to_copy(self, dtype=new_dtype, device=new_device, non_blocking=non_blocking)
 
 
-CLONE = declare("clone(Tensor input) -> Tensor", category="conversion", kernels={"cpu": _cpu_clone})
+# ``Tensor.to`` is to_copy's front (Note [Tensor methods from the layers above] in _tensor.py)
+TO_COPY.dunders["to"] = to
+
+
+CLONE = declare("clone(Tensor input) -> Tensor", category="conversion")
 
 
 @CLONE.front
@@ -68,8 +84,7 @@ def clone(input: Tensor, *, memory_format=None) -> Tensor:
     return out
 
 
-CONTIGUOUS = declare("contiguous(Tensor input) -> Tensor", function=False, category="conversion",
-                     kernels={"cpu": _cpu_clone})
+CONTIGUOUS = declare("contiguous(Tensor input) -> Tensor", function=False, category="conversion")
 
 
 @CONTIGUOUS.front
@@ -83,12 +98,8 @@ def contiguous(input: Tensor, memory_format=None) -> Tensor:
     return out
 
 
-def _cpu_copy(dst, src):
-    np.copyto(dst, src, casting="unsafe")
-
-
 COPY = declare("copy_(Tensor self, Tensor src, bool non_blocking=False) -> Tensor", function=False,
-               category="conversion", kernels={"cpu": _cpu_copy})
+               category="conversion")
 
 
 @COPY.front
@@ -114,12 +125,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     return self
 
 
-def _cpu_fill(dst, value):
-    dst.fill(value)
-
-
-FILL = declare("fill_(Tensor self, Scalar value) -> Tensor", function=False, category="conversion",
-               kernels={"cpu": _cpu_fill})
+FILL = declare("fill_(Tensor self, Scalar value) -> Tensor", function=False, category="conversion")
 
 
 @FILL.front
@@ -139,8 +145,7 @@ def fill_(self: Tensor, value) -> Tensor:
     return self
 
 
-ZERO = declare("zero_(Tensor self) -> Tensor", function=False, category="conversion",
-               kernels={"cpu": lambda dst: dst.fill(0)})
+ZERO = declare("zero_(Tensor self) -> Tensor", function=False, category="conversion")
 
 
 @ZERO.front

@@ -1,9 +1,10 @@
 """Elementwise operators: arithmetic, math, activations, comparisons, logical and bitwise operators.
 
-Most are declared once through the factories of ``_elementwise_base`` (one numpy ufunc or small
-numpy expression as CPU kernel, a dtype rule, the dunders); operators with extra arguments
-(``clamp``, ``where``, ``lerp``, ``addcmul`` ...) have hand-written fronts following the same
-pattern. CUDA kernels are registered for the same names by ``flambeau._backends.cuda_kernels``.
+Most are declared once through the factories of ``_elementwise_base`` (the signature, a dtype
+rule, the dunders); operators with extra arguments (``clamp``, ``where``, ``lerp``, ``addcmul`` ...)
+have hand-written fronts following the same pattern. The CPU kernels (numpy ufuncs or small numpy
+expressions, mostly) live in ``flambeau._kernels.cpu.elementwise``; CUDA kernels are registered for
+the same names by ``flambeau._kernels.cuda.elementwise``.
 
 Kernel conventions (every device; arrays in, array out):
     binary ops:        ``kernel(a, b, dtype, out=None)`` (see ``_elementwise_base``).
@@ -29,13 +30,12 @@ Integer division by zero (``//``, ``%``, ``fmod``, ``div(rounding_mode=...)``) r
 
 from __future__ import annotations
 
-import functools
-import math
-
 import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._device import CPU as _CPU
+from flambeau._kernels.cpu.elementwise import add_kernel as _cpu_add
+from flambeau._kernels.cpu.elementwise import sub_kernel as _cpu_sub
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -48,19 +48,13 @@ from flambeau._ops._common import (
     record_if_needed,
 )
 from flambeau._ops._elementwise_base import (
-    _wrap_scalar,
     binary_op,
     check_inplace_cast,
     not_implemented_for,
     type_name,
     unary_op,
 )
-from flambeau._ops._elementwise_base import cpu_binary_kernel as _b
-from flambeau._ops._elementwise_base import cpu_unary_kernel as _u
 from flambeau._ops._registry import OPS, declare
-from flambeau._ops.activation import gelu_cpu_kernel as _gelu_cpu_kernel
-from flambeau._ops.activation import silu_cpu_kernel as _silu_cpu_kernel
-from flambeau._parallel import PARALLEL_MIN_ELEMENTS
 
 _bool = dt.bool
 
@@ -89,16 +83,16 @@ def _no_bool_sub(input, other):
                            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-ADD = binary_op("add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", _b(np.add),
+ADD = binary_op("add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor",
                 dunders=("__add__", "__iadd__"), rdunders=("__radd__",), category="arithmetic")
-SUB = binary_op("sub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", _b(np.subtract),
+SUB = binary_op("sub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor",
                 dunders=("__sub__", "__isub__"), rdunders=("__rsub__",), category="arithmetic",
                 check_operands=_no_bool_sub, aliases=("subtract",))
-MUL = binary_op("mul(Tensor input, Tensor other) -> Tensor", _b(np.multiply),
+MUL = binary_op("mul(Tensor input, Tensor other) -> Tensor",
                 dunders=("__mul__", "__imul__"), rdunders=("__rmul__",), category="arithmetic",
                 aliases=("multiply",))
 DIV = binary_op("div(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor",
-                _b(np.true_divide, quiet=True), rule="float", dunders=("__truediv__", "__itruediv__"),
+                rule="float", dunders=("__truediv__", "__itruediv__"),
                 rdunders=("__rtruediv__",), category="arithmetic", aliases=("divide", "true_divide"))
 
 
@@ -123,10 +117,11 @@ def _scaled(input, other, alpha):
     return mul(other, alpha)
 
 
-def _alpha_front(op, fast, fast_, sign: str):
-    """``op(input, other, *, alpha=1)`` = ``input {sign} alpha * other``; alpha == 1 is the fast front."""
+def _alpha_front(op, fast, fast_, cpu_kernel, sign: str):
+    """``op(input, other, *, alpha=1)`` = ``input {sign} alpha * other``; alpha == 1 is the fast front.
 
-    cpu_kernel = op.kernels["cpu"]
+    ``cpu_kernel``: ``op``'s CPU kernel, called directly on the common path.
+    """
 
     def front(input, other, *, alpha=1):
         if alpha.__class__ is int and alpha == 1:
@@ -162,8 +157,8 @@ def _alpha_front(op, fast, fast_, sign: str):
     return front
 
 
-add = _alpha_front(ADD, ADD.fn, ADD.inplace_fn, "+")
-sub = _alpha_front(SUB, SUB.fn, SUB.inplace_fn, "-")
+add = _alpha_front(ADD, ADD.fn, ADD.inplace_fn, _cpu_add, "+")
+sub = _alpha_front(SUB, SUB.fn, SUB.inplace_fn, _cpu_sub, "-")
 mul = MUL.fn
 
 RSUB = declare("rsub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", method=False,
@@ -176,32 +171,15 @@ def rsub(input, other, *, alpha=1) -> Tensor:
     return sub(other, input, alpha=alpha)
 
 
-def _nonzero_divisor(b) -> bool:
-    return bool(b.all()) if isinstance(b, np.ndarray) else b != 0
-
-
-def _int_div_checked(kernel):
-    """Wrap a division-like kernel with torch's integer division-by-zero error."""
-
-    def k(a, b, dtype, out=None):
-        if not dtype.is_floating_point and not _nonzero_divisor(b):
-            raise RuntimeError("ZeroDivisionError")
-        return kernel(a, b, dtype, out)
-
-    return k
-
-
 FLOOR_DIVIDE = binary_op("floor_divide(Tensor input, Tensor other) -> Tensor",
-                         _int_div_checked(_b(np.floor_divide, quiet=True)),
                          dunders=("__floordiv__", "__ifloordiv__"), rdunders=("__rfloordiv__",),
                          category="arithmetic", allowed=not_implemented_for("div_floor_cpu", "bool"),
                          differentiable=False)
-REMAINDER = binary_op("remainder(Tensor input, Tensor other) -> Tensor",
-                      _int_div_checked(_b(np.remainder, quiet=True)), dunders=("__mod__", "__imod__"),
+REMAINDER = binary_op("remainder(Tensor input, Tensor other) -> Tensor", dunders=("__mod__", "__imod__"),
                       rdunders=("__rmod__",), category="arithmetic",
                       allowed=not_implemented_for("remainder_cpu", "bool"))
-FMOD = binary_op("fmod(Tensor input, Tensor other) -> Tensor", _int_div_checked(_b(np.fmod, quiet=True)),
-                 category="arithmetic", allowed=not_implemented_for("fmod_cpu", "bool"))
+FMOD = binary_op("fmod(Tensor input, Tensor other) -> Tensor", category="arithmetic",
+                 allowed=not_implemented_for("fmod_cpu", "bool"))
 floor_divide, remainder, fmod = FLOOR_DIVIDE.fn, REMAINDER.fn, FMOD.fn
 _true_div, _true_div_ = DIV.fn, DIV.inplace_fn
 
@@ -242,39 +220,6 @@ def div_(self, other, *, rounding_mode=None) -> Tensor:
     return self.copy_(result)
 
 
-def _cpu_pow(a, b, dtype, out=None):
-    npdt = dtype.np
-    if dtype is _bool:  # bool tensor ** Python bool
-        r = a.copy() if b else np.ones(a.shape, np.bool_)
-        if out is not None:
-            np.copyto(out, r)
-            return out
-        return r
-    with np.errstate(all="ignore"):
-        if dtype.is_floating_point:
-            return _pow_float(a, b, dtype, out)
-        if not isinstance(b, np.ndarray):
-            if b < 0:
-                raise RuntimeError("Integers to negative integer powers are not allowed.")
-            return _pow_float(a, b, dtype, out)  # same ufunc call; the name is historical
-        if b.dtype != npdt:
-            b = b.astype(npdt)  # torch casts the exponent to the result dtype first (uint8 wraps)
-        neg = b < 0
-        if not neg.any():
-            return _pow_float(a, b, dtype, out)
-        # torch: 1 ** -n == 1, (-1) ** -n == +-1, anything else ** -n == 0 (truncated).
-        r = np.power(a, np.where(neg, 0, b), dtype=npdt, casting="unsafe")
-        r = np.where(neg, np.where(np.equal(a, 1), 1, np.where(np.equal(a, -1), 1 - 2 * (b & 1), 0)), r)
-        r = r.astype(npdt, copy=False)
-        if out is not None:
-            np.copyto(out, r, casting="unsafe")
-            return out
-        return r
-
-
-_pow_float = _b(np.power)
-
-
 def _pow_check(input, other):
     # bool ** bool is only defined for a tensor base and a Python bool exponent, as in torch
     if (getattr(input, "dtype", None) is _bool or isinstance(input, (bool, np.bool_))) and (
@@ -283,10 +228,10 @@ def _pow_check(input, other):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
 
 
-POW = binary_op("pow(Tensor input, Tensor exponent) -> Tensor", _cpu_pow, dunders=("__pow__", "__ipow__"),
+POW = binary_op("pow(Tensor input, Tensor exponent) -> Tensor", dunders=("__pow__", "__ipow__"),
                 rdunders=("__rpow__",), category="arithmetic", check_operands=_pow_check)
-FLOAT_POWER = binary_op("float_power(Tensor input, Tensor exponent) -> Tensor", _b(np.power, quiet=True),
-                        rule="double", category="arithmetic")
+FLOAT_POWER = binary_op("float_power(Tensor input, Tensor exponent) -> Tensor", rule="double",
+                        category="arithmetic")
 pow = POW.fn  # noqa: A001 - torch's name
 float_power = FLOAT_POWER.fn
 _float_power_ = FLOAT_POWER.inplace_fn
@@ -308,23 +253,13 @@ def _no_bool_neg(d):
                            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-def _sign_kernel(a, dtype, out=None):
-    # (a > 0) - (a < 0) gives 0 for NaN, as torch does (np.sign gives NaN)
-    r = a.copy() if a.dtype == np.bool_ else (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
-    if out is not None:
-        np.copyto(out, r, casting="unsafe")
-        return out
-    return np.asarray(r)
-
-
-NEG = unary_op("neg(Tensor input) -> Tensor", _u(np.negative), dunders=("__neg__",), allowed=_no_bool_neg,
+NEG = unary_op("neg(Tensor input) -> Tensor", dunders=("__neg__",), allowed=_no_bool_neg,
                category="arithmetic", aliases=("negative",))
-ABS = unary_op("abs(Tensor input) -> Tensor", _u(np.abs), dunders=("__abs__",), category="arithmetic",
+ABS = unary_op("abs(Tensor input) -> Tensor", dunders=("__abs__",), category="arithmetic",
                allowed=not_implemented_for("abs_cpu", "bool"), aliases=("absolute",))
-RECIPROCAL = unary_op("reciprocal(Tensor input) -> Tensor", _u(np.reciprocal, quiet=True), rule="float",
-                      category="arithmetic")
-SIGN = unary_op("sign(Tensor input) -> Tensor", _sign_kernel, category="arithmetic")
-SGN = unary_op("sgn(Tensor input) -> Tensor", _sign_kernel, category="arithmetic", differentiable=False)
+RECIPROCAL = unary_op("reciprocal(Tensor input) -> Tensor", rule="float", category="arithmetic")
+SIGN = unary_op("sign(Tensor input) -> Tensor", category="arithmetic")
+SGN = unary_op("sgn(Tensor input) -> Tensor", category="arithmetic", differentiable=False)
 neg, abs, reciprocal, sign, sgn = NEG.fn, ABS.fn, RECIPROCAL.fn, SIGN.fn, SGN.fn  # noqa: A001
 
 SQUARE = declare("square(Tensor input) -> Tensor", composite=True, category="arithmetic")
@@ -359,139 +294,30 @@ POSITIVE.dunders["__pos__"] = positive
 
 
 # --- unary math ----------------------------------------------------------------------------------
-def _expr_kernel(f, keep_int: bool = False):
-    """A unary kernel computing numpy expression ``f(a)`` in ``dtype`` (float16 through float32).
-
-    ``keep_int``: integer and bool inputs are returned as a copy (floor, ceil, trunc ...).
-    """
-
-    def kernel(a, dtype, *params, out=None):
-        npdt = dtype.np
-        if keep_int and not dtype.is_floating_point:
-            r = a.copy()
-        else:
-            x = a.astype(np.float32 if npdt == np.float16 else npdt, copy=False)
-            with np.errstate(all="ignore"):
-                r = np.asarray(f(x, *params)).astype(npdt, copy=False)
-        if out is not None:
-            np.copyto(out, r, casting="unsafe")
-            return out
-        return r
-
-    return kernel
-
-
-@functools.cache
-def _numba_special():
-    """erf, erfc and erfinv as numba ufuncs (compiled on first use, cached on disk)."""
-    from numba import vectorize
-
-    sigs = ["float32(float32)", "float64(float64)"]
-
-    @vectorize(sigs, cache=True)
-    def erf(x):
-        return math.erf(x)
-
-    @vectorize(sigs, cache=True)
-    def erfc(x):
-        return math.erfc(x)
-
-    @vectorize(sigs, cache=True)
-    def erfinv(y):
-        # Giles' single-precision approximation refined by two Newton steps on erf.
-        if y != y or y < -1.0 or y > 1.0:
-            return math.nan
-        if y == 1.0:
-            return math.inf
-        if y == -1.0:
-            return -math.inf
-        w = -math.log((1.0 - y) * (1.0 + y))
-        if w < 5.0:
-            w = w - 2.5
-            p = 2.81022636e-08
-            p = 3.43273939e-07 + p * w
-            p = -3.5233877e-06 + p * w
-            p = -4.39150654e-06 + p * w
-            p = 0.00021858087 + p * w
-            p = -0.00125372503 + p * w
-            p = -0.00417768164 + p * w
-            p = 0.246640727 + p * w
-            p = 1.50140941 + p * w
-        else:
-            w = math.sqrt(w) - 3.0
-            p = -0.000200214257
-            p = 0.000100950558 + p * w
-            p = 0.00134934322 + p * w
-            p = -0.00367342844 + p * w
-            p = 0.00573950773 + p * w
-            p = -0.0076224613 + p * w
-            p = 0.00943887047 + p * w
-            p = 1.00167406 + p * w
-            p = 2.83297682 + p * w
-        x = p * y
-        for _ in range(2):
-            x = x - (math.erf(x) - y) / (1.1283791670955126 * math.exp(-x * x))
-        return x
-
-    return {"erf": erf, "erfc": erfc, "erfinv": erfinv}
-
-
-def _special(name):
-    return lambda x: _numba_special()[name](x)
-
-
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-_FLOAT_MATH = {
-    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "log2": np.log2,
-    "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
-    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
-    "acosh": np.arccosh, "atanh": np.arctanh, "tanh": np.tanh, "deg2rad": np.deg2rad, "rad2deg": np.rad2deg,
-}
+_FLOAT_MATH = ("exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos",
+               "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "tanh", "deg2rad", "rad2deg")
 _ALIASES = {"asin": ("arcsin",), "acos": ("arccos",), "atan": ("arctan",), "asinh": ("arcsinh",),
             "acosh": ("arccosh",), "atanh": ("arctanh",)}
-def _exp_kernel(default):
-    """exp: large contiguous float32 arrays go to the vectorised kernel of ``_fast_exp``."""
-    f32 = np.dtype(np.float32)
-
-    def kernel(a, dtype, out=None):
-        if (a.size >= PARALLEL_MIN_ELEMENTS and a.dtype is f32 and dtype.np is f32 and a.flags.c_contiguous
-                and (out is None or (out.dtype is f32 and out.flags.c_contiguous and out.shape == a.shape))):
-            from flambeau._ops._fast_exp import exp_f32
-
-            return exp_f32(a, out)
-        return default(a, dtype, out)
-
-    return kernel
-
-
-for _name, _ufunc in _FLOAT_MATH.items():
-    _kernel = _u(_ufunc, quiet=True)
-    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _exp_kernel(_kernel) if _name == "exp" else _kernel,
-                                rule="float", category="math", aliases=_ALIASES.get(_name, ())).fn
-for _name, _f in {"rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid, "erf": _special("erf"),
-                  "erfc": _special("erfc"), "erfinv": _special("erfinv")}.items():
-    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _expr_kernel(_f), rule="float",
-                                category="math").fn
-del _name, _ufunc, _f
+for _name in _FLOAT_MATH:
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", rule="float", category="math",
+                                aliases=_ALIASES.get(_name, ())).fn
+for _name in ("rsqrt", "sigmoid", "erf", "erfc", "erfinv"):
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", rule="float", category="math").fn
+del _name
 
 
 # --- rounding --------------------------------------------------------------------------------------
-FLOOR = unary_op("floor(Tensor input) -> Tensor", _expr_kernel(np.floor, keep_int=True), category="rounding",
+FLOOR = unary_op("floor(Tensor input) -> Tensor", category="rounding",
                  allowed=not_implemented_for("floor", "bool"))
-CEIL = unary_op("ceil(Tensor input) -> Tensor", _expr_kernel(np.ceil, keep_int=True), category="rounding",
+CEIL = unary_op("ceil(Tensor input) -> Tensor", category="rounding",
                 allowed=not_implemented_for("ceil", "bool"))
-TRUNC = unary_op("trunc(Tensor input) -> Tensor", _expr_kernel(np.trunc, keep_int=True), category="rounding",
+TRUNC = unary_op("trunc(Tensor input) -> Tensor", category="rounding",
                  allowed=not_implemented_for("trunc_vml_cpu", "bool"), aliases=("fix",))
-FRAC = unary_op("frac(Tensor input) -> Tensor", _expr_kernel(lambda x: x - np.trunc(x)), category="rounding",
+FRAC = unary_op("frac(Tensor input) -> Tensor", category="rounding",
                 allowed=not_implemented_for("frac_cpu", "integral"))
 floor, ceil, trunc, frac = FLOOR.fn, CEIL.fn, TRUNC.fn, FRAC.fn
 
-_round_kernel = _expr_kernel(lambda x, decimals: np.round(x, decimals), keep_int=True)
-ROUND = declare("round(Tensor input, *, int decimals=0) -> Tensor", category="rounding",
-                kernels={"cpu": _round_kernel})
+ROUND = declare("round(Tensor input, *, int decimals=0) -> Tensor", category="rounding")
 
 
 def _check_tensor_arg(x, opname, argname="input", pos=1):
@@ -544,12 +370,8 @@ def _relu_check(d):
         raise RuntimeError("Boolean inputs not supported for relu")
 
 
-def _relu_kernel(a, dtype, out=None):
-    return np.maximum(a, a.dtype.type(0), out=out)
-
-
-RELU = unary_op("relu(Tensor input) -> Tensor", _relu_kernel, allowed=_relu_check, category="activation")
-SILU = unary_op("silu(Tensor input) -> Tensor", _silu_cpu_kernel, category="activation",
+RELU = unary_op("relu(Tensor input) -> Tensor", allowed=_relu_check, category="activation")
+SILU = unary_op("silu(Tensor input) -> Tensor", category="activation",
                 allowed=not_implemented_for("silu_cpu", "integral"), method=False, inplace=False)
 relu, silu = RELU.fn, SILU.fn
 
@@ -561,9 +383,8 @@ def _float_only(opname, input, kname):
     return input.dtype
 
 
-# gelu's and silu's CPU kernels are fused in numba (Note [Fused activations] in activation.py)
-GELU = declare("gelu(Tensor input, *, str approximate='none') -> Tensor", method=False, category="activation",
-               kernels={"cpu": _gelu_cpu_kernel})
+# gelu's and silu's CPU kernels are fused in numba (Note [Fused activations] in _kernels/cpu/activation.py)
+GELU = declare("gelu(Tensor input, *, str approximate='none') -> Tensor", method=False, category="activation")
 
 
 @GELU.front
@@ -579,9 +400,7 @@ def gelu(input, approximate: str = "none") -> Tensor:
 
 
 SOFTPLUS = declare("softplus(Tensor input, Scalar beta=1, Scalar threshold=20) -> Tensor", method=False,
-                   category="activation",
-                   kernels={"cpu": _expr_kernel(lambda x, beta, thr: np.where(
-                       x * beta > thr, x, np.log1p(np.exp(x * beta)) / beta))})
+                   category="activation")
 
 
 @SOFTPLUS.front
@@ -594,14 +413,7 @@ def softplus(input, beta=1.0, threshold=20.0) -> Tensor:
     return _unary_with(SOFTPLUS, input, d, (beta, threshold), {"beta": beta, "threshold": threshold}, False)
 
 
-def _logit(x, eps):
-    if eps is not None:
-        x = np.clip(x, eps, 1 - eps)
-    return np.log(x / (1 - x))
-
-
-LOGIT = declare("logit(Tensor input, float? eps=None) -> Tensor", category="math",
-                kernels={"cpu": _expr_kernel(_logit)})
+LOGIT = declare("logit(Tensor input, float? eps=None) -> Tensor", category="math")
 
 
 @LOGIT.front
@@ -624,43 +436,14 @@ def logit_(self, eps=None) -> Tensor:
 
 
 # --- floating-point classification and cleanup ---------------------------------------------------------
-def _classify(f, int_value: bool):
-    def kernel(a, dtype, out=None):
-        if a.dtype.kind == "f":
-            return f(a)
-        return np.full(a.shape, int_value, dtype=np.bool_)
-
-    return kernel
-
-
-def _signbit(a, dtype, out=None):
-    if a.dtype.kind == "f":
-        return np.signbit(a)
-    return np.less(a, 0) if a.dtype.kind == "i" else np.zeros(a.shape, np.bool_)
-
-
-for _name, _f, _v in (("isnan", np.isnan, False), ("isinf", np.isinf, False), ("isposinf", np.isposinf, False),
-                      ("isneginf", np.isneginf, False), ("isfinite", np.isfinite, True)):
-    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", _classify(_f, _v), bool_out=True,
-                                inplace=False, category="comparison").fn
-del _name, _f, _v
-signbit = unary_op("signbit(Tensor input) -> Tensor", _signbit, bool_out=True, inplace=False,
-                   category="comparison").fn
-
-
-def _nan_to_num_kernel(a, dtype, nan, posinf, neginf, out=None):
-    if a.dtype.kind != "f":
-        r = a.copy()
-    else:
-        r = np.nan_to_num(a, copy=True, nan=nan, posinf=posinf, neginf=neginf)
-    if out is not None:
-        np.copyto(out, r, casting="unsafe")
-        return out
-    return r
-
+for _name in ("isnan", "isinf", "isposinf", "isneginf", "isfinite"):
+    globals()[_name] = unary_op(f"{_name}(Tensor input) -> Tensor", bool_out=True, inplace=False,
+                                category="comparison").fn
+del _name
+signbit = unary_op("signbit(Tensor input) -> Tensor", bool_out=True, inplace=False, category="comparison").fn
 
 NAN_TO_NUM = declare("nan_to_num(Tensor input, float? nan=0.0, float? posinf=None, float? neginf=None) -> Tensor",
-                     category="math", kernels={"cpu": _nan_to_num_kernel})
+                     category="math")
 
 
 def _nan_to_num(input, nan, posinf, neginf, inplace):
@@ -684,57 +467,31 @@ def nan_to_num_(self, nan=0.0, posinf=None, neginf=None) -> Tensor:
 
 
 # --- binary math -------------------------------------------------------------------------------------
-def _xlogy(a, b, dtype, out=None):
-    npdt = dtype.np
-    with np.errstate(all="ignore"):
-        x, y = np.asarray(a, dtype=npdt), np.asarray(b, dtype=npdt)
-        r = np.where((x == 0) & ~np.isnan(y), npdt.type(0), x * np.log(y)).astype(npdt, copy=False)
-    if out is not None:
-        np.copyto(out, r, casting="unsafe")
-        return out
-    return r
-
-
-ATAN2 = binary_op("atan2(Tensor input, Tensor other) -> Tensor", _b(np.arctan2, quiet=True), rule="float",
+ATAN2 = binary_op("atan2(Tensor input, Tensor other) -> Tensor", rule="float",
                   category="math", aliases=("arctan2",))
-HYPOT = binary_op("hypot(Tensor input, Tensor other) -> Tensor", _b(np.hypot, quiet=True), category="math",
+HYPOT = binary_op("hypot(Tensor input, Tensor other) -> Tensor", category="math",
                   allowed=not_implemented_for("hypot_cpu", "integral"))
-LOGADDEXP = binary_op("logaddexp(Tensor input, Tensor other) -> Tensor", _b(np.logaddexp, quiet=True),
+LOGADDEXP = binary_op("logaddexp(Tensor input, Tensor other) -> Tensor",
                       category="math", allowed=not_implemented_for("logaddexp_cpu", "integral"), inplace=False)
-LOGADDEXP2 = binary_op("logaddexp2(Tensor input, Tensor other) -> Tensor", _b(np.logaddexp2, quiet=True),
+LOGADDEXP2 = binary_op("logaddexp2(Tensor input, Tensor other) -> Tensor",
                        category="math", allowed=not_implemented_for("logaddexp2_cpu", "integral"), inplace=False)
-XLOGY = binary_op("xlogy(Tensor input, Tensor other) -> Tensor", _xlogy, rule="float", category="math")
-COPYSIGN = binary_op("copysign(Tensor input, Tensor other) -> Tensor", _b(np.copysign), rule="float",
+XLOGY = binary_op("xlogy(Tensor input, Tensor other) -> Tensor", rule="float", category="math")
+COPYSIGN = binary_op("copysign(Tensor input, Tensor other) -> Tensor", rule="float",
                      category="math")
-MAXIMUM = binary_op("maximum(Tensor input, Tensor other) -> Tensor", _b(np.maximum), inplace=False,
+MAXIMUM = binary_op("maximum(Tensor input, Tensor other) -> Tensor", inplace=False,
                     category="math")
-MINIMUM = binary_op("minimum(Tensor input, Tensor other) -> Tensor", _b(np.minimum), inplace=False,
+MINIMUM = binary_op("minimum(Tensor input, Tensor other) -> Tensor", inplace=False,
                     category="math")
-FMAX = binary_op("fmax(Tensor input, Tensor other) -> Tensor", _b(np.fmax), inplace=False, category="math")
-FMIN = binary_op("fmin(Tensor input, Tensor other) -> Tensor", _b(np.fmin), inplace=False, category="math")
+FMAX = binary_op("fmax(Tensor input, Tensor other) -> Tensor", inplace=False, category="math")
+FMIN = binary_op("fmin(Tensor input, Tensor other) -> Tensor", inplace=False, category="math")
 atan2, hypot, xlogy, copysign = ATAN2.fn, HYPOT.fn, XLOGY.fn, COPYSIGN.fn
 logaddexp, logaddexp2 = LOGADDEXP.fn, LOGADDEXP2.fn
 maximum, minimum, fmax, fmin = MAXIMUM.fn, MINIMUM.fn, FMAX.fn, FMIN.fn
 
 
 # --- clamp -------------------------------------------------------------------------------------------
-def _cpu_clamp(a, lo, hi, dtype, out=None):
-    npdt = dtype.np
-    try:
-        if lo is not None:
-            a = np.maximum(a, lo, dtype=npdt, casting="unsafe")
-        if hi is not None:
-            a = np.minimum(a, hi, dtype=npdt, casting="unsafe")
-    except OverflowError:
-        return _cpu_clamp(a, _wrap_scalar(lo, npdt), _wrap_scalar(hi, npdt), dtype, out)
-    if out is not None:
-        np.copyto(out, a, casting="unsafe")
-        return out
-    return np.asarray(a)
-
-
 CLAMP = declare("clamp(Tensor input, Scalar? min=None, Scalar? max=None) -> Tensor", category="math",
-                kernels={"cpu": _cpu_clamp}, aliases=("clip",))
+                aliases=("clip",))
 
 
 def _clamp(opname, input, min, max, inplace):
@@ -813,16 +570,8 @@ def clamp_max_(self, max) -> Tensor:  # noqa: A002
 
 
 # --- where, lerp, addcmul, addcdiv ------------------------------------------------------------------------
-def _cpu_where(cond, a, b, dtype):
-    npdt = dtype.np
-    try:
-        return np.asarray(np.where(cond, a, b)).astype(npdt, copy=False)
-    except OverflowError:
-        return _cpu_where(cond, _wrap_scalar(a, npdt), _wrap_scalar(b, npdt), dtype)
-
-
 WHERE = declare("where(Tensor condition, Tensor input, Tensor other) -> Tensor", category="indexing",
-                method=False, kernels={"cpu": _cpu_where})
+                method=False)
 
 
 @WHERE.front
@@ -862,19 +611,7 @@ def _tensor_where(self, condition, other) -> Tensor:
 WHERE.dunders["where"] = _tensor_where
 
 
-def _cpu_lerp(a, e, w, dtype, out=None):
-    with np.errstate(all="ignore"):
-        diff = np.subtract(e, a, dtype=dtype.np, casting="unsafe")
-        # torch's formula: exact at both ends (weight 0 gives start, weight 1 gives end).
-        r = np.where(np.abs(w) < 0.5, a + w * diff, e - diff * (1 - np.asarray(w))).astype(dtype.np, copy=False)
-    if out is not None:
-        np.copyto(out, r, casting="unsafe")
-        return out
-    return r
-
-
-LERP = declare("lerp(Tensor input, Tensor end, Tensor weight) -> Tensor", category="math",
-               kernels={"cpu": _cpu_lerp})
+LERP = declare("lerp(Tensor input, Tensor end, Tensor weight) -> Tensor", category="math")
 
 
 def _lerp(input, end, weight, inplace):
@@ -921,26 +658,10 @@ def lerp_(self, end, weight) -> Tensor:
     return _lerp(self, end, weight, True)
 
 
-def _addc_kernel(ufunc):
-    def kernel(a, t1, t2, value, dtype, out=None):
-        npdt = dtype.np
-        with np.errstate(all="ignore"):
-            r = ufunc(t1, t2, dtype=npdt, casting="unsafe")
-            if not (value.__class__ is int and value == 1):
-                r = np.multiply(r, _wrap_scalar(value, npdt), dtype=npdt)
-            r = np.add(a, r, dtype=npdt, casting="unsafe")
-        if out is not None:
-            np.copyto(out, r, casting="unsafe")
-            return out
-        return np.asarray(r)
-
-    return kernel
-
-
 ADDCMUL = declare("addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
-                  category="math", kernels={"cpu": _addc_kernel(np.multiply)})
+                  category="math")
 ADDCDIV = declare("addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
-                  category="math", kernels={"cpu": _addc_kernel(np.true_divide)})
+                  category="math")
 
 
 def _addc(op, input, tensor1, tensor2, value, inplace):
@@ -1002,35 +723,20 @@ def addcdiv_(self, tensor1, tensor2, *, value=1) -> Tensor:
 
 
 # --- comparisons -----------------------------------------------------------------------------------------
-def _cmp(signature, ufunc, dunder, aliases=()):
-    return binary_op(signature, _b(ufunc, bool_out=True), bool_out=True, dunders=(dunder,), category="comparison",
-                     aliases=aliases).fn
+def _cmp(signature, dunder, aliases=()):
+    return binary_op(signature, bool_out=True, dunders=(dunder,), category="comparison", aliases=aliases).fn
 
 
-eq = _cmp("eq(Tensor input, Tensor other) -> Tensor", np.equal, "__eq__")
-ne = _cmp("ne(Tensor input, Tensor other) -> Tensor", np.not_equal, "__ne__", ("not_equal",))
-lt = _cmp("lt(Tensor input, Tensor other) -> Tensor", np.less, "__lt__", ("less",))
-le = _cmp("le(Tensor input, Tensor other) -> Tensor", np.less_equal, "__le__", ("less_equal",))
-gt = _cmp("gt(Tensor input, Tensor other) -> Tensor", np.greater, "__gt__", ("greater",))
-ge = _cmp("ge(Tensor input, Tensor other) -> Tensor", np.greater_equal, "__ge__", ("greater_equal",))
-
-
-def _cpu_isclose(a, b, rtol, atol, equal_nan):
-    if a.dtype == np.bool_:
-        return np.equal(a, b)
-    with np.errstate(all="ignore"):
-        close = np.equal(a, b)
-        if equal_nan and a.dtype.kind == "f":
-            close |= np.isnan(a) & np.isnan(b)
-        x = a.astype(np.float64) if a.dtype.kind != "f" else a
-        y = b.astype(np.float64) if b.dtype.kind != "f" else b
-        err = np.abs(x - y)
-        close |= np.isfinite(err) & (err <= atol + np.abs(rtol * y))
-    return close
+eq = _cmp("eq(Tensor input, Tensor other) -> Tensor", "__eq__")
+ne = _cmp("ne(Tensor input, Tensor other) -> Tensor", "__ne__", ("not_equal",))
+lt = _cmp("lt(Tensor input, Tensor other) -> Tensor", "__lt__", ("less",))
+le = _cmp("le(Tensor input, Tensor other) -> Tensor", "__le__", ("less_equal",))
+gt = _cmp("gt(Tensor input, Tensor other) -> Tensor", "__gt__", ("greater",))
+ge = _cmp("ge(Tensor input, Tensor other) -> Tensor", "__ge__", ("greater_equal",))
 
 
 ISCLOSE = declare("isclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) "
-                  "-> Tensor", differentiable=False, category="comparison", kernels={"cpu": _cpu_isclose})
+                  "-> Tensor", differentiable=False, category="comparison")
 
 
 @ISCLOSE.front
@@ -1074,32 +780,31 @@ def equal(input, other) -> bool:
 
 
 # --- logical and bitwise -----------------------------------------------------------------------------------
-def _logical(signature, ufunc):
-    return binary_op(signature, _b(ufunc, bool_out=True), bool_out=True, category="logical").fn
+def _logical(signature):
+    return binary_op(signature, bool_out=True, category="logical").fn
 
 
-logical_and = _logical("logical_and(Tensor input, Tensor other) -> Tensor", np.logical_and)
-logical_or = _logical("logical_or(Tensor input, Tensor other) -> Tensor", np.logical_or)
-logical_xor = _logical("logical_xor(Tensor input, Tensor other) -> Tensor", np.logical_xor)
-logical_not = unary_op("logical_not(Tensor input) -> Tensor", _u(np.logical_not, bool_out=True), bool_out=True,
-                       category="logical").fn
+logical_and = _logical("logical_and(Tensor input, Tensor other) -> Tensor")
+logical_or = _logical("logical_or(Tensor input, Tensor other) -> Tensor")
+logical_xor = _logical("logical_xor(Tensor input, Tensor other) -> Tensor")
+logical_not = unary_op("logical_not(Tensor input) -> Tensor", bool_out=True, category="logical").fn
 
 
-def _bitwise(name, ufunc, sym, kname=None, no_bool=False):
+def _bitwise(name, sym, kname=None, no_bool=False):
     kname = kname or f"{name}_cpu"
     reject = (lambda d: d.is_floating_point or d is _bool) if no_bool else "float"
-    return binary_op(f"{name}(Tensor input, Tensor other) -> Tensor", _b(ufunc), category="logical",
+    return binary_op(f"{name}(Tensor input, Tensor other) -> Tensor", category="logical",
                      differentiable=False, allowed=not_implemented_for(kname, reject),
                      dunders=(f"__{sym}__", f"__i{sym}__"), rdunders=(f"__r{sym}__",)).fn
 
 
-bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "and")
-bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "or")
-bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "xor")
-bitwise_left_shift = _bitwise("bitwise_left_shift", np.left_shift, "lshift", "lshift_cpu", no_bool=True)
-bitwise_right_shift = _bitwise("bitwise_right_shift", np.right_shift, "rshift", "rshift_cpu", no_bool=True)
+bitwise_and = _bitwise("bitwise_and", "and")
+bitwise_or = _bitwise("bitwise_or", "or")
+bitwise_xor = _bitwise("bitwise_xor", "xor")
+bitwise_left_shift = _bitwise("bitwise_left_shift", "lshift", "lshift_cpu", no_bool=True)
+bitwise_right_shift = _bitwise("bitwise_right_shift", "rshift", "rshift_cpu", no_bool=True)
 
-BITWISE_NOT = unary_op("bitwise_not(Tensor input) -> Tensor", _u(np.invert), category="logical",
+BITWISE_NOT = unary_op("bitwise_not(Tensor input) -> Tensor", category="logical",
                        differentiable=False, allowed=not_implemented_for("bitwise_not_cpu", "float"))
 bitwise_not = BITWISE_NOT.fn
 

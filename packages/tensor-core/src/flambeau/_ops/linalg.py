@@ -1,10 +1,7 @@
 """Linear algebra: matmul and its relatives (mm, bmm, mv, dot, addmm ...), einsum, tensordot, trace, diag.
 
-Products run on numpy's BLAS: ``np.matmul`` on operands whose matrices BLAS can read directly
-(C- or F-ordered, so transposed views pass without a copy); other strided operands are made
-contiguous first, because numpy's non-BLAS loop is an order of magnitude slower than a copy.
-Like torch, products refuse operands of different dtypes; float16 products accumulate in
-float32.
+Like torch, products refuse operands of different dtypes; float16 products accumulate in float32.
+CPU kernels (numpy's BLAS): ``flambeau._kernels.cpu.linalg``.
 
 Kernel convention (every device; arrays in, array out):
     matmul, mm, bmm, mv, dot, vdot, inner, outer, kron: ``kernel(a, b) -> array`` with numpy's
@@ -24,8 +21,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-
 from flambeau import _dtype as dt
 from flambeau._ops._common import (
     Tensor,
@@ -39,123 +34,15 @@ from flambeau._ops._common import (
     wrap_dim,
 )
 from flambeau._ops._registry import declare
+from flambeau._ops.shape import broadcast_tensors, stack
 
 __all__ = ["matmul", "mm", "bmm", "mv", "addmm", "addmv", "baddbmm", "addbmm", "dot", "vdot", "inner",
            "outer", "einsum", "tensordot", "kron", "trace", "diag", "diagonal", "diag_embed", "cross"]
 
-_ndarray = np.ndarray
-_float16 = np.dtype(np.float16)
-# Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
-_SMALL = 4096
 # torch's C type names, used in its dtype-mismatch messages.
 _C_NAME = {dt.float32: "float", dt.float64: "double", dt.float16: "c10::Half", dt.int64: "long int",
            dt.int32: "int", dt.int16: "short int", dt.int8: "signed char", dt.uint8: "unsigned char",
            dt.bool: "bool"}
-
-
-# --- CPU kernels ---------------------------------------------------------------------------------
-def _blas_ready(a: np.ndarray) -> np.ndarray:
-    """``a`` if BLAS can read its matrices (or vectors) in place, else a C-contiguous copy."""
-    if a.ndim == 0:
-        return a
-    item = a.itemsize
-    s = a.strides
-    if a.ndim == 1:
-        return a if s[0] == item or a.shape[0] <= 1 else np.ascontiguousarray(a)
-    r, c = a.shape[-2:]
-    if (s[-1] == item or c <= 1) and s[-2] % item == 0 and s[-2] >= c * item:
-        return a
-    if (s[-2] == item or r <= 1) and s[-1] % item == 0 and s[-1] >= r * item:
-        return a
-    return np.ascontiguousarray(a)
-
-
-def _promote_half(fn):
-    """Wrap a product kernel so float16 operands are computed in float32 (torch accumulates so)."""
-
-    def kernel(a, b):
-        if a.dtype == _float16:
-            return fn(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
-        if a.size + b.size > _SMALL:
-            return fn(_blas_ready(a), _blas_ready(b))
-        return fn(a, b)
-
-    return kernel
-
-
-def _np_matmul(a, b):
-    if a.ndim > 2 and b.ndim <= 2:
-        # Note [Folding batch dims]: numpy runs one small GEMM per batch element; folding the
-        # batch into rows makes one large GEMM (10x faster for a Linear on (B, T, D) inputs).
-        rows = math.prod(a.shape[:-1])
-        r = np.matmul(_blas_ready(a.reshape(rows, a.shape[-1])), b)
-        return r.reshape(a.shape[:-1] + b.shape[1:])
-    r = np.matmul(a, b)
-    return r if r.__class__ is _ndarray else np.asarray(r)
-
-
-def _np_dot(a, b):
-    return np.asarray(np.dot(a, b))
-
-
-def _k_addmm(input, a, b, beta, alpha):
-    p = _promote_half(_np_matmul)(a, b)
-    return _axpby(input, p, beta, alpha)
-
-
-def _axpby(input, p, beta, alpha):
-    """``beta * input + alpha * p`` in p's dtype; ``beta == 0`` ignores input (NaN included)."""
-    if alpha != 1:
-        p = np.multiply(p, alpha, out=p, casting="unsafe")
-    if beta == 0:
-        return p
-    if beta == 1:
-        return np.add(p, input, out=p, casting="unsafe")
-    return np.add(p, np.multiply(input, beta, dtype=p.dtype, casting="unsafe"), out=p, casting="unsafe")
-
-
-def _k_addbmm(input, a, b, beta, alpha):
-    p = _promote_half(_np_matmul)(a, b)
-    return _axpby(input, p.sum(axis=0, dtype=p.dtype), beta, alpha)
-
-
-def _k_einsum(equation, *arrays):
-    if arrays and arrays[0].dtype == _float16:
-        return np.asarray(np.einsum(equation, *(x.astype(np.float32) for x in arrays),
-                                    optimize=True)).astype(_float16)
-    return np.asarray(np.einsum(equation, *arrays, optimize=True))
-
-
-def _k_tensordot(a, b, axes_a, axes_b):
-    if a.dtype == _float16:
-        return np.tensordot(a.astype(np.float32), b.astype(np.float32), (axes_a, axes_b)).astype(_float16)
-    return np.asarray(np.tensordot(a, b, (axes_a, axes_b)))
-
-
-def _k_trace(a):
-    d = a.dtype if a.dtype.kind == "f" else np.int64
-    return np.asarray(np.trace(a, dtype=np.float32 if d == _float16 else d)).astype(d, copy=False)
-
-
-def _k_diag(a, diagonal):
-    return np.diag(a, diagonal).copy() if a.ndim == 2 else np.diag(a, diagonal)
-
-
-def _k_diagonal(a, offset, dim1, dim2):
-    v = np.diagonal(a, offset, dim1, dim2)
-    v.flags.writeable = a.flags.writeable  # numpy marks diagonal views read-only by default
-    return v
-
-
-def _k_diag_embed(a, offset, dim1, dim2):
-    n = a.shape[-1] + abs(offset)
-    shape = list(a.shape[:-1])
-    lo, hi = sorted((dim1, dim2))
-    shape.insert(lo, n)
-    shape.insert(hi, n)
-    out = np.zeros(shape, a.dtype)
-    _k_diagonal(out, offset, dim1, dim2)[...] = a
-    return out
 
 
 # --- validation helpers ----------------------------------------------------------------------------
@@ -195,8 +82,7 @@ def _matmul_shape_error(sa: tuple, sb: tuple) -> RuntimeError:
 
 
 # --- matmul ----------------------------------------------------------------------------------------
-MATMUL = declare("matmul(Tensor input, Tensor other) -> Tensor", category="linalg",
-                 kernels={"cpu": _promote_half(_np_matmul)})
+MATMUL = declare("matmul(Tensor input, Tensor other) -> Tensor", category="linalg")
 
 
 @MATMUL.front
@@ -248,9 +134,9 @@ MATMUL.dunders["__matmul__"] = matmul
 MATMUL.dunders["__rmatmul__"] = _rmatmul
 
 
-def _product_op(signature: str, kernel, check, doc: str, **options):
+def _product_op(signature: str, check, doc: str, **options):
     """Declare a two-operand product whose operands ``check(a, b)`` validates."""
-    op = declare(signature, category="linalg", kernels={"cpu": kernel}, **options)
+    op = declare(signature, category="linalg", **options)
     name = op.name
 
     def fn(input, other):
@@ -314,15 +200,15 @@ def _check_dot(a, b, name="dot"):
     _no_bool(name, a.dtype)
 
 
-MM = _product_op("mm(Tensor input, Tensor mat2) -> Tensor", _promote_half(_np_matmul), _check_mm,
+MM = _product_op("mm(Tensor input, Tensor mat2) -> Tensor", _check_mm,
                  "Matrix product of 2-D ``input`` ``(n, k)`` and ``mat2`` ``(k, m)`` -> ``(n, m)`` (same dtypes).")
-BMM = _product_op("bmm(Tensor input, Tensor mat2) -> Tensor", _promote_half(_np_matmul), _check_bmm,
+BMM = _product_op("bmm(Tensor input, Tensor mat2) -> Tensor", _check_bmm,
                   "Batched matrix product ``(b, n, k) @ (b, k, m) -> (b, n, m)`` without broadcasting.")
-MV = _product_op("mv(Tensor input, Tensor vec) -> Tensor", _promote_half(_np_matmul), _check_mv,
+MV = _product_op("mv(Tensor input, Tensor vec) -> Tensor", _check_mv,
                  "Matrix-vector product ``(n, k) @ (k,) -> (n,)`` (same dtypes).")
-DOT = _product_op("dot(Tensor input, Tensor other) -> Tensor", _promote_half(_np_dot), _check_dot,
+DOT = _product_op("dot(Tensor input, Tensor other) -> Tensor", _check_dot,
                   "Dot product of two 1-D tensors of the same size and dtype (0-dim result).")
-VDOT = _product_op("vdot(Tensor input, Tensor other) -> Tensor", _promote_half(_np_dot),
+VDOT = _product_op("vdot(Tensor input, Tensor other) -> Tensor",
                    lambda a, b: _check_dot(a, b, "vdot"),
                    "Dot product of two 1-D tensors, conjugating the first (the same as :func:`flambeau.dot` "
                    "for real tensors).")
@@ -334,8 +220,7 @@ def _promoted(a: Tensor, b: Tensor):
     return a._data.astype(d.np, copy=False), b._data.astype(d.np, copy=False)
 
 
-OUTER = declare("outer(Tensor input, Tensor vec2) -> Tensor", category="linalg", aliases=("ger",),
-                kernels={"cpu": lambda a, b: np.multiply.outer(a, b)})
+OUTER = declare("outer(Tensor input, Tensor vec2) -> Tensor", category="linalg", aliases=("ger",))
 
 
 @OUTER.front
@@ -353,8 +238,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     return out
 
 
-KRON = declare("kron(Tensor input, Tensor other) -> Tensor", category="linalg",
-               kernels={"cpu": lambda a, b: np.asarray(np.kron(a, b))})
+KRON = declare("kron(Tensor input, Tensor other) -> Tensor", category="linalg")
 
 
 @KRON.front
@@ -368,8 +252,7 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return out
 
 
-INNER = declare("inner(Tensor input, Tensor other) -> Tensor", category="linalg",
-                kernels={"cpu": lambda a, b: np.asarray(np.inner(a, b))})
+INNER = declare("inner(Tensor input, Tensor other) -> Tensor", category="linalg")
 
 
 @INNER.front
@@ -387,11 +270,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
                                f"{list(input.shape)} and {list(other.shape)}")
         if input.dtype is not other.dtype:
             raise RuntimeError("both inputs should have same dtype")
-        a, b = input._data, other._data
-        if a.dtype == _float16:
-            arr = INNER.kernel(dev.type)(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
-        else:
-            arr = INNER.kernel(dev.type)(a, b)
+        arr = INNER.kernel(dev.type)(input._data, other._data)
     else:
         arr = INNER.kernel(dev.type)(*_promoted(input, other))
     out = _wrap(arr, dev)
@@ -412,8 +291,8 @@ def _check_expandable(shape, target) -> None:
                                f"{list(target)}.  Tensor sizes: {list(shape)}")
 
 
-def _add_product_op(signature: str, kernel, check, shape_of, doc: str):
-    op = declare(signature, category="linalg", kernels={"cpu": kernel})
+def _add_product_op(signature: str, check, shape_of, doc: str):
+    op = declare(signature, category="linalg")
     name = op.name
     argnames = re.findall(r"Tensor (\w+)", signature)
 
@@ -437,24 +316,23 @@ def _add_product_op(signature: str, kernel, check, shape_of, doc: str):
 
 
 ADDMM = _add_product_op("addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-                        _k_addmm, _check_mm, lambda a, b: (a.shape[0], b.shape[1]),
+                        _check_mm, lambda a, b: (a.shape[0], b.shape[1]),
                         "``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts to ``(n, m)``.")
 ADDMV = _add_product_op("addmv(Tensor input, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-                        _k_addmm, _check_mv, lambda a, b: (a.shape[0],),
+                        _check_mv, lambda a, b: (a.shape[0],),
                         "``beta * input + alpha * (mat @ vec)``; ``input`` broadcasts to ``(n,)``.")
 BADDBMM = _add_product_op("baddbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) "
-                          "-> Tensor", _k_addmm, _check_bmm, lambda a, b: (a.shape[0], a.shape[1], b.shape[2]),
+                          "-> Tensor", _check_bmm, lambda a, b: (a.shape[0], a.shape[1], b.shape[2]),
                           "``beta * input + alpha * bmm(batch1, batch2)``; ``input`` broadcasts to ``(b, n, m)``.")
 ADDBMM = _add_product_op("addbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) "
-                         "-> Tensor", _k_addbmm, _check_bmm, lambda a, b: (a.shape[1], b.shape[2]),
+                         "-> Tensor", _check_bmm, lambda a, b: (a.shape[1], b.shape[2]),
                          "``beta * input + alpha * sum_i(batch1[i] @ batch2[i])``; ``input`` broadcasts to "
                          "``(n, m)``.")
 addmm, addmv, baddbmm, addbmm = ADDMM.fn, ADDMV.fn, BADDBMM.fn, ADDBMM.fn
 
 
 # --- einsum, tensordot -----------------------------------------------------------------------------
-EINSUM = declare("einsum(str equation, Tensor[] tensors) -> Tensor", category="linalg", method=False,
-                 kernels={"cpu": _k_einsum})
+EINSUM = declare("einsum(str equation, Tensor[] tensors) -> Tensor", category="linalg", method=False)
 
 
 @EINSUM.front
@@ -490,7 +368,7 @@ def einsum(equation: str, *operands) -> Tensor:
 
 
 TENSORDOT = declare("tensordot(Tensor input, Tensor other, int[][] dims=2) -> Tensor", category="linalg",
-                    method=False, kernels={"cpu": _k_tensordot})
+                    method=False)
 
 
 @TENSORDOT.front
@@ -528,7 +406,7 @@ def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
 
 
 # --- trace, diag, diagonal, diag_embed --------------------------------------------------------------
-TRACE = declare("trace(Tensor input) -> Tensor", category="linalg", kernels={"cpu": _k_trace})
+TRACE = declare("trace(Tensor input) -> Tensor", category="linalg")
 
 
 @TRACE.front
@@ -544,7 +422,7 @@ def trace(input: Tensor) -> Tensor:
     return out
 
 
-DIAG = declare("diag(Tensor input, int diagonal=0) -> Tensor", category="linalg", kernels={"cpu": _k_diag})
+DIAG = declare("diag(Tensor input, int diagonal=0) -> Tensor", category="linalg")
 
 
 @DIAG.front
@@ -566,7 +444,7 @@ def _diag_dims(ndim, dim1, dim2):
 
 
 DIAGONAL = declare("diagonal(Tensor input, int offset=0, int dim1=0, int dim2=1) -> Tensor",
-                   category="linalg", view=True, kernels={"cpu": _k_diagonal})
+                   category="linalg", view=True)
 
 
 @DIAGONAL.front
@@ -585,7 +463,7 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
 
 
 DIAG_EMBED = declare("diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1) -> Tensor",
-                     category="linalg", kernels={"cpu": _k_diag_embed})
+                     category="linalg")
 
 
 @DIAG_EMBED.front
@@ -613,11 +491,9 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     ``dim=None`` takes the first dimension of size 3, as torch.cross does. Shapes: ``(..., 3, ...)``;
     the result has the broadcast shape and the promoted dtype.
     """
-    import flambeau as fl
-
     check_tensor(input, "input", "cross")
     check_tensor(other, "other", "cross")
-    a, b = fl.broadcast_tensors(input, other)
+    a, b = broadcast_tensors(input, other)
     if dim is None:
         sizes = tuple(a.shape)
         if 3 not in sizes:
@@ -629,4 +505,4 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
                            f"{b.shape[d]}")
     a1, a2, a3 = a.unbind(d)
     b1, b2, b3 = b.unbind(d)
-    return fl.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], d)
+    return stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], d)

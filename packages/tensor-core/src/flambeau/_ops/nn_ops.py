@@ -1,8 +1,7 @@
 """Neural-network primitives of the operator table: softmax, log_softmax, embedding, dropout.
 
-``flambeau.nn.functional`` builds on these. Softmax over the last dimension of a large
-contiguous tensor runs a fused numba kernel, parallel over rows (one pass for the maximum, one
-for ``exp`` and the sum, one to scale), built on first use; other cases use numpy.
+``flambeau.nn.functional`` builds on these. The CPU kernels (a fused numba softmax over rows, numpy
+otherwise) are in ``flambeau/_kernels/cpu/nn_ops.py``.
 
 Kernel convention (every device; arrays in, array out):
     softmax, log_softmax: ``kernel(a, dim) -> array`` (``a`` already in the compute dtype).
@@ -17,8 +16,6 @@ so that its backward is ``grad * mask``.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 
@@ -39,133 +36,9 @@ from flambeau._ops._registry import declare
 
 __all__ = ["softmax", "log_softmax", "embedding", "dropout"]
 
-_max_reduce = np.maximum.reduce
-_add_reduce = np.add.reduce
-# Below this many elements numpy's passes beat starting numba's thread pool.
-_NUMBA_MIN_SIZE = 1 << 15
-
-
-_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_softmax()
-
-
-@functools.cache
-def _numba_softmax():
-    """Fused row-wise softmax / log_softmax kernels (float32, float64), compiled on first use.
-
-    The kernels reach their one jitted helper (``_fast_exp``'s inlined expf) as a module global:
-    numba's on-disk cache misses on every run for functions that close over other dispatchers.
-    See Note [Vectorised expf] for why float32 rows do not call ``np.exp``.
-    """
-    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
-    global _expf_flush
-    import numba
-    from numba import prange
-
-    from flambeau._ops._fast_exp import expf_helpers
-
-    _, _expf_flush = expf_helpers()
-
-    # Note [Vectorised expf]: without Intel SVML, LLVM turns np.exp into a scalar libm call per
-    # element, which makes softmax 3-6x slower than torch's vectorised kernel. Cephes' expf
-    # (range reduction by a split ln 2, a degree-6 polynomial, then a 2**k scale) is branch-free
-    # arithmetic that LLVM vectorises; 2**k is built in an int32 scratch row viewed as float32.
-    # It is accurate to ~1 ulp; results below float32's normal range (x - max < -87.33) flush to 0.
-    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
-    def softmax_rows_f32(x, out, log):
-        rows, n = x.shape
-        for i in prange(rows):
-            xr, o = x[i], out[i]
-            m = xr[0]
-            for j in range(n):
-                v = xr[j]
-                m = v if v > m or v != v else m
-            if m == -np.inf or m == np.inf:  # all -inf, or +inf present: torch gives a NaN row
-                m = m - m
-            bits = np.empty(n, np.int32)
-            for j in range(n):
-                y, b = _expf_flush(xr[j] - m)
-                o[j] = y
-                bits[j] = b
-            scale = bits.view(np.float32)
-            s = np.float32(0.0)
-            for j in range(n):
-                e = o[j] * scale[j]
-                o[j] = e
-                s += e
-            if log:  # (x - m) - log(s) rather than x - (m + log(s)): no cancellation
-                c = np.log(s)
-                for j in range(n):
-                    o[j] = (xr[j] - m) - c
-            else:
-                inv = np.float32(1.0) / s
-                for j in range(n):
-                    o[j] *= inv
-
-    @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
-    def softmax_rows(x, out, log):
-        rows, n = x.shape
-        for i in prange(rows):
-            xr, o = x[i], out[i]
-            m = xr[0]
-            for j in range(n):
-                v = xr[j]
-                m = v if v > m or v != v else m
-            if m == -np.inf or m == np.inf:
-                m = m - m
-            s = 0.0
-            for j in range(n):
-                e = np.exp(xr[j] - m)
-                o[j] = e
-                s += e
-            if log:
-                c = np.log(s)
-                for j in range(n):
-                    o[j] = (xr[j] - m) - c
-            else:
-                inv = 1.0 / s
-                for j in range(n):
-                    o[j] *= inv
-
-    return softmax_rows_f32, softmax_rows
-
-
-def _softmax_numpy(a, dim, log):
-    if a.size == 0:
-        return np.empty(a.shape, a.dtype)
-    # A slice that is all -inf, or holds +inf, turns into NaN through inf - inf, as in torch.
-    with np.errstate(all="ignore"):
-        shifted = np.subtract(a, _max_reduce(a, dim, None, None, True))
-        if log:
-            e = np.exp(shifted)
-            return np.subtract(shifted, np.log(_add_reduce(e, dim, None, None, True)),
-                               out=shifted)
-        e = np.exp(shifted, out=shifted)
-        return np.true_divide(e, _add_reduce(e, dim, None, None, True), out=e)
-
-
-def _softmax_kernel(log: bool):
-    def kernel(a, dim):
-        if a.ndim == 0:
-            return np.asarray(np.zeros((), a.dtype) if log else np.ones((), a.dtype))
-        half = a.dtype == np.float16
-        if half:
-            a = a.astype(np.float32)
-        if a.size >= _NUMBA_MIN_SIZE and dim == a.ndim - 1 and a.flags.c_contiguous and a.shape[-1]:
-            x = a.reshape(-1, a.shape[-1])
-            out = np.empty_like(x)
-            f32, f64 = _numba_softmax()
-            (f32 if x.dtype == np.float32 else f64)(x, out, log)
-            r = out.reshape(a.shape)
-        else:
-            r = _softmax_numpy(a, dim, log)
-        return r.astype(np.float16) if half else r
-
-    return kernel
-
 
 def _softmax_op(name: str, log: bool, formula: str):
-    op = declare(f"{name}(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", category="nn",
-                 kernels={"cpu": _softmax_kernel(log)})
+    op = declare(f"{name}(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", category="nn")
 
     def fn(input, dim=None, dtype=None):
         check_tensor(input, "input", name)
@@ -200,13 +73,9 @@ log_softmax = LOG_SOFTMAX.fn
 
 
 # --- embedding -------------------------------------------------------------------------------------
-def _k_embedding(weight, indices):
-    return np.take(weight, indices, axis=0)
-
-
 EMBEDDING = declare("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
                     "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
-                    category="nn", method=False, kernels={"cpu": _k_embedding})
+                    category="nn", method=False)
 
 
 @EMBEDDING.front
@@ -255,12 +124,8 @@ def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None
 
 
 # --- dropout ---------------------------------------------------------------------------------------
-def _k_dropout(a, mask, out=None):
-    return np.multiply(a, mask, out=out)
-
-
 DROPOUT = declare("dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
-                  category="nn", method=False, kernels={"cpu": _k_dropout})
+                  category="nn", method=False)
 
 
 def _generator():

@@ -4,7 +4,7 @@ Each operator follows torch: ``dim`` is an int or a tuple/list of ints (None, or
 reduces every dimension), ``keepdim`` keeps reduced dimensions with size 1, integer and bool sums
 and products give int64, ``mean``/``var``/``std`` refuse integer inputs, and multi-output
 reductions (``max``/``min`` with a dim, ``aminmax``, ``cummax``, ``median`` with a dim, ``mode``)
-return namedtuples like ``torch.return_types``.
+return namedtuples like ``torch.return_types``. CPU kernels: ``flambeau._kernels.cpu.reduction``.
 
 Kernel convention (every device; arrays in, array out, never a numpy scalar):
     sum, nansum, mean, nanmean, prod: ``kernel(a, dims, keepdim, dtype) -> array`` computing in
@@ -30,35 +30,29 @@ Multi-output ops record their namedtuple.
 from __future__ import annotations
 
 import builtins
-import functools
-import math
-import warnings
 from collections import namedtuple
 
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._factories import full
 from flambeau._ops._common import (
     Tensor,
     _wrap,
-    broadcast_shapes,
     check_tensor,
-    common_device,
     dims_arg,
     grad_state,
     record,
     wrap_dim,
 )
 from flambeau._ops._registry import OPS, declare
+from flambeau._ops.shape import cat
 
 __all__ = ["diff", "sum", "nansum", "mean", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
            "argmin", "aminmax", "var", "std", "var_mean", "std_mean", "logsumexp", "norm", "all",
            "any", "count_nonzero", "cumsum", "cumprod", "cummax", "cummin", "median", "mode",
            "return_types"]
 
-_ndarray = np.ndarray
-_add_reduce = np.add.reduce
-_float16 = dt.float16
 _int64 = dt.int64
 _bool = dt.bool
 
@@ -102,17 +96,6 @@ def _axes(dim, ndim: int):
     return axes
 
 
-def _count(a, dims) -> int:
-    """Number of elements each output element reduces."""
-    return a.size if dims is None else math.prod(a.shape[d] for d in dims)
-
-
-def _asarray(r, npdt=None) -> np.ndarray:
-    if r.__class__ is _ndarray and (npdt is None or r.dtype == npdt):
-        return r
-    return np.asarray(r, dtype=npdt)
-
-
 def _check_dtype_arg(dtype):
     return None if dtype is None else dt.to_dtype(dtype)
 
@@ -144,253 +127,9 @@ def _rec(op, input, inputs, attrs, out):
         record(op, inputs, attrs, out)
 
 
-# --- CPU kernels ---------------------------------------------------------------------------------
-# Note [Parallel full sums]: numpy sums on one thread; for large contiguous float tensors a
-# numba kernel sums 4096-element blocks (vectorised, in the input dtype) on every thread and adds
-# the block sums in float64, which is both faster and at least as accurate as numpy's pairwise sum.
-_PARALLEL_MIN = 1 << 18
-
-
-@functools.cache
-def _numba_blocked_sum():
-    import numba
-
-    @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
-    def blocked_sum(a, zero):
-        # ``zero`` has a's dtype, so blocks accumulate (and vectorise) in it.
-        n = a.shape[0]
-        parts = np.empty((n + 4095) // 4096, np.float64)
-        for b in numba.prange(parts.shape[0]):
-            j = b * 4096
-            end = j + 4096 if j + 4096 < n else n  # (this module's ``min`` is flambeau.min)
-            s = zero
-            for k in range(j, end):
-                s += a[k]
-            parts[b] = s
-        return parts.sum()
-
-    return blocked_sum
-
-
-def _parallel_sum(a, dims, npdt):
-    """The full sum of ``a`` as a float64 Python number, or None where numpy should do it."""
-    if dims is None and a.size >= _PARALLEL_MIN and a.dtype == npdt and npdt.kind == "f" and a.flags.c_contiguous:
-        return _numba_blocked_sum()(a.reshape(-1), npdt.type(0))
-    return None
-
-
-def _k_sum(a, dims, keepdim, dtype):
-    if dtype is _float16:  # accumulate half in float32 as torch does
-        return _asarray(_add_reduce(a, dims, np.float32, None, keepdim), dtype.np)
-    if a.size >= _PARALLEL_MIN:
-        total = _parallel_sum(a, dims, dtype.np)
-        if total is not None:
-            return np.full((1,) * a.ndim if keepdim else (), total, dtype.np)
-    r = _add_reduce(a, dims, dtype.np, None, keepdim)
-    return r if r.__class__ is _ndarray else np.asarray(r)
-
-
-def _k_nansum(a, dims, keepdim, dtype):
-    if a.dtype.kind != "f":
-        return _k_sum(a, dims, keepdim, dtype)
-    acc = np.float32 if dtype is dt.float16 else dtype.np
-    return _asarray(np.nansum(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
-
-
-def _k_mean(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is _float16 else dtype.np
-    n = _count(a, dims)
-    if n >= _PARALLEL_MIN:
-        total = _parallel_sum(a, dims, dtype.np)
-        if total is not None:
-            return np.full((1,) * a.ndim if keepdim else (), total / n, dtype.np)
-    total = _add_reduce(a, dims, acc, None, keepdim)
-    if n == 0:  # torch quietly gives NaN
-        with np.errstate(all="ignore"):
-            return _asarray(np.true_divide(total, 0, dtype=acc), dtype.np)
-    r = np.true_divide(total, n, dtype=acc)
-    return r if r.__class__ is _ndarray and r.dtype == dtype.np else _asarray(r, dtype.np)
-
-
-def _k_nanmean(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
-    with np.errstate(all="ignore"):
-        mask = ~np.isnan(a)
-        total = np.sum(a, axis=dims, dtype=acc, keepdims=keepdim, where=mask)
-        count = np.count_nonzero(mask, axis=dims, keepdims=keepdim)
-        return _asarray(total / count, dtype.np)
-
-
-def _k_prod(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
-    return _asarray(np.prod(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
-
-
-def _k_amax(a, dims, keepdim):
-    return _asarray(np.amax(a, axis=dims, keepdims=keepdim))
-
-
-def _k_amin(a, dims, keepdim):
-    return _asarray(np.amin(a, axis=dims, keepdims=keepdim))
-
-
-def _k_all(a, dims, keepdim):
-    r = _asarray(np.all(a, axis=dims, keepdims=keepdim))
-    return r.astype(np.uint8) if a.dtype == np.uint8 else r
-
-
-def _k_any(a, dims, keepdim):
-    r = _asarray(np.any(a, axis=dims, keepdims=keepdim))
-    return r.astype(np.uint8) if a.dtype == np.uint8 else r
-
-
-def _k_count_nonzero(a, dims, keepdim):
-    return _asarray(np.count_nonzero(a, axis=dims, keepdims=keepdim), np.int64)
-
-
-def _k_logsumexp(a, dims, keepdim):
-    with np.errstate(all="ignore"):
-        m = np.amax(a, axis=dims, keepdims=True, initial=-np.inf)
-        m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
-        r = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
-    return r if keepdim else _asarray(np.squeeze(r, axis=dims))
-
-
-def _k_var(a, dims, correction, keepdim):
-    acc = np.float32 if a.dtype == np.float16 else None
-    if _count(a, dims) > correction:
-        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
-    with warnings.catch_warnings(), np.errstate(all="ignore"):  # numpy warns about dof <= 0; torch gives NaN/inf
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
-
-
-def _k_std(a, dims, correction, keepdim):
-    r = _k_var(a, dims, correction, keepdim)
-    return np.sqrt(r, out=r)
-
-
-def _k_norm(a, p, dims, keepdim):
-    with np.errstate(all="ignore"):
-        acc = np.float32 if a.dtype == np.float16 else None
-        if p == 2:
-            r = np.sqrt(np.sum(np.square(a, dtype=acc), axis=dims, keepdims=keepdim))
-        elif p == 1:
-            r = np.sum(np.abs(a), axis=dims, keepdims=keepdim, dtype=acc)
-        elif p == math.inf:
-            r = np.amax(np.abs(a), axis=dims, keepdims=keepdim, initial=0)
-        elif p == -math.inf:
-            r = np.amin(np.abs(a), axis=dims, keepdims=keepdim, initial=np.inf)
-        elif p == 0:
-            r = np.count_nonzero(a, axis=dims, keepdims=keepdim)
-        else:
-            r = np.sum(np.abs(a, dtype=acc) ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
-    return _asarray(r, a.dtype)
-
-
-def _extreme_kernel(ufunc, arg):
-    reduce = ufunc.reduce
-
-    def kernel(a, dim, keepdim):
-        if dim is None:
-            return _asarray(reduce(a, None))
-        # Two C-level passes beat one argmax plus take_along_axis (a Python-level gather); both
-        # pick the first NaN, so values and indices agree.
-        vals = _asarray(reduce(a, dim, None, None, keepdim))
-        idx = _asarray(arg(a, axis=dim, keepdims=keepdim), np.int64)
-        return vals, idx
-
-    return kernel
-
-
-def _arg(fn):
-    def kernel(a, dim, keepdim):
-        if dim is None:
-            r = fn(a)
-            return np.full((1,) * a.ndim if keepdim else (), r, dtype=np.int64)
-        return _asarray(fn(a, axis=dim, keepdims=keepdim), np.int64)
-
-    return kernel
-
-
-def _k_aminmax(a, dims, keepdim):
-    return (_asarray(np.amin(a, axis=dims, keepdims=keepdim)), _asarray(np.amax(a, axis=dims, keepdims=keepdim)))
-
-
-def _k_cumsum(a, dim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
-    return _asarray(np.cumsum(a, axis=dim, dtype=acc), dtype.np)
-
-
-def _k_cumprod(a, dim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
-    return _asarray(np.cumprod(a, axis=dim, dtype=acc), dtype.np)
-
-
-def _cum_extreme(ufunc):
-    def kernel(a, dim):
-        vals = ufunc.accumulate(a, axis=dim)
-        # The index of the latest element equal to the running extreme (torch's >= / <= rule);
-        # a NaN becomes the extreme and keeps it, and every later NaN takes over its index.
-        hit = a == vals
-        if a.dtype.kind == "f":
-            hit |= np.isnan(a)
-        shape = [1] * a.ndim
-        shape[dim] = a.shape[dim]
-        pos = np.arange(a.shape[dim], dtype=np.int64).reshape(shape)
-        idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=dim)
-        return vals, idx
-
-    return kernel
-
-
-def _k_median(a, dim, keepdim):
-    if dim is not None:
-        return _median_dim(a, dim, keepdim)
-    flat = a.reshape(-1)
-    if flat.size == 0:
-        return np.asarray(np.nan, dtype=a.dtype)
-    if a.dtype.kind == "f" and np.isnan(flat).any():
-        return np.asarray(np.nan, dtype=a.dtype)
-    k = (flat.size - 1) // 2
-    return _asarray(np.partition(flat, k)[k], a.dtype)
-
-
-def _median_dim(a, dim, keepdim):
-    k = (a.shape[dim] - 1) // 2
-    idx = np.take(np.argpartition(a, k, axis=dim), [k], axis=dim)
-    if a.dtype.kind == "f":
-        nans = np.isnan(a)
-        has = nans.any(axis=dim, keepdims=True)
-        if has.any():  # torch propagates NaN and points at the first one
-            idx = np.where(has, np.argmax(nans, axis=dim, keepdims=True), idx)
-    vals = np.take_along_axis(a, idx, axis=dim)
-    if not keepdim:
-        idx, vals = idx.squeeze(dim), vals.squeeze(dim)
-    return vals, idx.astype(np.int64, copy=False)
-
-
-def _k_mode(a, dim, keepdim):
-    moved = np.moveaxis(a, dim, -1)
-    n = moved.shape[-1]
-    rows = moved.reshape(-1, n)
-    vals = np.empty(rows.shape[0], a.dtype)
-    idx = np.empty(rows.shape[0], np.int64)
-    for i, row in enumerate(rows):
-        uniq, counts = np.unique(row, return_counts=True)
-        v = uniq[np.argmax(counts)]  # the smallest of the most frequent values
-        vals[i] = v
-        idx[i] = n - 1 - np.argmax(row[::-1] == v)  # torch returns its last index
-    shape = moved.shape[:-1]
-    vals, idx = vals.reshape(shape), idx.reshape(shape)
-    if keepdim:
-        vals, idx = np.expand_dims(vals, dim), np.expand_dims(idx, dim)
-    return vals, idx
-
-
 # --- sum, nansum, mean, nanmean, prod --------------------------------------------------------------
 SUM = declare("sum(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-              category="reduction", kernels={"cpu": _k_sum})
+              category="reduction")
 
 
 @SUM.front
@@ -421,7 +160,7 @@ _SUM_KERNELS = SUM.kernels
 
 
 NANSUM = declare("nansum(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                 category="reduction", kernels={"cpu": _k_nansum})
+                 category="reduction")
 
 
 @NANSUM.front
@@ -437,7 +176,7 @@ def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Ten
 
 
 MEAN = declare("mean(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-               category="reduction", kernels={"cpu": _k_mean})
+               category="reduction")
 
 
 @MEAN.front
@@ -458,7 +197,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 
 
 NANMEAN = declare("nanmean(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-                  category="reduction", kernels={"cpu": _k_nanmean})
+                  category="reduction")
 
 
 @NANMEAN.front
@@ -477,7 +216,7 @@ def nanmean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Te
 
 
 PROD = declare("prod(Tensor input, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-               category="reduction", kernels={"cpu": _k_prod})
+               category="reduction")
 
 
 @PROD.front
@@ -499,14 +238,14 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 
 
 # --- max, min, amax, amin, argmax, argmin, aminmax -------------------------------------------------
-def _extreme_op(name: str, kernel, elementwise: str, rtype):
+def _extreme_op(name: str, elementwise: str, rtype):
     op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor | (Tensor values, Tensor indices)",
-                 category="reduction", kernels={"cpu": kernel})
+                 category="reduction")
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
         if isinstance(dim, Tensor):
-            return _elementwise_extreme(name, elementwise, op, input, dim)
+            return _elementwise_extreme(elementwise, input, dim)
         a = input._data
         dev = input._device
         if dim is None:
@@ -535,29 +274,19 @@ def _extreme_op(name: str, kernel, elementwise: str, rtype):
     return op
 
 
-def _elementwise_extreme(name, elementwise, op, input, other):
-    target = OPS.get(elementwise)
-    if target is not None and target.fn is not None:
-        return target.fn(input, other)
-    ufunc = np.maximum if name == "max" else np.minimum
-    dev = common_device(input, other)
-    d = dt.result_type(input, other)
-    broadcast_shapes(input._data.shape, other._data.shape)
-    out = _wrap(_asarray(ufunc(input._data, other._data, dtype=d.np)), dev)
-    if grad_state.enabled and (input._requires_grad or other._requires_grad):
-        record(op, (input, None, False), {"other": other}, out)
-    return out
+def _elementwise_extreme(elementwise, input, other):
+    # max(input, other) is the elementwise operator (declared by the elementwise family)
+    return OPS[elementwise].fn(input, other)
 
 
-MAX = _extreme_op("max", _extreme_kernel(np.maximum, np.argmax), "maximum", return_types.max)
-MIN = _extreme_op("min", _extreme_kernel(np.minimum, np.argmin), "minimum", return_types.min)
+MAX = _extreme_op("max", "maximum", return_types.max)
+MIN = _extreme_op("min", "minimum", return_types.min)
 max = MAX.fn
 min = MIN.fn
 
 
-def _amax_op(name, kernel):
-    op = declare(f"{name}(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", category="reduction",
-                 kernels={"cpu": kernel})
+def _amax_op(name):
+    op = declare(f"{name}(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", category="reduction")
 
     def fn(input, dim=(), keepdim=False):
         check_tensor(input, "input", name)
@@ -579,15 +308,15 @@ def _amax_op(name, kernel):
     return op
 
 
-AMAX = _amax_op("amax", _k_amax)
-AMIN = _amax_op("amin", _k_amin)
+AMAX = _amax_op("amax")
+AMIN = _amax_op("amin")
 amax = AMAX.fn
 amin = AMIN.fn
 
 
-def _argop(name, fn_np):
+def _argop(name):
     op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", category="reduction",
-                 differentiable=False, kernels={"cpu": _arg(fn_np)})
+                 differentiable=False)
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
@@ -615,13 +344,13 @@ def _argop(name, fn_np):
     return op
 
 
-ARGMAX = _argop("argmax", np.argmax)
-ARGMIN = _argop("argmin", np.argmin)
+ARGMAX = _argop("argmax")
+ARGMIN = _argop("argmin")
 argmax = ARGMAX.fn
 argmin = ARGMIN.fn
 
 AMINMAX = declare("aminmax(Tensor input, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)",
-                  category="reduction", kernels={"cpu": _k_aminmax})
+                  category="reduction")
 
 
 @AMINMAX.front
@@ -659,9 +388,9 @@ def _var_setup(name, input, dim, unbiased, correction):
 
 
 VAR = declare("var(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) -> Tensor",
-              category="reduction", kernels={"cpu": _k_var})
+              category="reduction")
 STD = declare("std(Tensor input, int[1]? dim=None, *, Scalar? correction=1, bool keepdim=False) -> Tensor",
-              category="reduction", kernels={"cpu": _k_std})
+              category="reduction")
 
 
 @VAR.front
@@ -715,8 +444,7 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *, c
 
 
 # --- logsumexp, norm ---------------------------------------------------------------------------------
-LOGSUMEXP = declare("logsumexp(Tensor input, int[1] dim, bool keepdim=False) -> Tensor", category="reduction",
-                    kernels={"cpu": _k_logsumexp})
+LOGSUMEXP = declare("logsumexp(Tensor input, int[1] dim, bool keepdim=False) -> Tensor", category="reduction")
 
 
 @LOGSUMEXP.front
@@ -736,7 +464,7 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
 
 
 NORM = declare("norm(Tensor input, Scalar|str p='fro', int[1]? dim=None, bool keepdim=False, *, "
-               "ScalarType? dtype=None) -> Tensor", category="reduction", kernels={"cpu": _k_norm})
+               "ScalarType? dtype=None) -> Tensor", category="reduction")
 
 
 @NORM.front
@@ -769,9 +497,9 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
 
 
 # --- all, any, count_nonzero -------------------------------------------------------------------------
-def _logical_op(name, kernel, what):
+def _logical_op(name, what):
     op = declare(f"{name}(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor", category="reduction",
-                 differentiable=False, kernels={"cpu": kernel})
+                 differentiable=False)
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
@@ -787,13 +515,13 @@ def _logical_op(name, kernel, what):
     return op
 
 
-ALL = _logical_op("all", _k_all, "every")
-ANY = _logical_op("any", _k_any, "any")
+ALL = _logical_op("all", "every")
+ANY = _logical_op("any", "any")
 all = ALL.fn
 any = ANY.fn
 
 COUNT_NONZERO = declare("count_nonzero(Tensor input, int[1]? dim=None) -> Tensor", category="reduction",
-                        differentiable=False, kernels={"cpu": _k_count_nonzero})
+                        differentiable=False)
 
 
 @COUNT_NONZERO.front
@@ -805,9 +533,8 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
 
 
 # --- cumulative ----------------------------------------------------------------------------------------
-def _cum_op(name, kernel, what):
-    op = declare(f"{name}(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", category="reduction",
-                 kernels={"cpu": kernel})
+def _cum_op(name, what):
+    op = declare(f"{name}(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", category="reduction")
 
     def fn(input, dim, *, dtype=None):
         check_tensor(input, "input", name)
@@ -830,15 +557,14 @@ def _cum_op(name, kernel, what):
     return op
 
 
-CUMSUM = _cum_op("cumsum", _k_cumsum, "sum")
-CUMPROD = _cum_op("cumprod", _k_cumprod, "product")
+CUMSUM = _cum_op("cumsum", "sum")
+CUMPROD = _cum_op("cumprod", "product")
 cumsum = CUMSUM.fn
 cumprod = CUMPROD.fn
 
 
-def _cum_extreme_op(name, ufunc, rtype):
-    op = declare(f"{name}(Tensor input, int dim) -> (Tensor values, Tensor indices)", category="reduction",
-                 kernels={"cpu": _cum_extreme(ufunc)})
+def _cum_extreme_op(name, rtype):
+    op = declare(f"{name}(Tensor input, int dim) -> (Tensor values, Tensor indices)", category="reduction")
 
     def fn(input, dim):
         check_tensor(input, "input", name)
@@ -862,14 +588,14 @@ def _cum_extreme_op(name, ufunc, rtype):
     return op
 
 
-CUMMAX = _cum_extreme_op("cummax", np.maximum, return_types.cummax)
-CUMMIN = _cum_extreme_op("cummin", np.minimum, return_types.cummin)
+CUMMAX = _cum_extreme_op("cummax", return_types.cummax)
+CUMMIN = _cum_extreme_op("cummin", return_types.cummin)
 cummax = CUMMAX.fn
 cummin = CUMMIN.fn
 
 # --- median, mode --------------------------------------------------------------------------------------
 MEDIAN = declare("median(Tensor input, int? dim=None, bool keepdim=False) -> Tensor | (Tensor values, Tensor indices)",
-                 category="reduction", kernels={"cpu": _k_median})
+                 category="reduction")
 
 
 @MEDIAN.front
@@ -899,7 +625,7 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
 
 
 MODE = declare("mode(Tensor input, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",
-               category="reduction", kernels={"cpu": _k_mode})
+               category="reduction")
 
 
 @MODE.front
@@ -935,8 +661,6 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
     ``prepend``/``append`` (tensors, or numbers broadcast to one slice) are concatenated along ``dim``
     first. The result is ``n`` shorter along ``dim``; bool inputs give ``input[i + 1] != input[i]``.
     """
-    import flambeau as fl
-
     check_tensor(input, "input", "diff")
     if input.dim() == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
@@ -948,10 +672,10 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
             return extra
         shape = list(input.shape)
         shape[d] = 1  # a number stands for one slice along dim
-        return fl.full(shape, extra, dtype=input.dtype, device=input.device)
+        return full(shape, extra, dtype=input.dtype, device=input.device)
 
     parts = [p for p in (as_slices(prepend), input, as_slices(append)) if p is not None]
-    x = fl.cat(parts, d) if len(parts) > 1 else input
+    x = cat(parts, d) if len(parts) > 1 else input
     for _ in range(n):
         length = x.shape[d]
         if length == 0:

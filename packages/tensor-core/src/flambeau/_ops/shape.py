@@ -10,9 +10,11 @@ Note [Device-agnostic views]
     array with the input's shape and strides over a one-element dummy buffer, which is never
     read; the shadow's shape, strides and pointer give the view's (shape, strides, offset), and
     ``backend(device.type).as_strided(storage._buffer, shape, strides, offset)`` builds the
-    device array. One code path serves every device.
+    device array. One code path serves every device, so views have no kernels.
 
-Kernel convention for the copying operators (arrays in, array out; every device):
+Kernel convention for the copying operators (arrays in, array out; every device; CPU kernels in
+``flambeau._kernels.cpu.shape``):
+    reshape (the copy made when no view is possible): ``kernel(array, shape) -> C-contiguous array``;
     cat: ``kernel(arrays, dim, np_dtype) -> array``;  stack: same.
     repeat: ``kernel(array, repeats)``;  repeat_interleave: ``kernel(array, repeats, dim)`` with
     ``repeats`` an int or an int64 array (``dim`` None flattens);  flip: ``kernel(array, dims)``;
@@ -35,6 +37,7 @@ import numpy as np
 from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU
+from flambeau._factories import arange
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -283,11 +286,8 @@ def reshape(input: Tensor, *shape) -> Tensor:
     return out
 
 
-def _cpu_reshape_copy(arr, shape):
-    return np.array(arr, order="C").reshape(shape)
 
 
-RESHAPE.kernels["cpu"] = _cpu_reshape_copy
 RESHAPE_KERNELS = RESHAPE.kernels
 
 RESHAPE_AS = declare("reshape_as(Tensor(a) self, Tensor other) -> Tensor(a)", function=False, category="view")
@@ -932,12 +932,10 @@ def adjoint(input: Tensor) -> Tensor:
 
 
 # --- concatenation -------------------------------------------------------------------------------
-def _cpu_cat(arrays, dim, np_dtype):
-    return np.concatenate(arrays, axis=dim, dtype=np_dtype, casting="unsafe")
 
 
 CAT = declare("cat(Tensor[] tensors, int dim=0) -> Tensor", method=False, category="joining",
-              aliases=("concat", "concatenate"), kernels={"cpu": _cpu_cat})
+              aliases=("concat", "concatenate"))
 
 
 def _tensor_list(tensors, opname: str) -> list:
@@ -1021,14 +1019,9 @@ def _cat_slow(tensors, dim, dev, dtype):
     return _wrap(CAT.kernel(dev.type)([x._data for x in used], d, dtype.np), dev, dtype=dtype)
 
 
-def _cpu_stack(arrays, dim, np_dtype):
-    # np.stack's Python layer costs more than the copy for small inputs
-    key = (slice(None),) * dim + (None,)
-    return np.concatenate([a[key] for a in arrays], axis=dim, dtype=np_dtype, casting="unsafe")
 
 
-STACK = declare("stack(Tensor[] tensors, int dim=0) -> Tensor", method=False, category="joining",
-                kernels={"cpu": _cpu_stack})
+STACK = declare("stack(Tensor[] tensors, int dim=0) -> Tensor", method=False, category="joining")
 
 
 @STACK.front
@@ -1110,12 +1103,9 @@ def column_stack(tensors) -> Tensor:
 
 
 # --- repetition -----------------------------------------------------------------------------------
-def _cpu_repeat(arr, repeats):
-    return np.tile(arr, repeats)
 
 
-REPEAT = declare("repeat(Tensor self, SymInt[] repeats) -> Tensor", function=False, category="joining",
-                 kernels={"cpu": _cpu_repeat})
+REPEAT = declare("repeat(Tensor self, SymInt[] repeats) -> Tensor", function=False, category="joining")
 
 
 @REPEAT.front
@@ -1149,15 +1139,10 @@ def tile(input: Tensor, *dims) -> Tensor:
     return repeat(input, dims)
 
 
-def _cpu_repeat_interleave(arr, repeats, dim):
-    if dim is None:
-        return np.repeat(arr.reshape(-1), repeats)
-    return np.repeat(arr, repeats, axis=dim)
 
 
 REPEAT_INTERLEAVE = declare("repeat_interleave(Tensor input, Tensor repeats, int? dim=None, *, "
-                            "SymInt? output_size=None) -> Tensor", category="joining",
-                            kernels={"cpu": _cpu_repeat_interleave})
+                            "SymInt? output_size=None) -> Tensor", category="joining")
 
 
 @REPEAT_INTERLEAVE.front
@@ -1169,8 +1154,6 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
     """
     if repeats is None:
         counts = check_tensor(input, "input", "repeat_interleave")
-        from flambeau._factories import arange
-
         return repeat_interleave(arange(counts._data.shape[0] if counts._data.ndim else 1, device=counts._device),
                                  counts, 0)
     dev = input._device
@@ -1205,11 +1188,9 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
 
 
 # --- flips, rolls, rotations ----------------------------------------------------------------------
-def _cpu_flip(arr, dims):
-    return np.ascontiguousarray(np.flip(arr, dims)) if dims else arr.copy()
 
 
-FLIP = declare("flip(Tensor input, int[] dims) -> Tensor", category="reordering", kernels={"cpu": _cpu_flip})
+FLIP = declare("flip(Tensor input, int[] dims) -> Tensor", category="reordering")
 
 
 @FLIP.front
@@ -1249,14 +1230,9 @@ def flipud(input: Tensor) -> Tensor:
     return flip(input, (0,))
 
 
-def _cpu_roll(arr, shifts, dims):
-    if not dims:
-        return np.roll(arr.reshape(-1), shifts[0]).reshape(arr.shape)
-    return np.roll(arr, shifts, dims)
 
 
-ROLL = declare("roll(Tensor input, SymInt[1] shifts, int[1] dims=[]) -> Tensor", category="reordering",
-               kernels={"cpu": _cpu_roll})
+ROLL = declare("roll(Tensor input, SymInt[1] shifts, int[1] dims=[]) -> Tensor", category="reordering")
 
 
 @ROLL.front
@@ -1279,12 +1255,9 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
     return out
 
 
-def _cpu_rot90(arr, k, dims):
-    return np.ascontiguousarray(np.rot90(arr, k, dims))
 
 
-ROT90 = declare("rot90(Tensor input, int k=1, int[] dims=[0,1]) -> Tensor", category="reordering",
-                kernels={"cpu": _cpu_rot90})
+ROT90 = declare("rot90(Tensor input, int k=1, int[] dims=[0,1]) -> Tensor", category="reordering")
 
 
 @ROT90.front
@@ -1307,16 +1280,12 @@ def rot90(input: Tensor, k: int = 1, dims=(0, 1)) -> Tensor:
 
 
 # --- triangles ------------------------------------------------------------------------------------
-def _cpu_tril(arr, diagonal):
-    return np.tril(arr, diagonal)
 
 
-def _cpu_triu(arr, diagonal):
-    return np.triu(arr, diagonal)
 
 
-def _tri_op(name: str, kernel):
-    OP = declare(f"{name}(Tensor input, int diagonal=0) -> Tensor", category="reordering", kernels={"cpu": kernel})
+def _tri_op(name: str):
+    OP = declare(f"{name}(Tensor input, int diagonal=0) -> Tensor", category="reordering")
     lower = name == "tril"
 
     def fn(input: Tensor, diagonal: int = 0) -> Tensor:
@@ -1332,10 +1301,8 @@ def _tri_op(name: str, kernel):
             return inplace_by_engine(OP, (self, int(diagonal)), {})
         if self._data.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        from flambeau._backends import backend as _b
-
         res = OP.kernel(self._device.type)(self._data, int(diagonal))
-        _b(self._device.type).copy_(self._data, res)
+        backend(self._device.type).copy_(self._data, res)
         self._storage._version += 1
         record_if_needed(OP, (self, int(diagonal)), {"inplace": True}, self)
         return self
@@ -1349,26 +1316,17 @@ def _tri_op(name: str, kernel):
     return OP, fn
 
 
-TRIL, tril = _tri_op("tril", _cpu_tril)
-TRIU, triu = _tri_op("triu", _cpu_triu)
+TRIL, tril = _tri_op("tril")
+TRIU, triu = _tri_op("triu")
 
 
 # --- padding, one-hot -----------------------------------------------------------------------------
-_NP_PAD_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _cpu_pad(arr, pairs, mode, value):
-    # Negative padding crops: crop first, then pad with the positive parts.
-    crop = tuple(slice(max(-a, 0), n - max(-b, 0)) for (a, b), n in zip(pairs, arr.shape))
-    arr = arr[crop]
-    pos = tuple((max(a, 0), max(b, 0)) for a, b in pairs)
-    if mode == "constant":
-        return np.pad(arr, pos, mode="constant", constant_values=value)
-    return np.pad(arr, pos, mode=_NP_PAD_MODES[mode])
 
 
 PAD = declare("pad(Tensor input, SymInt[] pad, str mode='constant', float? value=None) -> Tensor", function=False,
-              method=False, category="padding", kernels={"cpu": _cpu_pad})
+              method=False, category="padding")
 
 
 @PAD.front
@@ -1410,14 +1368,10 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
     return out
 
 
-def _cpu_one_hot(arr, num_classes):
-    out = np.zeros(arr.shape + (num_classes,), np.int64)
-    np.put_along_axis(out, arr[..., None], 1, axis=-1)
-    return out
 
 
 ONE_HOT = declare("one_hot(Tensor self, int num_classes=-1) -> Tensor", function=False, method=False,
-                  differentiable=False, category="padding", kernels={"cpu": _cpu_one_hot})
+                  differentiable=False, category="padding")
 
 
 @ONE_HOT.front
@@ -1457,20 +1411,10 @@ topk_result = _return_type("topk")
 kthvalue_result = _return_type("kthvalue")
 
 
-def _cpu_sort(arr, dim, descending, stable):
-    # numpy's stable sort puts NaN last, like torch's ascending order; descending sorts the reversed
-    # array ascending and reverses back, which keeps equal elements in their original order.
-    if descending:
-        n = arr.shape[dim]
-        idx = np.flip(np.argsort(np.flip(arr, dim), axis=dim, kind="stable"), dim)
-        idx = (n - 1) - idx
-    else:
-        idx = np.argsort(arr, axis=dim, kind="stable")
-    return np.take_along_axis(arr, idx, dim), np.ascontiguousarray(idx, dtype=np.int64)
 
 
 SORT = declare("sort(Tensor self, *, bool? stable=None, int dim=-1, bool descending=False) -> (Tensor values, "
-               "Tensor indices)", category="sorting", kernels={"cpu": _cpu_sort})
+               "Tensor indices)", category="sorting")
 
 
 def _sort_dim(input: Tensor, dim: int) -> int:
@@ -1560,48 +1504,12 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
 
 
 # --- unique ---------------------------------------------------------------------------------------
-def _cpu_unique(arr, sorted, return_inverse, return_counts, dim):
-    if dim is None:
-        flat = arr.reshape(-1)
-        values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
-        inverse = inverse.reshape(arr.shape)
-    else:
-        values, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True, axis=dim)
-        inverse = inverse.reshape(-1)
-    return values, inverse.astype(np.int64, copy=False), counts.astype(np.int64, copy=False)
 
 
-def _cpu_unique_consecutive(arr, return_inverse, return_counts, dim):
-    if dim is None:
-        flat = arr.reshape(-1)
-        if flat.size == 0:
-            return flat.copy(), np.zeros(arr.shape, np.int64), np.zeros(0, np.int64)
-        change = np.empty(flat.size, bool)
-        change[0] = True
-        np.not_equal(flat[1:], flat[:-1], out=change[1:])
-        inv_shape = arr.shape
-        values_of = flat
-    else:
-        moved = np.moveaxis(arr, dim, 0)
-        n = moved.shape[0]
-        if n == 0:
-            return arr.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        change = np.empty(n, bool)
-        change[0] = True
-        rest = moved.reshape(n, -1)
-        np.any(rest[1:] != rest[:-1], axis=1, out=change[1:])
-        inv_shape = (n,)
-        values_of = None
-    starts = np.flatnonzero(change)
-    counts = np.diff(np.append(starts, change.size)).astype(np.int64)
-    inverse = (np.cumsum(change) - 1).astype(np.int64).reshape(inv_shape)
-    values = values_of[starts] if values_of is not None else np.take(arr, starts, axis=dim)
-    return values, inverse, counts
 
 
 UNIQUE = declare("unique(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False, "
-                 "int? dim=None) -> (Tensor, Tensor, Tensor)", differentiable=False, category="sorting",
-                 kernels={"cpu": _cpu_unique})
+                 "int? dim=None) -> (Tensor, Tensor, Tensor)", differentiable=False, category="sorting")
 
 
 def _unique_result(input, values, inverse, counts, return_inverse, return_counts):
@@ -1634,8 +1542,7 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, ret
 
 
 UNIQUE_CONSECUTIVE = declare("unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, "
-                             "int? dim=None) -> (Tensor, Tensor, Tensor)", differentiable=False, category="sorting",
-                             kernels={"cpu": _cpu_unique_consecutive})
+                             "int? dim=None) -> (Tensor, Tensor, Tensor)", differentiable=False, category="sorting")
 
 
 @UNIQUE_CONSECUTIVE.front

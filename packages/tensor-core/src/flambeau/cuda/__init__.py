@@ -15,6 +15,7 @@ that needs a device (``Tensor.to('cuda')``, ``device='cuda'``, streams, :func:`s
 
 from __future__ import annotations
 
+from flambeau._device import register_current_index
 from flambeau.cuda import _streams
 from flambeau.cuda._allocator import Allocator, NativeAllocator, get_allocator, set_allocator
 from flambeau.cuda._streams import (
@@ -149,12 +150,9 @@ def record_stream(tensor, stream: Stream) -> None:
     get_allocator(tensor.device.index).record_stream(tensor.untyped_storage().data_ptr(), stream.numba)
 
 
-def _register_kernels() -> None:
-    # The operator table is complete once flambeau._ops is imported (it is, before this module):
-    # register the CUDA launchers now (importing no numba).
-    from flambeau._backends import cuda_kernels
-
-    cuda_kernels.register_all()
-
-
-_register_kernels()
+# This package decides whether CUDA can be used, how many devices there are and which is current; the
+# modules below it ask it through these hooks (Note [flambeau.cuda and its streams] in _streams.py, Note
+# [The current device of a type] in flambeau/_device.py). The lambdas look the functions up when called, so
+# replacing them here (as tests do) reaches those modules too.
+_streams.use_checks(lambda: _lazy_init(), lambda: device_count())
+register_current_index("cuda", lambda: current_device())

@@ -7,6 +7,12 @@ made another one current. The host waits only when a value is read or the user a
 
 numba-cuda is reached through :func:`_driver` (``numba.cuda``), which tests replace with a fake
 to check the bookkeeping without a device.
+
+Note [flambeau.cuda and its streams]
+    Whether CUDA can be used at all (and why not) and how many devices there are is decided by the
+    ``flambeau.cuda`` package itself (its ``_lazy_init`` and ``device_count``). That package imports
+    this module, so this module does not import it back: the package hands those two functions over
+    with :func:`use_checks` when it is imported.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from typing import Any
+
+from flambeau._device import device as _dev
 
 __all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize",
            "current_device", "set_device", "device"]
@@ -23,13 +31,21 @@ _override: list = [None]
 _defaults: dict[int, Stream] = {}
 
 
+# flambeau.cuda's availability check and device count, installed by it (Note [flambeau.cuda and its streams])
+_checks: dict = {}
+
+
+def use_checks(lazy_init, device_count) -> None:
+    """Install flambeau.cuda's ``_lazy_init`` and ``device_count`` (Note [flambeau.cuda and its streams])."""
+    _checks["lazy_init"] = lazy_init
+    _checks["device_count"] = device_count
+
+
 def _driver():
     """The numba.cuda module (or the fake installed by :func:`_set_driver`); RuntimeError without CUDA."""
     d = _override[0]
     if d is None:
-        from flambeau.cuda import _lazy_init
-
-        _lazy_init()
+        _checks["lazy_init"]()
         from numba import cuda as d
     return d
 
@@ -56,19 +72,15 @@ def current_device() -> int:
 
 
 def _check_index(index) -> int:
-    from flambeau import cuda as _c
-
     if isinstance(index, str) or hasattr(index, "type"):
-        from flambeau._device import device as _dev
-
         d = _dev(index)
         if d.type != "cuda":
             raise ValueError(f"Expected a cuda device, but got: {d}")
         index = 0 if d.index is None else d.index
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ValueError(f"device: expected a non-negative CUDA device index, got {index!r}")
-    _c._lazy_init()
-    n = _c.device_count()
+    _checks["lazy_init"]()
+    n = _checks["device_count"]()
     if index >= n:
         raise RuntimeError(f"CUDA error: invalid device ordinal {index} (device_count() is {n})")
     return index
@@ -119,8 +131,6 @@ class Stream:
     @property
     def device(self):
         """The :class:`flambeau.device` this stream belongs to."""
-        from flambeau._device import device as _dev
-
         return _dev("cuda", self.device_index)
 
     @property
@@ -176,8 +186,6 @@ class Stream:
 def _device_index(device) -> int:
     if isinstance(device, int) and not isinstance(device, bool):
         return device
-    from flambeau._device import device as _dev
-
     d = _dev(device)
     if d.type != "cuda":
         raise ValueError(f"Expected a cuda device, but got: {d}")

@@ -1,8 +1,9 @@
 """cuBLAS through cffi (ABI mode), loaded lazily from the nvidia-cublas-cu12 wheel or the system.
 
 Never required: :func:`available` is False without a real GPU, cffi or libcublas, and matrix
-products then use the numba kernel. One handle per (device, thread); each call sets the handle's
-stream to the current stream, so cuBLAS work is ordered with flambeau's kernels.
+products (:mod:`flambeau._kernels.cuda.linalg`) then use the numba kernel. One handle per
+(device, thread); each call sets the handle's stream to the current stream, so cuBLAS work is
+ordered with flambeau's kernels.
 
 Row-major ``C = A @ B`` is computed as column-major ``C^T = B^T A^T``: with C-contiguous (or
 transposed) operands no copy is needed.

@@ -1,0 +1,242 @@
+"""CPU kernels made from numpy ufuncs: the machinery behind most elementwise operators.
+
+:func:`binary_kernel` and :func:`unary_kernel` turn a ufunc into a kernel of the elementwise
+convention (``kernel(a, b, dtype, out=None)`` / ``kernel(a, dtype, out=None)``, documented in
+``flambeau._ops._elementwise_base``) that computes in the requested flambeau dtype, splits large
+operands over several threads (Note [Parallel elementwise]), silences numpy's floating-point
+warnings where asked (Note [Quiet floating-point errors]) and wraps out-of-range Python ints as
+torch does (Note [Scalars out of range]). ``flambeau._kernels.cpu.elementwise`` registers them.
+
+Note [Scalars out of range]
+    torch wraps a Python int that does not fit the integer result dtype (``uint8 + 300`` adds
+    ``44``); numpy raises OverflowError. Kernels catch that (it costs nothing on the fast path)
+    and retry with the scalar cast, wrapping, to the result dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from flambeau import _dtype as dt
+from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
+from flambeau._parallel import _state as _par_state
+from flambeau._parallel import run_chunks
+
+__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "wrap_scalar"]
+
+_ndarray = np.ndarray
+
+
+def wrap_scalar(x, npdt):
+    """A Python int cast to ``npdt`` with wrap-around, as torch does (Note [Scalars out of range])."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return np.array(x, dtype=np.int64).astype(npdt)  # OverflowError beyond int64, like torch
+    return x
+
+
+_INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in dt.ALL_DTYPES if d._category == 1}
+
+
+def binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
+    """A CPU kernel computing ``ufunc`` in the requested dtype.
+
+    ``quiet``: silence numpy's floating-point warnings (division by zero etc.), which torch
+    does not emit; it costs about 1 µs, so only operators that hit them routinely ask for it.
+    ``bool_out``: a comparison or logical ufunc; operands are compared in ``dtype``, as torch does.
+    """
+    if bool_out:
+        return _bool_kernel(ufunc)
+
+    def kernel(a, b, dtype, out=None):
+        npdt = dtype.np
+        if ((a.__class__ is _ndarray and a.size >= _PAR_MIN) or (b.__class__ is _ndarray and b.size >= _PAR_MIN)) \
+                and _par_state["threads"] > 1:
+            r = _numba_arith_call(ufunc, a, b, npdt, out) if ufunc in _NUMBA_ARITH_UFUNCS else None
+            if r is None:
+                r = _parallel_ufunc(ufunc, (a, b), npdt, out)
+            if r is not None:
+                return r
+        try:
+            if out is not None:
+                if quiet:
+                    quiet_call(ufunc, a, b, out=out, dtype=npdt, casting="unsafe")
+                else:
+                    ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
+                return out
+            if getattr(a, "dtype", None) is npdt and getattr(b, "dtype", None) is npdt:
+                if quiet:
+                    r = quiet_call(ufunc, a, b)
+                else:
+                    r = ufunc(a, b)  # the fast path: no dtype, no casting, no errstate
+            elif quiet:
+                r = quiet_call(ufunc, a, b, dtype=npdt, casting="unsafe")
+            else:
+                # casting="unsafe": torch's promotion chose ``npdt`` (uint8 tensor * int8 0-dim
+                # tensor is uint8, which numpy's "same_kind" refuses)
+                r = ufunc(a, b, dtype=npdt, casting="unsafe")
+        except OverflowError:
+            return kernel(wrap_scalar(a, npdt), wrap_scalar(b, npdt), dtype, out)
+        return r if r.__class__ is _ndarray else np.asarray(r)
+
+    return kernel
+
+
+# Note [Parallel elementwise]: numpy runs ufuncs on one thread. For large C-contiguous operands,
+# add/sub/mul/div of floats run as numba prange kernels (memory-bound: they need workers that start
+# within microseconds, which numba's spinning threads do and a Python thread pool does not); other
+# ufuncs (exp, sin ... compute-bound) are split into chunks over flambeau's thread pool.
+@functools.cache
+def _numba_arith():
+    import numba
+
+    def build(expr):
+        scope = {"numba": numba}
+        src = f"""
+def aa(a, b, out):
+    for i in numba.prange(out.shape[0]):
+        x = a[i]; y = b[i]; out[i] = {expr}
+def as_(a, y, out):
+    for i in numba.prange(out.shape[0]):
+        x = a[i]; out[i] = {expr}
+def sa(x, b, out):
+    for i in numba.prange(out.shape[0]):
+        y = b[i]; out[i] = {expr}
+"""
+        exec(compile(src, f"<flambeau parallel {expr}>", "exec"), scope)  # noqa: S102 - fixed templates
+        jit = numba.njit(parallel=True)
+        return jit(scope["aa"]), jit(scope["as_"]), jit(scope["sa"])
+
+    return {np.add: build("x + y"), np.subtract: build("x - y"), np.multiply: build("x * y"),
+            np.true_divide: build("x / y")}
+
+
+_NUMBA_ARITH_UFUNCS = frozenset((np.add, np.subtract, np.multiply, np.true_divide))
+_FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _numba_arith_call(ufunc, a, b, npdt, out):
+    """Large float add/sub/mul/div with numba's threads, or None where the layout doesn't fit."""
+    if npdt not in _FLOAT_KINDS:
+        return None
+    a_arr, b_arr = a.__class__ is _ndarray, b.__class__ is _ndarray
+    ref = a if a_arr else b
+    for x, is_arr in ((a, a_arr), (b, b_arr)):
+        if is_arr:
+            if x.dtype is not npdt or x.shape != ref.shape or not x.flags.c_contiguous:
+                return None
+        elif not isinstance(x, (float, int)) or isinstance(x, bool):
+            return None
+    if out is None:
+        out = np.empty(ref.shape, npdt)
+    elif out.dtype is not npdt or out.shape != ref.shape or not out.flags.c_contiguous:
+        return None
+    aa, as_, sa = _numba_arith()[ufunc]
+    flat = out.reshape(-1)
+    if a_arr and b_arr:
+        aa(a.reshape(-1), b.reshape(-1), flat)
+    elif a_arr:
+        as_(a.reshape(-1), npdt.type(b), flat)
+    else:
+        sa(npdt.type(a), b.reshape(-1), flat)
+    return out
+
+
+# Note [Quiet floating-point errors]: torch never warns about division by zero, log(0) or overflow;
+# numpy does unless its error state says "ignore". np.errstate costs about 1 µs per use (it builds
+# its state object each time), as much as the operation itself on small tensors. The state is a
+# context variable in numpy 2: setting a prebuilt "ignore" value costs about 0.1 µs.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERR_STATE
+    from numpy._core._ufunc_config import _make_extobj
+
+    _IGNORE_ALL = _make_extobj(all="ignore")
+except ImportError:  # pragma: no cover - numpy internals moved: use the public API
+    _ERR_STATE = None
+
+
+def quiet_call(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with numpy's floating-point warnings off (Note [Quiet floating-point errors])."""
+    if _ERR_STATE is None:  # pragma: no cover
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    token = _ERR_STATE.set(_IGNORE_ALL)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _ERR_STATE.reset(token)
+
+
+def _parallel_ufunc(ufunc, operands: tuple, npdt, out):
+    """``ufunc(*operands)`` computed in chunks by several threads, or None if the layout doesn't allow it.
+
+    Every array operand must be C-contiguous with the result's shape (other operands are scalars);
+    numpy releases the GIL inside the ufunc, so the chunks really run at once.
+    """
+    shape = next(x.shape for x in operands if x.__class__ is _ndarray)
+    flat_ops = []
+    for x in operands:
+        if x.__class__ is _ndarray:
+            if x.shape != shape or not x.flags.c_contiguous:
+                return None
+            flat_ops.append(x.reshape(-1))
+        elif isinstance(x, (int, float, bool, np.generic)) and not (x.__class__ is int and npdt is not None
+                                                                     and npdt.kind in "iu"):
+            flat_ops.append(x)
+        else:
+            return None  # Python ints into integer arrays may overflow: the serial path wraps them
+    if out is None:
+        out = np.empty(shape, npdt if npdt is not None else np.result_type(*operands))
+    elif out.shape != shape or not out.flags.c_contiguous:
+        return None
+    flat_out = out.reshape(-1)
+    kw = {"casting": "unsafe"} if npdt is None else {"dtype": npdt, "casting": "unsafe"}
+
+    def work(start, stop):
+        args = [x[start:stop] if x.__class__ is _ndarray else x for x in flat_ops]
+        # each thread has its own error state: quiet it there too (torch warns about nothing)
+        quiet_call(ufunc, *args, out=flat_out[start:stop], **kw)
+
+    run_chunks(work, flat_out.size)
+    return out
+
+
+def _bool_kernel(ufunc):
+    def kernel(a, b, dtype, out=None):
+        npdt = dtype.np
+        # torch compares in the promoted dtype: uint8 < (int16 0-dim -1) compares with 255
+        if b.__class__ is int and dtype._category == 1:
+            lo, hi = _INT_BOUNDS[dtype]
+            if not lo <= b <= hi:
+                b = wrap_scalar(b, npdt)
+        if a.__class__ is _ndarray and a.dtype is not npdt:
+            a = a.astype(npdt)
+        if b.__class__ is _ndarray and b.dtype is not npdt:
+            b = b.astype(npdt)
+        if out is not None:
+            ufunc(a, b, out=out, casting="unsafe")
+            return out
+        r = ufunc(a, b)
+        return r if r.__class__ is _ndarray else np.asarray(r)
+
+    return kernel
+
+
+def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
+    """A CPU kernel computing unary ``ufunc`` in the requested dtype (see :func:`binary_kernel`)."""
+
+    def kernel(a, dtype, out=None):
+        npdt = dtype.np
+        if a.size >= _PAR_MIN and _par_state["threads"] > 1:
+            r = _parallel_ufunc(ufunc, (a,), None if bool_out else npdt, out)
+            if r is not None:
+                return r
+        kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt, "casting": "unsafe"}
+        if out is not None:
+            kw["casting"] = "unsafe"
+            kw["out"] = out
+        r = quiet_call(ufunc, a, **kw) if quiet else ufunc(a, **kw)
+        return r if r.__class__ is _ndarray else np.asarray(r)
+
+    return kernel

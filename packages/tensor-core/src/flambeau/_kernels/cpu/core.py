@@ -1,0 +1,40 @@
+"""CPU kernels of the copies and conversions of ``flambeau._ops.core`` (whose docstring gives the
+calling conventions): ``to_copy``, ``clone``, ``contiguous``, ``copy_``, ``fill_``, ``zero_``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flambeau._backends import backend
+from flambeau._ops._registry import kernel
+
+
+@kernel("to_copy", "cpu")
+def _cpu_to_copy(arr, np_dtype, src, dst, non_blocking):
+    if dst.type == "cpu":
+        if src.type == "cpu":
+            return arr.astype(np_dtype, order="K", copy=True)
+        host = backend(src.type).to_numpy(arr)
+        return host if host.dtype == np_dtype else host.astype(np_dtype)
+    raise NotImplementedError(f"no copy kernel from {src} to {dst}")
+
+
+@kernel("clone", "cpu")
+@kernel("contiguous", "cpu")
+def _cpu_clone(arr):
+    return np.array(arr, order="C", copy=True)
+
+
+@kernel("copy_", "cpu")
+def _cpu_copy(dst, src):
+    np.copyto(dst, src, casting="unsafe")
+
+
+@kernel("fill_", "cpu")
+def _cpu_fill(dst, value):
+    dst.fill(value)
+
+
+@kernel("zero_", "cpu")
+def _cpu_zero(dst):
+    dst.fill(0)

@@ -1,0 +1,159 @@
+"""CPU kernels of the linear algebra of ``flambeau._ops.linalg`` (whose docstring gives the calling
+conventions): matmul and its relatives on numpy's BLAS, einsum, tensordot, trace and the diagonals.
+
+Products run on numpy's BLAS: ``np.matmul`` on operands whose matrices BLAS can read directly
+(C- or F-ordered, so transposed views pass without a copy); other strided operands are made
+contiguous first, because numpy's non-BLAS loop is an order of magnitude slower than a copy.
+float16 products accumulate in float32, as torch's do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from flambeau._ops._registry import kernel
+
+_ndarray = np.ndarray
+_float16 = np.dtype(np.float16)
+# Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
+_SMALL = 4096
+
+
+def _blas_ready(a: np.ndarray) -> np.ndarray:
+    """``a`` if BLAS can read its matrices (or vectors) in place, else a C-contiguous copy."""
+    if a.ndim == 0:
+        return a
+    item = a.itemsize
+    s = a.strides
+    if a.ndim == 1:
+        return a if s[0] == item or a.shape[0] <= 1 else np.ascontiguousarray(a)
+    r, c = a.shape[-2:]
+    if (s[-1] == item or c <= 1) and s[-2] % item == 0 and s[-2] >= c * item:
+        return a
+    if (s[-2] == item or r <= 1) and s[-1] % item == 0 and s[-1] >= r * item:
+        return a
+    return np.ascontiguousarray(a)
+
+
+def _promote_half(fn):
+    """Wrap a product kernel so float16 operands are computed in float32 (torch accumulates so)."""
+
+    def product(a, b):
+        if a.dtype == _float16:
+            return fn(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
+        if a.size + b.size > _SMALL:
+            return fn(_blas_ready(a), _blas_ready(b))
+        return fn(a, b)
+
+    return product
+
+
+def _np_matmul(a, b):
+    if a.ndim > 2 and b.ndim <= 2:
+        # Note [Folding batch dims]: numpy runs one small GEMM per batch element; folding the
+        # batch into rows makes one large GEMM (10x faster for a Linear on (B, T, D) inputs).
+        rows = math.prod(a.shape[:-1])
+        r = np.matmul(_blas_ready(a.reshape(rows, a.shape[-1])), b)
+        return r.reshape(a.shape[:-1] + b.shape[1:])
+    r = np.matmul(a, b)
+    return r if r.__class__ is _ndarray else np.asarray(r)
+
+
+def _np_dot(a, b):
+    return np.asarray(np.dot(a, b))
+
+
+matmul = _promote_half(_np_matmul)
+for _name in ("matmul", "mm", "bmm", "mv"):
+    kernel(_name, "cpu")(matmul)
+dot = _promote_half(_np_dot)
+kernel("dot", "cpu")(dot)
+kernel("vdot", "cpu")(dot)
+
+
+@kernel("outer", "cpu")
+def outer(a, b):
+    return np.multiply.outer(a, b)
+
+
+@kernel("kron", "cpu")
+def kron(a, b):
+    return np.asarray(np.kron(a, b))
+
+
+@kernel("inner", "cpu")
+def inner(a, b):
+    if a.dtype == _float16:
+        return np.asarray(np.inner(a.astype(np.float32), b.astype(np.float32))).astype(_float16)
+    return np.asarray(np.inner(a, b))
+
+
+def _axpby(input, p, beta, alpha):
+    """``beta * input + alpha * p`` in p's dtype; ``beta == 0`` ignores input (NaN included)."""
+    if alpha != 1:
+        p = np.multiply(p, alpha, out=p, casting="unsafe")
+    if beta == 0:
+        return p
+    if beta == 1:
+        return np.add(p, input, out=p, casting="unsafe")
+    return np.add(p, np.multiply(input, beta, dtype=p.dtype, casting="unsafe"), out=p, casting="unsafe")
+
+
+@kernel("addmm", "cpu")
+@kernel("addmv", "cpu")
+@kernel("baddbmm", "cpu")
+def addmm(input, a, b, beta, alpha):
+    return _axpby(input, matmul(a, b), beta, alpha)
+
+
+@kernel("addbmm", "cpu")
+def addbmm(input, a, b, beta, alpha):
+    p = matmul(a, b)
+    return _axpby(input, p.sum(axis=0, dtype=p.dtype), beta, alpha)
+
+
+@kernel("einsum", "cpu")
+def einsum(equation, *arrays):
+    if arrays and arrays[0].dtype == _float16:
+        return np.asarray(np.einsum(equation, *(x.astype(np.float32) for x in arrays),
+                                    optimize=True)).astype(_float16)
+    return np.asarray(np.einsum(equation, *arrays, optimize=True))
+
+
+@kernel("tensordot", "cpu")
+def tensordot(a, b, axes_a, axes_b):
+    if a.dtype == _float16:
+        return np.tensordot(a.astype(np.float32), b.astype(np.float32), (axes_a, axes_b)).astype(_float16)
+    return np.asarray(np.tensordot(a, b, (axes_a, axes_b)))
+
+
+@kernel("trace", "cpu")
+def trace(a):
+    d = a.dtype if a.dtype.kind == "f" else np.int64
+    return np.asarray(np.trace(a, dtype=np.float32 if d == _float16 else d)).astype(d, copy=False)
+
+
+@kernel("diag", "cpu")
+def diag(a, diagonal):
+    return np.diag(a, diagonal).copy() if a.ndim == 2 else np.diag(a, diagonal)
+
+
+@kernel("diagonal", "cpu")
+def diagonal(a, offset, dim1, dim2):
+    v = np.diagonal(a, offset, dim1, dim2)
+    v.flags.writeable = a.flags.writeable  # numpy marks diagonal views read-only by default
+    return v
+
+
+@kernel("diag_embed", "cpu")
+def diag_embed(a, offset, dim1, dim2):
+    n = a.shape[-1] + abs(offset)
+    shape = list(a.shape[:-1])
+    lo, hi = sorted((dim1, dim2))
+    shape.insert(lo, n)
+    shape.insert(hi, n)
+    out = np.zeros(shape, a.dtype)
+    diagonal(out, offset, dim1, dim2)[...] = a
+    return out

@@ -1,0 +1,403 @@
+"""CPU kernels of the loss operators declared in ``flambeau/_ops/loss.py``.
+
+cross_entropy with class indices is one fused pass per row (parallel over rows, after numpy's SIMD
+row maxima): ``log(sum(exp(x - max)))`` and the loss, keeping only each row's log-sum-exp for backward; its
+backward recomputes ``softmax`` from that and writes ``softmax - target`` (label smoothing and weights
+folded in) in one more pass. The log-softmax matrix is never stored. float32 rows use the vectorised
+``expf`` of Note [Vectorised expf] (``_kernels/cpu/nn_ops.py``). nll_loss and the element-wise
+losses are numpy passes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from flambeau._ops._registry import kernel
+
+_add_reduce = np.add.reduce
+
+
+def _reduce(loss: np.ndarray, reduction: str, dtype) -> np.ndarray:
+    if reduction == "none":
+        return np.asarray(loss, dtype)
+    if reduction == "sum":
+        return np.asarray(loss.sum(dtype=np.float64), dtype)
+    with np.errstate(all="ignore"):
+        return np.asarray(loss.sum(dtype=np.float64) / loss.size if loss.size else np.nan, dtype)
+
+
+# --- kernels of cross_entropy ------------------------------------------------------------------------
+_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _ce_kernels()
+
+
+@functools.cache
+def _ce_kernels():
+    """Fused cross-entropy rows: forward and backward, float32 (vectorised expf) and float64."""
+    # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
+    global _expf_flush
+    import numba
+    from numba import prange
+
+    from flambeau._kernels.cpu._fast_exp import expf_helpers
+
+    _, _expf_flush = expf_helpers()
+
+    fm = {"contract", "reassoc", "nsz"}
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def fwd_f32(x, mx, t, w, ignore, ls, lse, loss, wrow, bad):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr = x[i]
+            if mx.shape[0]:
+                m = mx[i]
+            else:
+                m = xr[0]
+                for j in range(n):
+                    v = xr[j]
+                    m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:
+                m = m - m
+            e = np.empty(n, np.float32)
+            bits = np.empty(n, np.int32)
+            for j in range(n):  # Note [Vectorised expf]
+                y, b = _expf_flush(xr[j] - m)
+                e[j] = y
+                bits[j] = b
+            scale = bits.view(np.float32)
+            s = 0.0
+            for j in range(n):
+                s += e[j] * scale[j]
+            c = m + np.log(s)
+            lse[i] = c
+            ti = t[i]
+            if ti == ignore or ti < 0 or ti >= n:
+                if ti != ignore:
+                    bad[0] = ti  # out of range: the caller raises
+                loss[i] = 0.0
+                wrow[i] = 0.0
+                continue
+            wt = w[ti]
+            val = (1.0 - ls) * wt * (c - xr[ti])
+            if ls > 0.0:
+                sw = 0.0
+                swx = 0.0
+                for j in range(n):
+                    sw += w[j]
+                    swx += w[j] * xr[j]
+                val += ls / n * (sw * c - swx)
+            loss[i] = val
+            wrow[i] = wt
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def fwd_f64(x, mx, t, w, ignore, ls, lse, loss, wrow, bad):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr = x[i]
+            if mx.shape[0]:
+                m = mx[i]
+            else:
+                m = xr[0]
+                for j in range(n):
+                    v = xr[j]
+                    m = v if v > m or v != v else m
+            if m == -np.inf or m == np.inf:
+                m = m - m
+            s = 0.0
+            for j in range(n):
+                s += np.exp(xr[j] - m)
+            c = m + np.log(s)
+            lse[i] = c
+            ti = t[i]
+            if ti == ignore or ti < 0 or ti >= n:
+                if ti != ignore:
+                    bad[0] = ti  # out of range: the caller raises
+                loss[i] = 0.0
+                wrow[i] = 0.0
+                continue
+            wt = w[ti]
+            val = (1.0 - ls) * wt * (c - xr[ti])
+            if ls > 0.0:
+                sw = 0.0
+                swx = 0.0
+                for j in range(n):
+                    sw += w[j]
+                    swx += w[j] * xr[j]
+                val += ls / n * (sw * c - swx)
+            loss[i] = val
+            wrow[i] = wt
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def bwd_f32(x, t, w, wsum, ignore, ls, lse, gs, out, bad):
+        # out = g * ((1 - ls) * w[t] * (softmax - onehot) + ls / n * (wsum * softmax - w))
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            ti = t[i]
+            g = gs[i] if gs.shape[0] == rows else gs[0]
+            if ti == ignore or g == 0.0 or ti < 0 or ti >= n:
+                if ti != ignore and (ti < 0 or ti >= n):
+                    bad[0] = ti  # out of range (a target changed since the forward): the caller raises
+                for j in range(n):
+                    o[j] = 0.0
+                continue
+            wt = w[ti]
+            a = np.float32(g * ((1.0 - ls) * wt + ls * wsum / n))
+            cw = np.float32(g * ls / n)
+            c = np.float32(lse[i])
+            bits = np.empty(n, np.int32)
+            for j in range(n):
+                y, b = _expf_flush(xr[j] - c)
+                o[j] = y
+                bits[j] = b
+            scale = bits.view(np.float32)
+            for j in range(n):
+                o[j] = a * (o[j] * scale[j]) - cw * w[j]
+            o[ti] -= np.float32(g * (1.0 - ls) * wt)
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def bwd_f64(x, t, w, wsum, ignore, ls, lse, gs, out, bad):
+        rows, n = x.shape
+        for i in prange(rows):
+            xr, o = x[i], out[i]
+            ti = t[i]
+            g = gs[i] if gs.shape[0] == rows else gs[0]
+            if ti == ignore or g == 0.0 or ti < 0 or ti >= n:
+                if ti != ignore and (ti < 0 or ti >= n):
+                    bad[0] = ti  # out of range: the caller raises
+                for j in range(n):
+                    o[j] = 0.0
+                continue
+            wt = w[ti]
+            a = g * ((1.0 - ls) * wt + ls * wsum / n)
+            cw = g * ls / n
+            c = lse[i]
+            for j in range(n):
+                o[j] = a * np.exp(xr[j] - c) - cw * w[j]
+            o[ti] -= g * (1.0 - ls) * wt
+
+    return fwd_f32, fwd_f64, bwd_f32, bwd_f64
+
+
+def _class_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` ``(C,)``, ``(N, C)`` or ``(N, C, d...)`` as C-contiguous rows ``(M, C)`` (class dim last)."""
+    if x.ndim == 1:
+        return np.ascontiguousarray(x).reshape(1, -1)
+    if x.ndim > 2:
+        x = np.moveaxis(x, 1, -1)
+    return np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+
+
+def _check_targets(t: np.ndarray, c: int, ignore_index: int) -> np.ndarray:
+    """int64 targets; IndexError naming the first target outside ``[0, c)`` that is not ignored."""
+    t = t.astype(np.int64, copy=False)
+    if t.size:
+        bad = ((t < 0) | (t >= c)) & (t != ignore_index)
+        if bad.any():
+            raise IndexError(f"Target {int(t[bad].flat[0])} is out of bounds.")
+    return t
+
+
+@kernel("nll_loss", "cpu")
+def _k_nll_loss(x, target, weight, ignore_index, reduction):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False)
+    if t.size and (t.min() < 0 or t.max() >= c or 0 <= ignore_index < c):
+        t = _check_targets(t, c, ignore_index)
+        valid = t != ignore_index
+        tc = np.where(valid, t, 0)
+    else:  # the common case: every target is a class, none is ignored
+        valid = None
+        tc = t
+    if x.ndim == 1:
+        picked = x[tc]
+    elif x.ndim == 2:
+        picked = x[np.arange(x.shape[0]), tc]
+    else:
+        picked = np.take_along_axis(x, tc[:, None], 1)[:, 0]
+    if weight is None:
+        wt = None if valid is None else valid.astype(x.dtype)
+    else:
+        wt = weight[tc] if valid is None else np.where(valid, weight[tc], 0)
+    loss = np.negative(picked) if wt is None else np.asarray(-(picked * wt))
+    total = float(t.size if wt is None else _add_reduce(wt, axis=None, dtype=np.float64))
+    if reduction == "none":
+        return np.asarray(loss, x.dtype), np.asarray(total, x.dtype)
+    s = float(_add_reduce(loss, axis=None, dtype=np.float64))
+    if reduction == "mean":
+        s = s / total if total else (np.nan if s == 0 or s != s else np.copysign(np.inf, s))
+    return np.asarray(s, x.dtype), np.asarray(total, x.dtype)
+
+
+@kernel("nll_loss_backward", "cpu")
+def _k_nll_loss_backward(grad, x, target, weight, ignore_index, reduction, total_weight):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False)
+    if t.size and (t.min() < 0 or t.max() >= c):  # numpy would wrap a negative index onto another class
+        t = _check_targets(t, c, ignore_index)
+    valid = t != ignore_index
+    tc = np.where(valid, t, 0)
+    g = np.asarray(grad, np.float64)
+    if reduction == "mean":
+        total = float(total_weight)
+        g = g / total if total else np.full(g.shape, np.nan)
+    with np.errstate(all="ignore"):
+        coef = np.where(valid, -(g if weight is None else weight[tc] * g), 0.0)  # ignored: 0 even if g is NaN
+    out = np.zeros(x.shape, x.dtype)  # calloc'ed: only the written pages are touched here
+    if x.ndim == 1:
+        out[tc] = coef
+    elif x.ndim == 2:
+        out[np.arange(x.shape[0]), tc] = coef
+    else:
+        np.put_along_axis(out, tc[:, None], np.broadcast_to(coef, tc.shape)[:, None].astype(x.dtype), 1)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _ones(c: int, dtype) -> np.ndarray:
+    """A vector of ``c`` ones (the class weights when none are given), made once per size; never written
+    (not flagged read-only: numba would compile the kernels once more for read-only arrays)."""
+    return np.ones(c, dtype)
+
+
+_NO_MAX = np.empty(0, np.float32)
+
+
+@kernel("cross_entropy", "cpu")
+def _k_cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False).reshape(-1)
+    rows = _class_rows(x if x.dtype.type in (np.float32, np.float64) else x.astype(np.float32))
+    f32, f64, _, _ = _ce_kernels()
+    m = rows.shape[0]
+    lse = np.empty(m)
+    loss = np.empty(m)
+    wrow = np.empty(m)
+    w = _ones(c, rows.dtype) if weight is None else weight.astype(rows.dtype)
+    if m:
+        # Long rows: their maxima by numpy's SIMD reduction (numba does not vectorise a max loop, 5x slower);
+        # short rows: in the kernel (numpy's reduction of short rows costs more than the whole kernel).
+        mx = np.maximum.reduce(rows, 1) if c >= 128 else _NO_MAX.astype(rows.dtype, copy=False)
+        bad = np.full(1, ignore_index, np.int64)
+        (f32 if rows.dtype == np.float32 else f64)(rows, mx, t, w, ignore_index, float(label_smoothing), lse, loss,
+                                                   wrow, bad)
+        if bad[0] != ignore_index:
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+    total = _add_reduce(wrow)
+    lse = lse.reshape(target.shape)
+    if reduction == "none":
+        return loss.reshape(target.shape).astype(x.dtype), lse, np.asarray(total)
+    s = _add_reduce(loss)
+    if reduction == "mean":
+        s = s / total if total else (np.nan if s == 0 or s != s else np.copysign(np.inf, s))
+    return np.asarray(s, x.dtype), lse, np.asarray(total)
+
+
+@kernel("cross_entropy_backward", "cpu")
+def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, label_smoothing, lse, total_weight):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    t = target.astype(np.int64, copy=False).reshape(-1)
+    rows = _class_rows(x if x.dtype.type in (np.float32, np.float64) else x.astype(np.float32))
+    _, _, b32, b64 = _ce_kernels()
+    m = rows.shape[0]
+    if reduction == "none":
+        gs = np.ascontiguousarray(grad, np.float64).reshape(-1)
+    else:  # one factor for every row
+        g = float(grad)
+        if reduction == "mean":
+            total = float(total_weight)
+            g = g / total if total else np.nan
+        gs = np.full(1, g)
+    w = _ones(c, rows.dtype) if weight is None else weight.astype(rows.dtype)
+    wsum = float(c) if weight is None else float(_add_reduce(w, dtype=np.float64))
+    full = np.empty(x.shape if x.ndim <= 2 else rows.shape, rows.dtype)  # owns its memory: autograd may steal it
+    out = full.reshape(rows.shape)
+    if m:
+        bad = np.full(1, ignore_index, np.int64)
+        (b32 if rows.dtype == np.float32 else b64)(rows, t, w, wsum, ignore_index,
+                                                   float(label_smoothing), np.ascontiguousarray(lse, np.float64)
+                                                   .reshape(-1), gs, out, bad)
+        if bad[0] != ignore_index:
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
+    if x.ndim > 2:
+        full = np.moveaxis(out.reshape((x.shape[0],) + x.shape[2:] + (c,)), -1, 1)
+    return full.astype(x.dtype, copy=False)
+
+
+# --- element-wise losses --------------------------------------------------------------------------------
+@kernel("mse_loss", "cpu")
+def _k_mse(a, b, reduction):
+    d = np.asarray(np.subtract(a, b))
+    if reduction == "none":
+        return np.asarray(np.square(d))
+    if d.shape == () or d.size == 0:
+        return _reduce(np.square(d), reduction, a.dtype)
+    flat = d.reshape(-1)
+    s = np.dot(flat, flat)
+    return np.asarray(s / flat.size if reduction == "mean" else s, d.dtype)
+
+
+@kernel("l1_loss", "cpu")
+def _k_l1(a, b, reduction):
+    d = np.asarray(np.subtract(a, b))
+    return _reduce(np.abs(d, out=d), reduction, d.dtype)
+
+
+@kernel("smooth_l1_loss", "cpu")
+def _k_smooth_l1(a, b, reduction, beta):
+    d = np.abs(np.subtract(a, b))
+    if beta == 0:
+        return _reduce(d, reduction, d.dtype)
+    loss = np.where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta).astype(d.dtype, copy=False)
+    return _reduce(loss, reduction, d.dtype)
+
+
+@kernel("huber_loss", "cpu")
+def _k_huber(a, b, reduction, delta):
+    d = np.abs(np.subtract(a, b))
+    loss = np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)).astype(d.dtype, copy=False)
+    return _reduce(loss, reduction, d.dtype)
+
+
+# Note [log1p]: numpy's float32 log1p has no SIMD loop (about 15x slower than log on this machine),
+# so the binary losses take log(1 + e) and log(1 - x): the absolute error stays below float32's
+# resolution of the loss terms they are added to.
+@kernel("binary_cross_entropy", "cpu")
+def _k_bce(x, t, weight, reduction):
+    with np.errstate(all="ignore"):
+        loss = np.log(x)
+        np.maximum(loss, -100.0, out=loss)
+        loss *= t
+        lq = np.subtract(1, x)
+        np.log(lq, out=lq)
+        np.maximum(lq, -100.0, out=lq)
+        lq *= np.subtract(1, t)
+        loss += lq
+        np.negative(loss, out=loss)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss.astype(x.dtype, copy=False), reduction, x.dtype)
+
+
+@kernel("binary_cross_entropy_with_logits", "cpu")
+def _k_bce_logits(x, t, weight, pos_weight, reduction):
+    # loss = (1 - t) * x + lw * softplus(-x), lw = 1 + (pos_weight - 1) * t, softplus(-x) = max(-x, 0) +
+    # log(1 + exp(-|x|)) (Note [log1p]).
+    with np.errstate(all="ignore"):
+        sp = np.abs(x)
+        np.negative(sp, out=sp)
+        np.exp(sp, out=sp)
+        sp += 1
+        np.log(sp, out=sp)
+        sp += np.maximum(np.negative(x), 0)
+        if pos_weight is not None:
+            sp *= 1 + (pos_weight - 1) * t
+        loss = np.subtract(1, t)
+        loss *= x
+        loss += sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(np.asarray(loss).astype(x.dtype, copy=False), reduction, x.dtype)
+

@@ -1,0 +1,15 @@
+"""CUDA kernels, one module per operator family; importing this package registers them all.
+
+``flambeau._ops`` imports it with the operator modules, so flambeau's CUDA kernels are in the
+kernel table (Note [One kernel table]) before any other library can call ``register_kernel``: a
+kernel registered by another library for the same operator replaces flambeau's and stays.
+
+Importing imports no numba: a family module builds its numba.cuda kernels on first launch
+(Note [numba.cuda bound on first use] in ``_launch``). Each family module also lists the
+concrete signatures of its kernels (``ptx_cases``) for the PTX compilation test.
+"""
+
+from flambeau._kernels.cuda import core, elementwise, linalg, reduction
+
+# The family modules, for tests that walk every kernel (PTX compilation).
+FAMILIES = (core, elementwise, linalg, reduction)

@@ -1,0 +1,115 @@
+"""What every CUDA kernel family shares: launch shapes, strides, the current stream, numba.cuda.
+
+Every numba.cuda kernel of flambeau reads and writes *flat* 1-d device arrays addressed with
+element strides passed as ``UniTuple(int64, ndim)`` arguments, so one kernel serves contiguous,
+transposed, sliced and broadcast (stride 0) operands; :func:`strides_for` computes them. Every
+launch goes on the current stream (:func:`stream`); nothing waits. Device arrays come from the
+CUDA backend (:func:`be`). Importing this module imports no numba.
+
+Note [numba.cuda bound on first use]
+    A numba.cuda kernel's Python function must find numba's ``cuda`` module as the global ``cuda``
+    of its module: numba resolves ``cuda.grid``, ``cuda.shared.array`` ... through the function's
+    globals when it compiles, and the simulator (``NUMBA_ENABLE_CUDASIM=1``) replaces every global
+    that *is* numba's cuda module by its fake one while it runs a kernel in Python. Yet numba must
+    not be imported at ``import flambeau``, which registers the kernels. So each family module
+    starts with ``cuda = None``, and every function that makes a kernel's Python function, a
+    device function or a compiled kernel first calls :func:`bind_numba_cuda` with the module's
+    ``globals()``: it imports numba.cuda once and sets that global. No kernel template binds a
+    local or closure variable named ``cuda`` (the simulator swaps globals only). Kernels are built
+    once and cached, so this costs nothing per launch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flambeau._backends import backend
+from flambeau.cuda._streams import current_stream
+
+__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "sim", "be", "stream", "launch_1d",
+           "is_array", "bshape", "strides_for", "c_elem_strides"]
+
+BLOCK = 256  # threads per block of elementwise kernels
+REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
+TILE = 16  # matmul tile edge
+CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
+
+
+def bind_numba_cuda(namespace: dict):
+    """numba.cuda, imported on first use and set as the global ``cuda`` of the kernel module whose
+    ``globals()`` is ``namespace`` (Note [numba.cuda bound on first use])."""
+    cuda = namespace.get("cuda")
+    if cuda is None:
+        from numba import cuda
+
+        namespace["cuda"] = cuda
+    return cuda
+
+
+_SIM: list = []
+
+
+def sim() -> bool:
+    """Whether numba's simulator runs the kernels (then launches are tiny: it runs threads in Python)."""
+    if not _SIM:
+        from numba.core import config
+
+        _SIM.append(bool(config.ENABLE_CUDASIM))
+    return _SIM[0]
+
+
+def be():
+    """The CUDA backend module (allocation, flat views, host copies)."""
+    return backend("cuda")
+
+
+def stream():
+    """The numba stream of the current flambeau stream: where every launch goes."""
+    return current_stream().numba
+
+
+def launch_1d(n: int) -> tuple:
+    """``(grid, block)`` of a grid-stride loop over ``n`` elements."""
+    if sim():
+        return min(2, (n + 15) // 16), 16
+    return min((n + BLOCK - 1) // BLOCK, 65535 * 4), BLOCK
+
+
+def is_array(x) -> bool:
+    """Whether ``x`` is a device array (not a Python or numpy scalar, not a host array)."""
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.generic, np.ndarray))
+
+
+def bshape(*shapes) -> tuple:
+    """The broadcast of ``shapes``; ValueError naming them if they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s, ndim - len(s)):
+            if n != 1:
+                if out[i] == 1:
+                    out[i] = n
+                elif out[i] != n:
+                    raise ValueError(f"shapes {[list(x) for x in shapes]} cannot be broadcast together")
+    return tuple(out)
+
+
+def strides_for(x, shape: tuple) -> tuple:
+    """Element strides of array ``x`` broadcast to ``shape`` (0 on broadcast dims), at least 1-d."""
+    nd = len(shape)
+    item = x.dtype.itemsize
+    st = [0] * nd
+    off = nd - x.ndim
+    for i, (n, s) in enumerate(zip(x.shape, x.strides)):
+        st[off + i] = 0 if n == 1 else s // item
+    return tuple(st) if nd else (0,)
+
+
+def c_elem_strides(shape) -> tuple:
+    """Element strides of a C-contiguous array of ``shape``."""
+    st = []
+    acc = 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))

@@ -1,0 +1,127 @@
+"""CUDA kernels of the core operators: moves between devices and dtypes, copies and fills.
+
+Conventions (the CPU kernels' of the same operators; arrays are numba device arrays):
+    to_copy: ``kernel(array, np_dtype, src_device, dst_device, non_blocking) -> array``.
+    clone / contiguous: ``kernel(array) -> array``; copy_: ``kernel(dst, src)``; fill_:
+    ``kernel(dst, value)``; zero_: ``kernel(dst)``.
+
+A copy is the elementwise unary template over the identity (``elementwise.unary_into``), casting
+on load and store; a fill is its own strided template (:func:`fill_kernel`). The CUDA backend
+(``flambeau._backends.cuda``) uses :func:`fill`, :func:`copy_into` and :func:`contiguous` too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, bshape, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
+from flambeau._ops._registry import kernel
+
+__all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "ptx_cases"]
+
+cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
+
+
+def _fill_py():
+    bind_numba_cuda(globals())
+    def fill(out, ost, value, shape, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        nd = len(shape)
+        while i < n:
+            r = i
+            oo = 0
+            for d in range(nd - 1, -1, -1):
+                ext = shape[d]
+                c = r % ext
+                r = r // ext
+                oo += c * ost[d]
+            out[oo] = value
+            i += step
+
+    return fill
+
+
+@functools.cache
+def fill_kernel():
+    """Strided fill: ``out[...] = value``."""
+    bind_numba_cuda(globals())
+    return cuda.jit(cache=CACHE)(_fill_py())
+
+
+def fill(dst, value) -> None:
+    """``dst[...] = value`` (cast to dst's dtype) on the current stream."""
+    n = dst.size
+    if n == 0:
+        return
+    shape = tuple(dst.shape)
+    v = dst.dtype.type(value)
+    grid, block = launch_1d(n)
+    fill_kernel()[grid, block, stream()](be().flat_view(dst), strides_for(dst, shape), v,
+                                         shape if shape else (1,), n)
+
+
+def copy_into(dst, src) -> None:
+    """Copy ``src`` (a device array broadcastable to ``dst``, or a scalar) into ``dst``, casting."""
+    if not is_array(src):
+        fill(dst, src)
+        return
+    bshape(dst.shape, src.shape)
+    unary_into("identity", np.dtype(dst.dtype), dst, src)  # no arithmetic: any dtype
+
+
+@kernel("clone", "cuda")
+@kernel("contiguous", "cuda")
+def contiguous(arr):
+    """A C-contiguous device copy of ``arr``."""
+    out = be().empty(arr.shape, arr.dtype)
+    copy_into(out, arr)
+    return out
+
+
+@kernel("to_copy", "cuda")
+def to_copy(arr, np_dtype, src, dst, non_blocking):
+    backend = be()
+    np_dtype = np.dtype(np_dtype)
+    if src.type == "cpu":  # host -> device
+        host = arr if arr.dtype == np_dtype else arr.astype(np_dtype)
+        return backend.from_numpy(host, dst)
+    if dst.type == "cpu":  # device -> host
+        host = backend.to_numpy(arr)
+        return host if host.dtype == np_dtype else host.astype(np_dtype)
+    if src.index != dst.index:  # device -> other device, through the host
+        return backend.from_numpy(backend.to_numpy(arr).astype(np_dtype, copy=False), dst)
+    out = backend.empty(arr.shape, np_dtype, dst)
+    copy_into(out, arr)
+    return out
+
+
+@kernel("copy_", "cuda")
+def copy_(dst, src) -> None:
+    be().copy_(dst, src)  # a host array goes to the device first
+
+
+@kernel("fill_", "cuda")
+def fill_(dst, value) -> None:
+    fill(dst, value)
+
+
+@kernel("zero_", "cuda")
+def zero_(dst) -> None:
+    fill(dst, 0)
+
+
+def ptx_cases(ndim: int = 2) -> list:
+    """``(label, python_function, signature)`` of the fill kernel for every elementwise compute dtype."""
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    idx = types.UniTuple(types.int64, ndim)
+    cases = []
+    for dn in dtypes_for("fib"):
+        t = from_dtype(np.dtype(dn))
+        cases.append((f"fill:{dn}", _fill_py(), (types.Array(t, 1, "C"), idx, t, idx, types.int64)))
+    return cases
