@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["flambeau.autograd"]
+MODULES = ["flambeau.autograd", "flambeau.func", "flambeau.amp", "flambeau.utils.checkpoint"]
 
 
 @pytest.mark.parametrize("name", MODULES)

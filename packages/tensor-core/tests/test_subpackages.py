@@ -16,7 +16,8 @@ import pytest
 
 import flambeau as fl
 
-LAZY = {"autograd": "flambeau-autograd", "nn": "flambeau-nn", "optim": "flambeau-nn", "data": "flambeau-data",
+LAZY = {"autograd": "flambeau-autograd", "func": "flambeau-autograd", "amp": "flambeau-autograd",
+        "nn": "flambeau-nn", "optim": "flambeau-nn", "data": "flambeau-data",
         "multiprocessing": "flambeau-multiproc", "cuda_alloc": "flambeau-cuda-alloc"}
 
 
@@ -66,6 +67,15 @@ def test_utils_data_is_flambeau_data():
     assert [b[0].tolist() for b in batches] == [[0, 1], [2, 3], [4]]
 
 
+def test_torch_vmap_and_checkpoint_paths():
+    func = pytest.importorskip("flambeau.func")
+    from flambeau.utils.checkpoint import checkpoint
+
+    assert fl.vmap is func.vmap and "vmap" in dir(fl)
+    assert fl.utils.checkpoint.checkpoint is checkpoint
+    assert fl.vmap(fl.sum)(fl.ones(3, 2)).tolist() == [2.0, 2.0, 2.0]
+
+
 def test_unknown_attribute_is_a_plain_attribute_error():
     assert not hasattr(fl, "no_such_thing")
     with pytest.raises(AttributeError, match="module 'flambeau' has no attribute 'no_such_thing'"):
@@ -101,7 +111,8 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("hidden, names", [("nn", ["nn", "optim"]), ("data", ["data"]),
-                                           ("autograd", ["autograd"]), ("multiproc", ["multiprocessing"])])
+                                           ("autograd", ["autograd", "func", "amp"]),
+                                           ("multiproc", ["multiprocessing"])])
 def test_absent_distribution_names_what_to_install(hidden, names):
     if not os.path.isdir(os.path.join(os.path.dirname(__file__), "..", "..", hidden, "src")):
         pytest.skip("not run from a checkout of the monorepo")

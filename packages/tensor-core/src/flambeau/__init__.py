@@ -105,14 +105,16 @@ __all__ = [
 
 # Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``
 # available: the other distributions' (``_PROVIDERS``) and tensor-core's own ``flambeau.utils``.
-_LAZY_SUBPACKAGES = (*_PROVIDERS, "utils")
+_LAZY_SUBPACKAGES = (*(name for name in _PROVIDERS if "." not in name), "utils")
 
 
 def __getattr__(name: str):
     if name in _LAZY_SUBPACKAGES:
         return _resolve(__name__, name)
+    if name == "vmap":  # torch.vmap is torch.func.vmap
+        return _resolve(__name__, "func").vmap
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY_SUBPACKAGES])
+    return sorted([*globals(), *_LAZY_SUBPACKAGES, "vmap"])

@@ -22,14 +22,20 @@ import sys
 
 __all__ = ["ALIASES", "PROVIDERS", "install_finders", "resolve"]
 
-# flambeau.<name> -> the distribution that ships it: one entry per subpackage outside tensor-core.
+# flambeau.<name> -> the distribution that ships it: one entry per module outside tensor-core that a
+# user imports by name (subpackages of ``flambeau``, and modules other distributions add to
+# tensor-core's ``flambeau.utils``).
 PROVIDERS = {
+    "amp": "flambeau-autograd",
     "autograd": "flambeau-autograd",
     "cuda_alloc": "flambeau-cuda-alloc",
     "data": "flambeau-data",
+    "distributed": "flambeau-distributed",
+    "func": "flambeau-autograd",
     "multiprocessing": "flambeau-multiproc",
     "nn": "flambeau-nn",
     "optim": "flambeau-nn",
+    "utils.checkpoint": "flambeau-autograd",
 }
 
 # PyTorch's module path -> flambeau's module (its submodules follow).
@@ -37,13 +43,17 @@ ALIASES = {"flambeau.utils.data": "flambeau.data"}
 
 
 def _missing_message(fullname: str) -> str | None:
-    """The install hint for ``flambeau.<sub>[.x]`` whose distribution is absent, else None."""
-    parts = fullname.split(".")
-    if len(parts) < 2 or parts[0] != "flambeau" or parts[1] not in PROVIDERS:
+    """The install hint for a provided module (``flambeau.nn``) whose distribution is absent, else None.
+
+    Only the provided module itself: ``flambeau.nn.x`` imports ``flambeau.nn`` first, which fails
+    here when flambeau-nn is absent, and a missing ``x`` of an installed flambeau-nn is just missing.
+    """
+    module = fullname[len("flambeau."):] if fullname.startswith("flambeau.") else None
+    dist = PROVIDERS.get(module)
+    if dist is None:
         return None
-    dist = PROVIDERS[parts[1]]
-    return (f"No module named {fullname!r}: flambeau.{parts[1]} is part of the {dist} distribution, "
-            f"which is not installed (pip install {dist})")
+    return (f"No module named {fullname!r}: it is part of the {dist} distribution, which is not installed "
+            f"(pip install {dist})")
 
 
 def _alias_target(fullname: str) -> str | None:

@@ -7,12 +7,27 @@ and backward raises instead of silently computing a wrong gradient (paper, secti
 A node must not hold its own output strongly with its ``grad_fn`` set (output -> grad_fn ->
 saved output would be a reference cycle, freed only by the garbage collector). An output is
 therefore saved as a detached alias sharing its storage, and unpacking re-attaches the node.
+
+Under forward AD an output gets its tangent only after its node is built, and the detached alias
+would not carry it: the saved tensor keeps the output's autograd meta (which holds the tangent
+and no reference back to the output, so no cycle) and unpacking attaches that tangent again, as
+torch's SavedVariable keeps the forward grad. Without it, forward-over-reverse (``jacfwd(jacrev(f))``)
+would miss every term that flows through a saved result (``exp``, ``tanh``, ``softmax`` ...).
+
+With saved-tensor hooks (:mod:`flambeau.autograd.graph`), the hook's unpacked tensor is
+re-attached to the graph the same way (to this node for an output, to the saved tensor's own
+``grad_fn`` or leaf accumulator for an input), so that double backward works through hooks, e.g.
+through :func:`flambeau.utils.checkpoint.checkpoint`.
 """
 
 from __future__ import annotations
 
+import weakref
+
 from flambeau import Tensor
 from flambeau._grad_mode import state as grad_state
+from flambeau.autograd import forward_ad as _forward_ad
+from flambeau.autograd._node import grad_accumulator, meta_of
 from flambeau.autograd.graph import _state as _hook_state
 
 __all__ = ["SavedTensor", "FREED_MESSAGE"]
@@ -34,7 +49,7 @@ class SavedTensor:
     """
 
     __slots__ = ("_data", "_version", "_output_of", "_requires_grad", "_grad_fn", "_output_nr", "_packed",
-                 "_unpack_hook")
+                 "_unpack_hook", "_fw", "_accumulator")
 
     def __init__(self, tensor: Tensor, node, is_output: bool):
         self._version = tensor._storage._version
@@ -43,12 +58,17 @@ class SavedTensor:
         self._requires_grad = tensor._requires_grad
         stack = _hook_state.stack
         hooks = stack[-1] if stack else None
+        self._fw = None
+        self._accumulator = None
         if is_output:
             # Saved before the node marks its outputs: a floating output is about to require grad.
             self._requires_grad = tensor.dtype.is_floating_point
             self._output_of = True
             self._grad_fn = None
             self._data = tensor.detach()
+            levels = _forward_ad._levels
+            if levels:  # the output's tangent arrives after this: keep its meta (see module docstring)
+                self._fw = (meta_of(tensor), levels[-1], _forward_ad._duals[levels[-1]])
         else:
             self._output_of = False
             self._grad_fn = tensor.grad_fn
@@ -58,6 +78,8 @@ class SavedTensor:
             self._packed = pack(self._data if not is_output else tensor)
             self._unpack_hook = unpack
             self._data = None
+            if not is_output and self._requires_grad and self._grad_fn is None:
+                self._accumulator = grad_accumulator(tensor)  # the node's edge holds it already
         else:
             self._packed = None
             self._unpack_hook = None
@@ -65,9 +87,13 @@ class SavedTensor:
     def unpack(self, node) -> Tensor:
         """The saved tensor; RuntimeError if it was freed or modified in place since it was saved."""
         if self._unpack_hook is not None:
+            if self._packed is None:
+                raise RuntimeError(FREED_MESSAGE)
             t = self._unpack_hook(self._packed)
             if not isinstance(t, Tensor):
                 raise TypeError(f"saved_tensors_hooks: unpack hook must return a Tensor, got {type(t).__name__}")
+            if grad_state.enabled and self._requires_grad:
+                t = self._reattach(t.detach(), node)
             return t
         t = self._data
         if t is None:
@@ -76,19 +102,39 @@ class SavedTensor:
             raise RuntimeError(_modified_message(t, self, node))
         if self._output_of and grad_state.enabled:
             # Re-attach the producing node so that create_graph can differentiate through it.
-            out = t.detach()
-            out.grad_fn = node
-            out._requires_grad = self._requires_grad
-            if self._output_nr:
-                from flambeau.autograd._node import set_output_nr
+            t = self._reattach(t.detach(), node)
+        if self._fw is not None:
+            t = self._with_tangent(t)
+        return t
 
-                set_output_nr(out, self._output_nr)
-            return out
+    def _reattach(self, out: Tensor, node) -> Tensor:
+        """``out`` (a detached value) given the history of the tensor that was saved."""
+        if self._output_of:
+            out.grad_fn = node
+        elif self._grad_fn is not None:
+            out.grad_fn = self._grad_fn
+        elif self._accumulator is not None:
+            meta_of(out).grad_accumulator = weakref.ref(self._accumulator)
+        out._requires_grad = self._requires_grad  # False for an integer output (indices)
+        if self._output_nr and out.grad_fn is not None:
+            meta_of(out).output_nr = self._output_nr
+        return out
+
+    def _with_tangent(self, t: Tensor) -> Tensor:
+        """``t`` carrying the tangent the saved output got at its forward-AD level, if that level is open."""
+        meta, level, duals = self._fw
+        tangent = meta.tangents.get(level) if meta.tangents else None
+        if tangent is None or _forward_ad._duals.get(level) is not duals:
+            return t
+        if t is self._data:
+            t = t.detach()  # never attach to the stored alias: it outlives the level
+        _forward_ad._attach(t, tangent, level)
         return t
 
     def release(self) -> None:
         self._data = None
         self._packed = None
+        self._fw = None
 
 
 def _output_nr(t: Tensor) -> int:
@@ -97,9 +143,7 @@ def _output_nr(t: Tensor) -> int:
 
 
 def _type_name(t: Tensor) -> str:
-    from flambeau._tensor import _TYPE_NAMES
-
-    return f"flambeau.{'cuda.' if t.is_cuda else ''}{_TYPE_NAMES[t.dtype]}"
+    return t.type()  # 'flambeau.FloatTensor', 'flambeau.cuda.DoubleTensor' ...
 
 
 def _modified_message(t: Tensor, saved: SavedTensor, node) -> str:

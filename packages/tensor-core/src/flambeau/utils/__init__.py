@@ -2,8 +2,8 @@
 
 ``flambeau.utils.data`` is :mod:`flambeau.data` itself (shipped by flambeau-data), submodules
 included: ``from flambeau.utils.data import DataLoader`` and ``from flambeau.utils.data.distributed
-import DistributedSampler`` give the very classes of :mod:`flambeau.data`. Other distributions may
-add their own ``flambeau.utils`` modules.
+import DistributedSampler`` give the very classes of :mod:`flambeau.data`. Other distributions add
+their own ``flambeau.utils`` modules: ``flambeau.utils.checkpoint`` comes with flambeau-autograd.
 """
 
 from pkgutil import extend_path
@@ -12,7 +12,7 @@ from flambeau._subpackages import resolve
 
 __path__ = extend_path(__path__, __name__)
 
-_SUBMODULES = ("data",)
+_SUBMODULES = ("checkpoint", "data")
 
 
 def __getattr__(name: str):
