@@ -8,3 +8,6 @@ Python calling flambeau operators.
 from flambeau.nn import functional, init, utils  # noqa: F401
 from flambeau.nn.modules import *  # noqa: F403
 from flambeau.nn.parameter import *  # noqa: F403
+
+# after the layers: the parametrizations build on them (and nn.utils is imported by Module itself)
+from flambeau.nn.utils import parametrizations, parametrize  # noqa: E402, F401

@@ -7,6 +7,11 @@ itself is an autograd leaf that requires grad unless told otherwise.
 
 :class:`Buffer` marks a tensor to be registered as a buffer when assigned as a module attribute
 (``torch.nn.Buffer``); it is a plain tensor once registered.
+
+:class:`UninitializedParameter` and :class:`UninitializedBuffer` are the placeholders of lazy
+modules (``nn.LazyLinear`` ...): they hold no data and no shape until ``materialize(shape)`` turns
+them, in place, into a :class:`Parameter` / a plain tensor (the same object, so an optimizer built
+before the first forward still holds it).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import numpy as np
 import flambeau as fl
 from flambeau import Tensor
 
-__all__ = ["Parameter", "Buffer"]
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
 
 _new = object.__new__
 
@@ -104,6 +109,103 @@ class Buffer(Tensor):
         _share_fields(t, self)
         t._requires_grad = self._requires_grad
         return t
+
+
+class UninitializedTensorMixin:
+    """What the uninitialized placeholders share: ``materialize`` and the errors of shape access."""
+
+    __slots__ = ()
+    cls_to_become: type
+
+    def materialize(self, shape, device=None, dtype=None) -> None:
+        """Give the tensor data of ``shape`` (uninitialized values) and make it a ``cls_to_become``, in place.
+
+        Args:
+            shape: the shape of the data.
+            device: defaults to the placeholder's device.
+            dtype: defaults to the placeholder's dtype.
+        """
+        device = self.data.device if device is None else device
+        dtype = self.data.dtype if dtype is None else dtype
+        self.data = fl.empty(shape, device=device, dtype=dtype)
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. This error usually "
+                           "happens in `load_state_dict` when trying to load an uninitialized parameter into an "
+                           "initialized one. Call `forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def share_memory_(self):
+        raise RuntimeError("Can't share memory on an uninitialized parameter or buffer. Call `forward` to initialize "
+                           "the parameters before calling `module.share_memory()`.")
+
+    def __repr__(self) -> str:
+        return f"<{self.__class__.__name__}>"
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        return (self.__class__, (self.requires_grad,))
+
+
+def is_lazy(param) -> bool:
+    """Whether ``param`` is an :class:`UninitializedParameter` or an :class:`UninitializedBuffer`."""
+    return isinstance(param, UninitializedTensorMixin)
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter whose shape is not known yet (the weights of a lazy module before its first forward).
+
+    It holds no data: only ``dtype``, ``device`` and ``requires_grad`` are meaningful, it can be
+    moved and cast (``module.to(...)``), and :meth:`materialize` turns it into a :class:`Parameter` in
+    place. Reading ``shape`` raises; flambeau has no hook to stop operators from receiving it, so an
+    operator given one sees an empty tensor (torch raises ValueError there).
+
+    Args:
+        requires_grad: whether the materialized parameter requires gradient.
+        device: the device of the materialized parameter.
+        dtype: the dtype of the materialized parameter.
+    """
+
+    __slots__ = ()
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        return Parameter.__new__(cls, fl.empty(0, device=device, dtype=dtype), requires_grad)
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
+        return memo[id(self)]
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer whose shape is not known yet (the running statistics of a lazy batch norm).
+
+    Like :class:`UninitializedParameter`, but :meth:`materialize` turns it into a plain tensor.
+
+    Args:
+        requires_grad: whether the materialized buffer requires gradient.
+        device: the device of the materialized buffer.
+        dtype: the dtype of the materialized buffer.
+    """
+
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
+        b = _new(cls)
+        _share_fields(b, fl.empty(0, device=device, dtype=dtype))
+        if requires_grad:
+            b.requires_grad_(True)
+        return b
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
+        return memo[id(self)]
 
 
 def _rebuild_parameter(arr, device_str, requires_grad):

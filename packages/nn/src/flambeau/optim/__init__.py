@@ -7,7 +7,7 @@ training. Updates of float32/float64 CPU parameters run as one fused numba kerne
 operation for operation.
 """
 
-from flambeau.optim import lr_scheduler  # noqa: F401
+from flambeau.optim import lr_scheduler, swa_utils  # noqa: F401
 from flambeau.optim.adadelta import Adadelta
 from flambeau.optim.adagrad import Adagrad
 from flambeau.optim.adam import Adam
@@ -23,4 +23,4 @@ from flambeau.optim.rprop import Rprop
 from flambeau.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
-           "Rprop", "ASGD", "LBFGS", "lr_scheduler"]
+           "Rprop", "ASGD", "LBFGS", "lr_scheduler", "swa_utils"]

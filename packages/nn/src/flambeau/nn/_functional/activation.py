@@ -1,7 +1,8 @@
 """nn.functional: activations (``relu``, ``gelu``, ``softmax`` ...), with ``inplace=`` where torch has it.
 
 They call flambeau operators (``relu``, ``leaky_relu``, ``elu``, ``hardtanh`` ...), which carry their
-own derivatives; the rest (``softsign``, ``tanhshrink``, ``glu``, ``softmin``) are compositions.
+own derivatives; the rest (``softsign``, ``tanhshrink``, ``glu``, ``softmin``, ``gumbel_softmax``) are
+compositions.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from flambeau import Tensor
 __all__ = ["relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_", "celu", "celu_",
            "gelu", "silu", "mish", "sigmoid", "tanh", "softmax", "log_softmax", "softmin", "softplus", "hardswish",
            "hardsigmoid", "hardtanh", "hardtanh_", "prelu", "rrelu", "rrelu_", "softsign", "tanhshrink", "glu",
-           "logsigmoid", "threshold", "threshold_", "hardshrink", "softshrink"]
+           "logsigmoid", "threshold", "threshold_", "hardshrink", "softshrink", "gumbel_softmax"]
 
 _relu = fl.relu
 _leaky = fl.leaky_relu
@@ -136,6 +137,40 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=N
     if dtype is not None:
         input = input.to(dtype)
     return fl.softmax(-input, dim)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """A sample of the Gumbel-softmax (Concrete) distribution over ``dim``, optionally discretised.
+
+    ``y = softmax((logits + g) / tau)`` with ``g = -log(E)``, ``E ~ Exponential(1)`` i.i.d. (Gumbel(0, 1)
+    noise; Jang et al., 2016, Maddison et al., 2016). With ``hard=True`` the result is the one-hot
+    vector of ``y``'s argmax in the forward pass, while gradients flow as if it were ``y``
+    (straight-through: ``one_hot - y.detach() + y``).
+
+    Args:
+        logits: ``(*, num_features, *)`` unnormalised log-probabilities.
+        tau: positive temperature.
+        hard: return one-hot samples (with the straight-through gradient).
+        eps: deprecated and unused (a value other than the default warns, as torch).
+        dim: the dimension of the categories.
+
+    Returns:
+        ``logits``' shape and dtype; each slice along ``dim`` sums to 1.
+    """
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    gumbels = -fl.empty_like(logits).exponential_().log()
+    return _gumbel_softmax_sample(logits, gumbels, tau, hard, dim)
+
+
+def _gumbel_softmax_sample(logits: Tensor, gumbels: Tensor, tau: float, hard: bool, dim: int) -> Tensor:
+    """:func:`gumbel_softmax` for given Gumbel(0, 1) noise ``gumbels`` (``logits``' shape)."""
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = fl.zeros_like(logits).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

@@ -360,11 +360,28 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     return _one_hot(tensor, num_classes)
 
 
+_NON_CONSTANT_PAD_DIMS = {2: (2, 3), 4: (3, 4), 6: (4, 5)}
+
+
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad the last dimensions of ``input``: ``pad = (left_last, right_last, left_second_last, ...)``.
 
-    ``mode`` is ``"constant"`` (with ``value``, default 0), ``"reflect"``, ``"replicate"`` or ``"circular"``.
+    ``mode`` is ``"constant"`` (with ``value``, default 0; negative pads crop), ``"reflect"``,
+    ``"replicate"`` or ``"circular"``. As in torch, the non-constant modes pad the last 1, 2 or 3
+    dimensions of an input with one or two more dimensions (``len(pad)`` 2: 2-D or 3-D input, 4: 3-D
+    or 4-D, 6: 4-D or 5-D) and take no ``value``.
     """
+    if mode in ("reflect", "replicate", "circular"):
+        if value is not None and value != 0:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        supported = _NON_CONSTANT_PAD_DIMS.get(len(pad), ())
+        if len(pad) % 2 == 0 and len(pad) // 2 <= input.ndim and input.ndim not in supported:
+            raise NotImplementedError(
+                f"Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
+                "Supported combinations for non-constant padding:\n"
+                "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     return _pad(input, pad, mode, value)
 
 

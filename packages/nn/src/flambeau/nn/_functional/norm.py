@@ -1,7 +1,8 @@
-"""nn.functional: normalisation layers (batch, layer, group and instance normalisation).
+"""nn.functional: normalisation layers (batch, layer, group, instance and RMS normalisation).
 
 batch_norm, layer_norm and group_norm are flambeau's fused operators; instance_norm is group
-normalisation with one group per channel (plus torch's running-statistics update).
+normalisation with one group per channel (plus torch's running-statistics update); rms_norm is a
+composite of elementwise operators and a mean, as torch's reference implementation.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau import Tensor
 
-__all__ = ["batch_norm", "layer_norm", "group_norm", "instance_norm"]
+__all__ = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm"]
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
@@ -70,3 +71,40 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None, running_var
                 var = flat.var(2).mean(0).to(running_var.dtype)
                 running_var.mul_(1.0 - momentum).add_(var * momentum)
     return fl.group_norm(input, input.shape[1], weight, bias, eps)
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dims (Zhang and Sennrich, 2019).
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight``, the mean taken over the last ``len(normalized_shape)``
+    dimensions. 16-bit float inputs compute in float32 and are cast back before the weight multiplies,
+    as torch does.
+
+    Args:
+        input: ``(*, *normalized_shape)``, floating.
+        normalized_shape: an int or a sequence of ints, the trailing shape of ``input``.
+        weight: ``normalized_shape``-shaped scale, or None.
+        eps: added to the mean square; None is ``finfo(dtype).eps`` of the computation dtype
+            (float32 for 16-bit inputs).
+
+    Returns:
+        ``input``'s shape and dtype.
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    n = len(shape)
+    if n > input.ndim:
+        raise ValueError(f"Input tensor must have at least {n} dimensions, but got {input.ndim}")
+    if tuple(input.shape[input.ndim - n:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                           f"[*{', '.join(str(s) for s in shape)}], but got input of size{list(input.shape)}")
+    if weight is not None and tuple(weight.shape) != shape:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got weight of shape "
+                           f"{list(weight.shape)} and normalized_shape = {list(shape)}")
+    # 16-bit floats (float16, bfloat16) compute in float32
+    x = input.float() if input.dtype.is_floating_point and input.dtype.itemsize == 2 else input
+    if eps is None:
+        eps = fl.finfo(x.dtype).eps
+    dims = tuple(range(input.ndim - n, input.ndim))
+    out = x * (x * x).mean(dims, keepdim=True).add(eps).rsqrt()
+    out = out.to(input.dtype)
+    return out if weight is None else out * weight

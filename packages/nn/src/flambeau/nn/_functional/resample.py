@@ -1,12 +1,26 @@
-"""nn.functional: resampling (interpolate, upsample, pixel_shuffle, pixel_unshuffle), as torch."""
+"""nn.functional: resampling (interpolate, upsample, pixel_shuffle, pixel_unshuffle), as torch.
+
+Nearest and (bi)linear resampling are tensor-core operators; ``"area"`` is adaptive average
+pooling, as in torch; ``"bicubic"`` is a composite (Note [Bicubic as two gathers]).
+
+Note [Bicubic as two gathers]: torch's bicubic output is ``sum_ij wy[i] * wx[j] * x[y0 - 1 + i, x0 - 1 + j]``
+with Keys' cubic convolution weights (``A = -0.75``) and source indices clamped to the border. The
+weights factor by axis, so the resampling runs along the width then along the height: each pass is
+one ``index_select`` of the four taps of every output position, a multiply by their weights and a
+sum. The taps and weights depend only on the sizes and the scale, so they are computed once with
+numpy; autograd differentiates the gathers (their gradient scatters back with ``index_add``).
+"""
 
 from __future__ import annotations
 
 import math
 import warnings
 
+import numpy as np
+
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.nn._functional.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle"]
 
@@ -22,12 +36,15 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     """Resize ``input`` ``(N, C, W)`` or ``(N, C, H, W)`` to ``size`` or by ``scale_factor``.
 
     Args:
-        input: floating tensor, 3-D for ``'nearest'``/``'linear'``, 4-D for ``'nearest'``/``'bilinear'``.
+        input: floating tensor, 3-D for ``'nearest'``/``'linear'``/``'area'``, 4-D for
+            ``'nearest'``/``'bilinear'``/``'bicubic'``/``'area'``.
         size: output spatial size (an int or one int per spatial dim); exclusive with ``scale_factor``.
         scale_factor: multiplier(s) of the spatial sizes; the output size is ``floor(in * scale)``.
-        mode: ``'nearest'``, ``'linear'`` (3-D) or ``'bilinear'`` (4-D).
-        align_corners: for the linear modes: align the corner pixels' centres (default False);
-            must be None for ``'nearest'``.
+        mode: ``'nearest'``, ``'linear'`` (3-D), ``'bilinear'`` (4-D), ``'bicubic'`` (4-D: Keys' cubic
+            convolution with ``A = -0.75`` over 4 x 4 taps, borders replicated, as torch) or ``'area'``
+            (adaptive average pooling to the output size).
+        align_corners: for the interpolating modes: align the corner pixels' centres (default False);
+            must be None for ``'nearest'`` and ``'area'``.
         recompute_scale_factor: if True, the kernels use ``in / out`` instead of the given
             ``scale_factor`` in their source-index formula (torch's option of the same name).
         antialias: not supported (must be False).
@@ -87,15 +104,58 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         return fl.upsample_linear1d(input, output_size, align_corners, scales[0])
     if input.ndim == 4 and mode == "bilinear":
         return fl.upsample_bilinear2d(input, output_size, align_corners, scales[0], scales[1])
+    if input.ndim == 4 and mode == "bicubic":
+        return _bicubic(input, output_size, align_corners, scales)
+    if input.ndim == 3 and mode == "area":
+        return adaptive_avg_pool1d(input, output_size)
+    if input.ndim == 4 and mode == "area":
+        return adaptive_avg_pool2d(input, output_size)
     if mode == "bilinear" and input.ndim == 3:
         raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
     if mode == "linear" and input.ndim == 4:
         raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
     if input.ndim in (3, 4):
-        raise NotImplementedError(f"interpolate(): mode {mode!r} is not supported by flambeau yet "
-                                  "(nearest, linear and bilinear are)")
+        raise NotImplementedError(f"interpolate(): mode {mode!r} is not supported by flambeau yet for "
+                                  f"{input.ndim}D input (nearest, linear, bilinear, bicubic and area are)")
     raise NotImplementedError(f"Input Error: Only 3D and 4D input Tensors supported (got {input.ndim}D) for the "
-                              f"modes: nearest | linear | bilinear (got {mode})")
+                              f"modes: nearest | linear | bilinear | bicubic | area (got {mode})")
+
+
+def _cubic_taps(in_size: int, out_size: int, align_corners: bool, scale) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, weight)``, each ``(out_size, 4)``: the clamped source taps of each output and their weights."""
+    dst = np.arange(out_size, dtype=np.float64)
+    if align_corners:
+        src = dst * ((in_size - 1) / (out_size - 1) if out_size > 1 else 0.0)
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else in_size / out_size
+        src = ratio * (dst + 0.5) - 0.5  # not clamped at 0, unlike the linear modes
+    base = np.floor(src)
+    t = src - base
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weight = np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+    index = np.clip(base.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :], 0, in_size - 1)
+    return index, weight
+
+
+def _bicubic(input: Tensor, size, align_corners: bool, scales) -> Tensor:
+    """Bicubic resampling of ``(N, C, H, W)`` (Note [Bicubic as two gathers])."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"compute_indices_weights_cubic" not implemented for \'{input.dtype}\'')
+    x = input
+    for dim, out, scale in ((3, size[1], scales[1]), (2, size[0], scales[0])):
+        index, weight = _cubic_taps(x.shape[dim], out, align_corners, scale)
+        taps = x.index_select(dim, fl.from_numpy(index.reshape(-1)).to(x.device))
+        taps = taps.reshape(*taps.shape[:dim], out, 4, *taps.shape[dim + 1:])
+        w = fl.from_numpy(weight).to(device=x.device, dtype=x.dtype).reshape(out, 4, *(1,) * (3 - dim))
+        x = (taps * w).sum(dim + 1)
+    return x
 
 
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest", align_corners=None) -> Tensor:

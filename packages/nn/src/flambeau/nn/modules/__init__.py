@@ -7,10 +7,12 @@ from flambeau.nn.modules.container import *  # noqa: F403
 from flambeau.nn.modules.conv import *  # noqa: F403
 from flambeau.nn.modules.dropout import *  # noqa: F403
 from flambeau.nn.modules.flatten import *  # noqa: F403
+from flambeau.nn.modules.fold import *  # noqa: F403
 from flambeau.nn.modules.linear import *  # noqa: F403
 from flambeau.nn.modules.loss import *  # noqa: F403
 from flambeau.nn.modules.module import *  # noqa: F403
 from flambeau.nn.modules.normalization import *  # noqa: F403
+from flambeau.nn.modules.padding import *  # noqa: F403
 from flambeau.nn.modules.pooling import *  # noqa: F403
 from flambeau.nn.modules.rnn import *  # noqa: F403
 from flambeau.nn.modules.sparse import *  # noqa: F403

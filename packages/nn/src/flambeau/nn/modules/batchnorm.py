@@ -1,4 +1,5 @@
-"""Batch normalisation layers: :class:`BatchNorm1d`, :class:`BatchNorm2d`, :class:`BatchNorm3d` (as ``torch.nn``)."""
+"""Batch normalisation layers: :class:`BatchNorm1d`, :class:`BatchNorm2d`, :class:`BatchNorm3d` and their lazy
+forms (as ``torch.nn``)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
 from flambeau.nn._functional.norm import batch_norm
+from flambeau.nn.modules.lazy import LazyModuleMixin
 from flambeau.nn.modules.module import Module
-from flambeau.nn.parameter import Parameter
+from flambeau.nn.parameter import Parameter, UninitializedBuffer, UninitializedParameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d"]
 
 
 def _make_affine(module: Module, shape, affine: bool, bias: bool, device, dtype) -> None:
@@ -147,3 +149,67 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+class _LazyNormBase(LazyModuleMixin, _NormBase):
+    """``num_features`` from the first input's dimension 1; then the regular layer."""
+
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None) -> None:
+        # affine and track_running_stats are False here so that no tensor of size 0 is made
+        super().__init__(0, eps, momentum, False, False, device, dtype)
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = fl.tensor(0, dtype=fl.int64, device=device)
+
+    def reset_parameters(self) -> None:
+        """Reset as the regular layer does (once the parameters are materialized)."""
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor) -> None:
+        """Materialize the parameters and running statistics for ``input.shape[1]`` channels, then reset them."""
+        if not self.has_uninitialized_params():
+            return
+        self.num_features = input.shape[1]
+        with fl.no_grad():
+            if self.affine:
+                self.weight.materialize((self.num_features,))
+                self.bias.materialize((self.num_features,))
+            if self.track_running_stats:
+                self.running_mean.materialize((self.num_features,))
+                self.running_var.materialize((self.num_features,))
+            self.reset_parameters()
+
+
+_LAZY_DOC = """A :class:`{cls}` whose ``num_features`` is inferred from the first input (``input.shape[1]``).
+
+    Until the first forward the parameters and running statistics are uninitialized placeholders
+    (:class:`~flambeau.nn.UninitializedParameter`, :class:`~flambeau.nn.UninitializedBuffer`) and
+    ``num_features`` is 0; the first call materializes them (weight 1, bias 0, mean 0, variance 1)
+    and the module becomes a :class:`{cls}`. The arguments are :class:`{cls}`'s without ``num_features``.
+"""
+
+
+class LazyBatchNorm1d(_LazyNormBase, _BatchNorm):
+    __doc__ = _LAZY_DOC.format(cls="BatchNorm1d")
+    cls_to_become = BatchNorm1d
+    _check_input_dim = BatchNorm1d._check_input_dim
+
+
+class LazyBatchNorm2d(_LazyNormBase, _BatchNorm):
+    __doc__ = _LAZY_DOC.format(cls="BatchNorm2d")
+    cls_to_become = BatchNorm2d
+    _check_input_dim = BatchNorm2d._check_input_dim
+
+
+class LazyBatchNorm3d(_LazyNormBase, _BatchNorm):
+    __doc__ = _LAZY_DOC.format(cls="BatchNorm3d")
+    cls_to_become = BatchNorm3d
+    _check_input_dim = BatchNorm3d._check_input_dim

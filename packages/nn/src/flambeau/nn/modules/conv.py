@@ -1,4 +1,5 @@
-"""Convolution layers: :class:`Conv1d`, :class:`Conv2d`, :class:`ConvTranspose1d`, :class:`ConvTranspose2d`.
+"""Convolution layers: :class:`Conv1d`, :class:`Conv2d`, :class:`Conv3d`, :class:`ConvTranspose1d`,
+:class:`ConvTranspose2d`, and their lazy forms (:class:`LazyConv1d` ...).
 
 As in ``torch.nn.modules.conv``: one base class holds the hyperparameters, the weight
 ``(out, in / groups, *kernel)`` (``(in, out / groups, *kernel)`` when transposed) and the bias, drawn
@@ -15,11 +16,13 @@ import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
 from flambeau.nn._functional.basic import pad as _pad
-from flambeau.nn._functional.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d
+from flambeau.nn._functional.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d
+from flambeau.nn.modules.lazy import LazyModuleMixin
 from flambeau.nn.modules.module import Module
-from flambeau.nn.parameter import Parameter
+from flambeau.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "LazyConv1d", "LazyConv2d",
+           "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d"]
 
 _PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
 
@@ -194,6 +197,44 @@ class Conv2d(_ConvNd):
         return self._conv_forward(input, self.weight, self.bias, conv2d)
 
 
+class Conv3d(_ConvNd):
+    """3-D convolution over ``(N, C_in, D, H, W)`` inputs (cross-correlation, as in torch).
+
+    Computed as one 2-D convolution over the gathered depth taps (see :func:`~flambeau.nn.functional.conv3d`).
+
+    Args:
+        in_channels: channels of the input.
+        out_channels: channels produced.
+        kernel_size: int or triple.
+        stride: int or triple.
+        padding: int, triple, ``"valid"`` or ``"same"``.
+        dilation: int or triple, spacing between kernel elements.
+        groups: blocked connections from input to output channels.
+        bias: whether to learn an additive bias.
+        padding_mode: ``"zeros"``, ``"reflect"``, ``"replicate"`` or ``"circular"``.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+
+    Shape: input ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)``; output ``(N, C_out, D_out, H_out, W_out)`` with
+    ``D_out = (D + 2 * padding - dilation * (kD - 1) - 1) // stride + 1`` (likewise ``H_out``, ``W_out``).
+
+    Attributes:
+        weight: ``(out_channels, in_channels / groups, kD, kH, kW)``.
+        bias: ``(out_channels,)`` or None.
+    """
+
+    _dims = 3
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
+                         padding_mode, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Convolve ``input`` with the layer's weight."""
+        return self._conv_forward(input, self.weight, self.bias, conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
                  dilation, padding_mode, device, dtype) -> None:
@@ -303,3 +344,100 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input: Tensor, output_size=None) -> Tensor:
         """Apply the transposed convolution; ``output_size`` picks the output size among the valid ones."""
         return self._conv_transpose_forward(input, output_size, conv_transpose2d)
+
+
+# --- lazy convolutions -----------------------------------------------------------------------------------
+class _LazyConvXdMixin(LazyModuleMixin):
+    """``in_channels`` from the first input (its dimension 1, or 0 unbatched); then the regular layer."""
+
+    def _make_lazy(self, out_channels: int, bias: bool, device, dtype) -> None:
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_channels = out_channels
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        """Draw the parameters as the regular layer does (once they are materialized)."""
+        if not self.has_uninitialized_params() and self.in_channels != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor, *args, **kwargs) -> None:
+        """Materialize ``weight`` and ``bias`` for the channels of ``input``, then draw them."""
+        if not self.has_uninitialized_params():
+            return
+        n = self._dims
+        if input.dim() not in (n + 1, n + 2):
+            raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to "
+                               f"{self.__class__.__name__}, but got input of size: {list(input.shape)}")
+        self.in_channels = input.shape[1] if input.dim() == n + 2 else input.shape[0]
+        if self.in_channels % self.groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        with fl.no_grad():
+            if self.transposed:
+                self.weight.materialize((self.in_channels, self.out_channels // self.groups, *self.kernel_size))
+            else:
+                self.weight.materialize((self.out_channels, self.in_channels // self.groups, *self.kernel_size))
+            if self.bias is not None:
+                self.bias.materialize((self.out_channels,))
+            self.reset_parameters()
+
+
+_LAZY_DOC = """A :class:`{cls}` whose ``in_channels`` is inferred from the first input.
+
+    Until the first forward ``weight`` and ``bias`` are :class:`~flambeau.nn.UninitializedParameter`
+    placeholders and ``in_channels`` is 0; the first call materializes and initialises them as
+    :class:`{cls}` does, and the module becomes a :class:`{cls}`. The arguments are :class:`{cls}`'s
+    without ``in_channels``.
+"""
+
+
+class LazyConv1d(_LazyConvXdMixin, Conv1d):
+    __doc__ = _LAZY_DOC.format(cls="Conv1d")
+    cls_to_become = Conv1d
+
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConv2d(_LazyConvXdMixin, Conv2d):
+    __doc__ = _LAZY_DOC.format(cls="Conv2d")
+    cls_to_become = Conv2d
+
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConv3d(_LazyConvXdMixin, Conv3d):
+    __doc__ = _LAZY_DOC.format(cls="Conv3d")
+    cls_to_become = Conv3d
+
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose1d(_LazyConvXdMixin, ConvTranspose1d):
+    __doc__ = _LAZY_DOC.format(cls="ConvTranspose1d")
+    cls_to_become = ConvTranspose1d
+
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
+                         device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
+    __doc__ = _LAZY_DOC.format(cls="ConvTranspose2d")
+    cls_to_become = ConvTranspose2d
+
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
+                         device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)

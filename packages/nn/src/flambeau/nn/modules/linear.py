@@ -1,4 +1,4 @@
-"""Linear layers: :class:`Identity`, :class:`Linear`, :class:`Bilinear` (as ``torch.nn``)."""
+"""Linear layers: :class:`Identity`, :class:`Linear`, :class:`Bilinear`, :class:`LazyLinear` (as ``torch.nn``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
 from flambeau.nn._functional.basic import bilinear, linear
+from flambeau.nn.modules.lazy import LazyModuleMixin
 from flambeau.nn.modules.module import Module
-from flambeau.nn.parameter import Parameter
+from flambeau.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Identity", "Linear", "Bilinear"]
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]
 
 
 class Identity(Module):
@@ -115,6 +116,46 @@ class Bilinear(Module):
     def extra_repr(self) -> str:
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A :class:`Linear` whose ``in_features`` is inferred from the first input (``input.shape[-1]``).
+
+    Until the first forward ``weight`` and ``bias`` are :class:`~flambeau.nn.UninitializedParameter`
+    placeholders and ``in_features`` is 0; the first call materializes and initialises them as
+    :class:`Linear` does, and the module becomes a :class:`Linear` (see
+    :class:`~flambeau.nn.modules.lazy.LazyModuleMixin`).
+
+    Args:
+        out_features: size of each output sample.
+        bias: whether to learn an additive bias.
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+    """
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(device=device, dtype=dtype)
+
+    def reset_parameters(self) -> None:
+        """Draw the parameters as :class:`Linear` does (once they are materialized)."""
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input: Tensor) -> None:
+        """Materialize ``weight`` ``(out_features, input.shape[-1])`` and ``bias``, then draw them."""
+        if self.has_uninitialized_params():
+            with fl.no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()
 
 
 class NonDynamicallyQuantizableLinear(Linear):

@@ -16,7 +16,7 @@ import numpy as np
 
 import flambeau as fl
 from flambeau import Tensor
-from flambeau.nn.parameter import Buffer, Parameter
+from flambeau.nn.parameter import Buffer, Parameter, is_lazy
 from flambeau.nn.utils.hooks import BackwardHook, RemovableHandle
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
@@ -682,9 +682,12 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", expected flambeau.Tensor or '
                                   f"Tensor-like object from checkpoint but received {type(input_param)}")
                 continue
-            if param.ndim == 0 and input_param.ndim == 1 and input_param.shape[0] == 1:
+            # an uninitialized parameter of a lazy module has no shape to check (the lazy load hook
+            # materialized it already if the checkpoint's is initialized)
+            lazy = is_lazy(param)
+            if not lazy and param.ndim == 0 and input_param.ndim == 1 and input_param.shape[0] == 1:
                 input_param = input_param[0]
-            if input_param.shape != param.shape:
+            if not lazy and input_param.shape != param.shape:
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape {input_param.shape} from "
                                   f"checkpoint, the shape in current model is {param.shape}.")
                 continue

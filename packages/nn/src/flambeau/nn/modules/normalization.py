@@ -1,16 +1,19 @@
-"""Normalisation layers other than batch norm (as ``torch.nn``): :class:`LayerNorm`, :class:`GroupNorm` and
-:class:`InstanceNorm1d`/``2d``/``3d``."""
+"""Normalisation layers other than batch norm (as ``torch.nn``): :class:`LayerNorm`, :class:`GroupNorm`,
+:class:`InstanceNorm1d`/``2d``/``3d`` and :class:`RMSNorm`."""
 
 from __future__ import annotations
 
 import warnings
 
+import flambeau as fl
 from flambeau import Tensor
-from flambeau.nn._functional.norm import group_norm, instance_norm, layer_norm
+from flambeau.nn import init
+from flambeau.nn._functional.norm import group_norm, instance_norm, layer_norm, rms_norm
 from flambeau.nn.modules.batchnorm import _make_affine, _NormBase, _reset_affine
 from flambeau.nn.modules.module import Module
+from flambeau.nn.parameter import Parameter
 
-__all__ = ["LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+__all__ = ["LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm"]
 
 
 class LayerNorm(Module):
@@ -160,3 +163,46 @@ class InstanceNorm2d(_InstanceNorm):
 class InstanceNorm3d(_InstanceNorm):
     __doc__ = _INSTANCE_DOC.format(what="a 5-D input", shape="``(N, C, D, H, W)``")
     _batch_dims = 5
+
+
+class RMSNorm(Module):
+    """Root-mean-square layer normalisation over the trailing dimensions ``normalized_shape``.
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight`` (Zhang and Sennrich, 2019), the mean taken over the
+    last ``len(normalized_shape)`` dimensions of each sample; no centring and no bias.
+
+    Args:
+        normalized_shape: an int or a sequence of ints, the trailing shape of the input.
+        eps: added to the mean square; None (default) is ``finfo(input.dtype).eps``.
+        elementwise_affine: whether to learn ``weight`` of shape ``normalized_shape`` (initialised to 1).
+        device: device of the parameters.
+        dtype: dtype of the parameters.
+
+    Shape: input and output ``(*, *normalized_shape)``.
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(fl.empty(self.normalized_shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Weight to 1."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise the trailing dimensions of ``input``."""
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

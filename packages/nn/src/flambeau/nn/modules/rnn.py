@@ -2,8 +2,10 @@
 
 A multi-layer module runs one fused operator per layer and direction over the whole sequence
 (``flambeau._lstm_layer`` ...: one input-projection GEMM, then one recurrent GEMM and one fused
-gate pass per step), so autograd records one node per layer and direction. Parameter names,
-shapes, gate order and initialisation are torch's, so state_dicts are interchangeable.
+gate pass per step), so autograd records one node per layer and direction. An LSTM with
+``proj_size > 0`` has no fused operator: its layers run :func:`_lstm_projected_layer`, a composite
+of tensor operators per step. Parameter names, shapes, gate order and initialisation are torch's, so
+state_dicts are interchangeable.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
 from flambeau.nn._functional.basic import dropout as _dropout
+from flambeau.nn._functional.basic import linear as _linear
 from flambeau.nn.modules.module import Module
 from flambeau.nn.parameter import Parameter
 
@@ -36,7 +39,8 @@ class RNNBase(Module):
         batch_first: input and output are ``(N, L, *)`` instead of ``(L, N, *)``.
         dropout: dropout probability on the outputs of every layer but the last (training only).
         bidirectional: run each layer in both directions and concatenate the outputs.
-        proj_size: must be 0 (LSTM projections are not supported).
+        proj_size: LSTM only: if > 0, the hidden state is projected to this size by ``weight_hr_l{k}``
+            (``(proj_size, hidden_size)``); the output and ``h_n`` then have ``proj_size`` features.
         device: device of the parameters.
         dtype: dtype of the parameters.
     """
@@ -67,23 +71,29 @@ class RNNBase(Module):
             raise ValueError("hidden_size must be greater than zero")
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than zero")
-        if proj_size != 0:
-            raise NotImplementedError("proj_size > 0 is not supported by flambeau")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         if mode not in _GATES:
             raise ValueError(f"Unrecognized RNN mode: {mode}")
         gate_size = _GATES[mode] * hidden_size
         num_directions = 2 if bidirectional else 1
+        real_hidden_size = proj_size if proj_size > 0 else hidden_size
         self._flat_weights_names = []
         self._all_weights = []
         for layer in range(num_layers):
             for direction in range(num_directions):
-                layer_input = input_size if layer == 0 else hidden_size * num_directions
+                layer_input = input_size if layer == 0 else real_hidden_size * num_directions
                 suffix = "_reverse" if direction == 1 else ""
                 names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
-                shapes = [(gate_size, layer_input), (gate_size, hidden_size)]
+                shapes = [(gate_size, layer_input), (gate_size, real_hidden_size)]
                 if bias:
                     names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
                     shapes += [(gate_size,), (gate_size,)]
+                if proj_size > 0:
+                    names.append(f"weight_hr_l{layer}{suffix}")
+                    shapes.append((proj_size, hidden_size))
                 for name, shape in zip(names, shapes):
                     setattr(self, name, Parameter(fl.empty(shape, device=device, dtype=dtype)))
                 self._flat_weights_names.extend(names)
@@ -92,7 +102,7 @@ class RNNBase(Module):
 
     @property
     def all_weights(self) -> list:
-        """The parameters of every layer and direction, as lists ``[w_ih, w_hh, b_ih, b_hh]``."""
+        """The parameters of every layer and direction, as lists ``[w_ih, w_hh, b_ih, b_hh(, w_hr)]``."""
         return [[getattr(self, n) for n in names] for names in self._all_weights]
 
     @property
@@ -110,6 +120,8 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         s = "{input_size}, {hidden_size}"
+        if self.proj_size != 0:
+            s += ", proj_size={proj_size}"
         if self.num_layers != 1:
             s += ", num_layers={num_layers}"
         if self.bias is not True:
@@ -144,10 +156,11 @@ class RNNBase(Module):
             input = input.transpose(0, 1)
         nd = 2 if self.bidirectional else 1
         bsz = input.shape[1]
-        expected = (self.num_layers * nd, bsz, self.hidden_size)
+        # h has proj_size features when the LSTM projects, c always hidden_size
+        sizes = [self.proj_size or self.hidden_size, self.hidden_size][:n_states]
+        expected = [(self.num_layers * nd, bsz, size) for size in sizes]
         if hxs is None:
-            z = fl.zeros(expected, dtype=input.dtype, device=input.device)
-            return input, [z] * n_states, batched
+            return input, [fl.zeros(e, dtype=input.dtype, device=input.device) for e in expected], batched
         hxs = list(hxs)
         for i, h in enumerate(hxs):
             if batched and h.ndim != 3:
@@ -157,7 +170,7 @@ class RNNBase(Module):
                     raise RuntimeError(self._hidden_dim_message(batched, hxs))
                 hxs[i] = h.unsqueeze(1)
             msg = f"Expected hidden[{i}] size {{}}, got {{}}" if n_states == 2 else "Expected hidden size {}, got {}"
-            self._check_hidden(hxs[i], expected, msg)
+            self._check_hidden(hxs[i], expected[i], msg)
         return input, hxs, batched
 
     def _hidden_dim_message(self, batched: bool, hxs) -> str:
@@ -177,8 +190,8 @@ class RNNBase(Module):
             for d in range(nd):
                 idx = layer * nd + d
                 ws = [getattr(self, n) for n in self._all_weights[idx]]
-                if len(ws) == 2:
-                    ws += [None, None]
+                if not self.bias:
+                    ws[2:2] = [None, None]
                 res = self._layer(x, [s[idx] for s in states], ws, d == 1)
                 outs.append(res[0])
                 for f, r in zip(finals, res[1:]):
@@ -248,17 +261,21 @@ class LSTM(RNNBase):
     """Multi-layer LSTM with torch's gates ``i, f, g, o``: ``c_t = f * c_{t-1} + i * g``, ``h_t = o * tanh(c_t)``.
 
     Takes the arguments of :class:`RNNBase` (input_size, hidden_size, num_layers, bias, batch_first,
-    dropout, bidirectional, proj_size, device, dtype).
+    dropout, bidirectional, proj_size, device, dtype). With ``proj_size > 0`` the hidden state is
+    ``h_t = W_hr (o * tanh(c_t))`` (Sak et al., 2014), of ``proj_size`` features.
 
     Shape: input ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
-    ``(L, H_in)``; ``hx = (h_0, c_0)``, each ``(D * num_layers, N, H)``. Returns
-    ``(output (L, N, D * H), (h_n, c_n))``.
+    ``(L, H_in)``; ``hx = (h_0, c_0)``, ``h_0`` ``(D * num_layers, N, H_out)`` and ``c_0``
+    ``(D * num_layers, N, H)``, ``H_out = proj_size or H``. Returns
+    ``(output (L, N, D * H_out), (h_n, c_n))``.
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__("LSTM", *args, **kwargs)
 
     def _layer(self, x, states, ws, reverse):
+        if self.proj_size > 0:
+            return _lstm_projected_layer(x, states[0], states[1], *ws, reverse=reverse)
         return fl._lstm_layer(x, states[0], states[1], *ws, reverse=reverse)
 
     def forward(self, input: Tensor, hx=None):
@@ -291,6 +308,25 @@ class GRU(RNNBase):
         """Run the sequence; returns ``(output, h_n)``."""
         out, finals = self._run(input, None if hx is None else (hx,), 1)
         return out, finals[0]
+
+
+def _lstm_projected_layer(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih, b_hh, w_hr: Tensor,
+                          reverse: bool = False):
+    """One LSTM layer with a projection over ``x`` ``(T, B, I)``: ``(output (T, B, P), h_T, c_T)``.
+
+    The input projection of all steps is one GEMM; each step adds the recurrent GEMM, applies the
+    gates (torch's order i, f, g, o) and projects ``o * tanh(c)`` with ``w_hr`` ``(P, H)``.
+    """
+    steps = x.shape[0]
+    xw = _linear(x, w_ih, b_ih)
+    outs = [None] * steps
+    for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        i, f, g, o = (xw[t] + _linear(h, w_hh, b_hh)).chunk(4, 1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h = _linear(o.sigmoid() * c.tanh(), w_hr)
+        outs[t] = h
+    out = fl.stack(outs, 0) if steps else x.new_zeros((0, x.shape[1], w_hr.shape[0]))
+    return out, h, c
 
 
 # --- cells ---------------------------------------------------------------------------------------------
