@@ -29,7 +29,7 @@ nox.options.error_on_external_run = True
 
 ROOT = pathlib.Path(__file__).parent
 # Dependency order: a package comes after every flambeau package it depends on.
-PACKAGES = ["tensor-core", "autograd", "cuda-alloc", "multiproc", "nn", "data"]
+PACKAGES = ["tensor-core", "autograd", "cuda-alloc", "multiproc", "nn", "data", "distributed"]
 EDITABLE = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}")]
 TORCH = "torch==2.13.0"  # reference implementation for tests and benchmarks, never a library dependency
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", TORCH, "numba-cuda[cu12]", "scikit-learn", "hatchling>=1.21"]
@@ -133,7 +133,8 @@ def build(session: nox.Session) -> None:
     for name in PACKAGES:
         session.run("python", "-m", "build", "--outdir", str(dist), f"packages/{name}")
     modules = {"tensor-core": "flambeau", "autograd": "flambeau.autograd", "cuda-alloc": "flambeau.cuda_alloc",
-               "multiproc": "flambeau.multiprocessing", "nn": "flambeau.nn, flambeau.optim", "data": "flambeau.data"}
+               "multiproc": "flambeau.multiprocessing", "nn": "flambeau.nn, flambeau.optim", "data": "flambeau.data",
+               "distributed": "flambeau.distributed"}
     for name in PACKAGES:
         dist_name = "flambeau_" + name.replace("-", "_")
         (wheel,) = dist.glob(f"{dist_name}-*.whl")

@@ -38,3 +38,14 @@ def test_listing1_custom_layer_learns(capsys):
 def test_gan_generator_moves_towards_the_data(capsys):
     # The generated images' per-pixel means get several times closer to the real digits' means.
     assert load("gan").main(["--steps", "1000"]) < 0.5
+
+
+def test_ddp_digits_trains_on_two_ranks():
+    # Starts itself through flambeau.distributed.run: 2 ranks, DDP with SyncBatchNorm, 3 epochs.
+    pytest.importorskip("mpi4py", reason="needs flambeau-distributed's MPI")
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(HERE / "ddp_digits.py"), "--epochs", "3", "--target", "0.9"],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "epoch   3/3" in done.stdout and "on 2 ranks" in done.stdout, done.stdout

@@ -1,4 +1,4 @@
-"""Samplers (flambeau/data/sampler.py, distributed.py) against torch.utils.data's semantics."""
+"""Samplers (flambeau/data/sampler.py) against torch.utils.data's semantics."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 import flambeau as fl
 from flambeau.data import (
     BatchSampler,
-    DistributedSampler,
     RandomSampler,
     SequentialSampler,
     SubsetRandomSampler,
@@ -130,34 +129,3 @@ def test_batch_sampler_errors():
         BatchSampler(range(3), 0, False)
     with pytest.raises(ValueError, match="drop_last should be a boolean value, but got drop_last=1"):
         BatchSampler(range(3), 1, 1)
-
-
-@needs_torch
-@pytest.mark.parametrize("n, replicas, drop", [(10, 3, False), (10, 3, True), (12, 4, False), (2, 5, False),
-                                               (11, 2, True)])
-def test_distributed_sampler_without_shuffle_matches_torch(n, replicas, drop):
-    for rank in range(replicas):
-        ours = DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop)
-        theirs = tdata.DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop)
-        assert list(ours) == list(theirs) and len(ours) == len(theirs)
-
-
-def test_distributed_sampler_shuffle_partitions_and_epochs():
-    n, replicas = 23, 3
-    samplers = [DistributedSampler(range(n), replicas, r, seed=7) for r in range(replicas)]
-    parts = [list(s) for s in samplers]
-    assert all(len(p) == 8 for p in parts)
-    flat = sum(parts, [])
-    assert set(flat) == set(range(n)) and len(flat) == 24  # one key repeated as padding
-    assert parts == [list(DistributedSampler(range(n), replicas, r, seed=7)) for r in range(replicas)]
-    for s in samplers:
-        s.set_epoch(1)
-    assert [list(s) for s in samplers] != parts
-    assert sorted(sum([list(s) for s in samplers], []))[:n] != []
-
-
-def test_distributed_sampler_errors():
-    with pytest.raises(ValueError, match=r"Invalid rank 3, rank should be in the interval \[0, 2\]"):
-        DistributedSampler(range(4), 3, 3)
-    with pytest.raises(RuntimeError, match="pass num_replicas and rank"):
-        DistributedSampler(range(4))

@@ -30,6 +30,7 @@ MODULES = {
     "multiproc": ["flambeau.multiprocessing"],
     "nn": ["flambeau.nn", "flambeau.optim"],
     "data": ["flambeau.data"],
+    "distributed": ["flambeau.distributed"],
 }
 IMPORT_BUDGET_S = 0.5
 

@@ -429,11 +429,11 @@ def _hvdsplit(op, fn, level, args, kwargs):
     x, sections = ba.arguments[_first(ba)], ba.arguments["indices_or_sections"]
     need, dim = {"hsplit": (1, 1 if x.dim() >= 2 else 0), "vsplit": (2, 0), "dsplit": (3, 2)}[op.name]
     if x.dim() < need:
-        raise RuntimeError(f"flambeau.{op.name} requires a tensor with at least {need} dimension, but got a tensor with "
-                           f"{x.dim()} dimensions!")
+        raise RuntimeError(f"flambeau.{op.name} requires a tensor with at least {need} dimension, but got a "
+                           f"tensor with {x.dim()} dimensions!")
     if isinstance(sections, int) and x.shape[dim] % sections:
-        raise RuntimeError(f"flambeau.{op.name} attempted to split along dimension {dim}, but the size of the dimension "
-                           f"{x.shape[dim]} is not divisible by the split_size {sections}!")
+        raise RuntimeError(f"flambeau.{op.name} attempted to split along dimension {dim}, but the size of the "
+                           f"dimension {x.shape[dim]} is not divisible by the split_size {sections}!")
     return x.tensor_split(sections, dim)
 
 

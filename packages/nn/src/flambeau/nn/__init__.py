@@ -11,3 +11,17 @@ from flambeau.nn.parameter import *  # noqa: F403
 
 # after the layers: the parametrizations build on them (and nn.utils is imported by Module itself)
 from flambeau.nn.utils import parametrizations, parametrize  # noqa: E402, F401
+
+
+def __getattr__(name: str):
+    # nn.SyncBatchNorm and nn.parallel need process groups: they live in flambeau-distributed, which
+    # depends on flambeau-nn, so they resolve on first use (PEP 562) and never at import.
+    if name == "parallel":
+        import importlib
+
+        return importlib.import_module("flambeau.nn.parallel")
+    if name == "SyncBatchNorm":
+        from flambeau.nn.parallel import _from_distributed
+
+        return _from_distributed("SyncBatchNorm")
+    raise AttributeError(f"module 'flambeau.nn' has no attribute {name!r}")
