@@ -36,8 +36,10 @@ from flambeau import _dtype as dt
 from flambeau._grad_mode import _engine
 from flambeau._ops._common import Tensor, _wrap, broadcast_error, common_device, grad_state, inplace_by_engine, record
 from flambeau._ops._registry import declare
+from flambeau._ops._samples import SampleInput, make_tensor
 
-__all__ = ["binary_op", "unary_op", "DTYPE_RULES", "type_name", "not_implemented_for", "check_inplace_cast"]
+__all__ = ["binary_op", "unary_op", "DTYPE_RULES", "type_name", "not_implemented_for", "check_inplace_cast",
+           "unary_samples", "binary_samples"]
 
 _ndarray = np.ndarray
 _result_type = dt.result_type
@@ -106,11 +108,69 @@ def _allowed_check(name: str, allowed):
     raise ValueError(f"unknown dtype restriction {allowed!r}")
 
 
+# --- default sample inputs (Note [Sample inputs] in _registry) ----------------------------------
+def unary_samples(low: float = -3.0, high: float = 3.0):
+    """Default samples of a unary operator: a 0-dim, a 1-d and a strided 2-d input in ``[low, high)``."""
+    def samples(device, dtype, requires_grad):
+        def mk(shape, **kw):
+            return make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad, low=low, high=high,
+                               **kw)
+
+        yield SampleInput(mk(())).named("0-dim")
+        yield SampleInput(mk((5,))).named("1-d")
+        yield SampleInput(mk((3, 4), noncontiguous=True)).named("strided")
+
+    return samples
+
+
+def binary_samples(low: float = -3.0, high: float = 3.0, other_low: float | None = None,
+                   other_high: float | None = None, scalar=None):
+    """Default samples of a binary operator: same shapes, broadcasting, strided, a Python scalar.
+
+    ``other`` avoids zero (division-like operators); ``scalar`` is the Python number used as
+    ``other`` (default 2 for integer and bool dtypes, 1.5 for floating ones; False: no such sample).
+    """
+    olo = low if other_low is None else other_low
+    ohi = high if other_high is None else other_high
+
+    def samples(device, dtype, requires_grad):
+        def mk(shape, lo=low, hi=high, **kw):
+            return make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad, low=lo, high=hi, **kw)
+
+        def mko(shape, **kw):
+            return mk(shape, olo, ohi, exclude_zero=True, **kw)
+
+        yield SampleInput(mk((3, 4)), mko((3, 4))).named("same shape")
+        yield SampleInput(mk((2, 3, 4)), mko((4,))).named("broadcast")
+        yield SampleInput(mk(()), mko((2, 3))).named("0-dim input")
+        yield SampleInput(mk((4, 3), noncontiguous=True), mko((4, 3), noncontiguous=True)).named("strided")
+        if scalar is not False:
+            s = scalar if scalar is not None else (1.5 if dtype.is_floating_point else (True if dtype is _bool else 2))
+            yield SampleInput(mk((2, 3)), s).named("scalar other")
+
+    return samples
+
+
+def _sample_dtypes(check, bool_ok: bool = True) -> tuple:
+    """The dtype names a factory-declared operator is sampled at: those its dtype check accepts."""
+    names = []
+    for d in (dt.float32, dt.float64, dt.int64, dt.bool):
+        if d is dt.bool and not bool_ok:
+            continue
+        try:
+            if check is not None:
+                check(d)
+        except (NotImplementedError, RuntimeError, TypeError):
+            continue
+        names.append(d.name)
+    return tuple(names)
+
+
 # --- binary operators ----------------------------------------------------------------------------
 def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
               inplace: bool = True, dunders: tuple = (), rdunders: tuple = (), differentiable: bool = True,
               category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
-              aliases: tuple = (), check_operands=None):
+              aliases: tuple = (), check_operands=None, samples=None, sample_dtypes=None):
     """Declare a binary elementwise operator ``name(input, other)`` and build its fronts.
 
     Args:
@@ -124,6 +184,8 @@ def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
             (see :func:`not_implemented_for`), or ``"integral"`` / ``"float"`` / ``"no_bool"``.
         aliases: other names bound to the same function, method and in-place method.
         check_operands: ``check(input, other)`` raising for unsupported operands (``sub`` of bools).
+        samples: the operator's sample inputs (default :func:`binary_samples`); sample_dtypes:
+            the dtype names they are made at (default: those ``allowed`` accepts).
     """
     op = declare(signature, differentiable=differentiable and not bool_out, category=category,
                  function=function, method=method, aliases=aliases)
@@ -132,6 +194,8 @@ def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
     to_compute = DTYPE_RULES[rule]
     bool_ = dt.bool
     check = _allowed_check(name, allowed)
+    op.samples(samples or binary_samples(),
+               dtypes=sample_dtypes or _sample_dtypes(check, bool_ok=check_operands is None))
 
     def _prepare(input, other, checked=True):  # checked=False: in-place checks the cast first
         """Arrays or scalars, compute dtype and device of ``input op other``."""
@@ -294,7 +358,7 @@ def _as_broadcast_error(e: ValueError, input, other):
 def unary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
              inplace: bool = True, dunders: tuple = (), differentiable: bool = True,
              category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
-             aliases: tuple = ()):
+             aliases: tuple = (), samples=None, sample_dtypes=None):
     """Declare a unary elementwise operator ``name(input)``; see :func:`binary_op` for the arguments.
 
     ``allowed`` checks the *input* dtype.
@@ -306,6 +370,7 @@ def unary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
     to_compute = DTYPE_RULES[rule]
     bool_ = dt.bool
     check = _allowed_check(name, allowed)
+    op.samples(samples or unary_samples(), dtypes=sample_dtypes or _sample_dtypes(check))
 
     def _check(input):
         if not isinstance(input, Tensor):

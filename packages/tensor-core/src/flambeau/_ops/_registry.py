@@ -14,11 +14,18 @@ Registration does not need the operator to be declared yet (a front function may
 its family's kernel module before its ``declare`` runs); ``OpDef.kernels`` is the operator's row of
 the table, and a test checks that every row names a declared operator. Another kernel library plugs
 in with :func:`register_kernel` without touching anything else.
+
+Note [Sample inputs]: an operator declares once, next to its declaration, the sample inputs that
+test it (``OP.samples(fn, dtypes=..., ref=..., xfail=...)``, or ``declare(..., samples=fn)``);
+``OpDef.info`` holds them (a :class:`flambeau._ops._samples.SampleInfo`), and the table-driven tests
+(``tests/test_op_samples.py``, ``tests/cuda/test_op_samples_sim.py``) walk :data:`OPS` for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from flambeau._ops._samples import SampleInfo
 
 __all__ = ["DEVICE_TYPES", "KERNELS", "OpDef", "OPS", "declare", "get_op", "kernel", "register_kernel"]
 
@@ -68,15 +75,16 @@ class OpDef:
             kernel's calling convention is the front function's business and is documented where
             the op is declared.
         category: section of the API reference this op belongs to.
+        info: the operator's sample inputs and test metadata (Note [Sample inputs]), or None.
     """
 
     __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
-                 "differentiable", "composite", "view", "category", "aliases")
+                 "differentiable", "composite", "view", "category", "aliases", "info")
 
     def __init__(self, name: str, signature: str, *, differentiable: bool = True, composite: bool = False,
                  view: bool = False,
                  method: bool = True, function: bool = True, category: str = "misc",
-                 kernels: dict | None = None, aliases: tuple = ()):
+                 kernels: dict | None = None, aliases: tuple = (), samples: Callable | None = None):
         self.name = name
         self.signature = signature
         self.fn: Callable | None = None
@@ -90,6 +98,7 @@ class OpDef:
         self.kernels.update(kernels or {})
         self.category = category
         self.aliases = tuple(aliases)
+        self.info: SampleInfo | None = SampleInfo(samples) if samples is not None else None
 
     @property
     def kernels(self) -> dict[str, Callable]:
@@ -120,6 +129,32 @@ class OpDef:
         fn.__name__ = self.name + "_"
         fn.__qualname__ = "Tensor." + self.name + "_"
         fn._opdef = self
+        return fn
+
+    def samples(self, fn: Callable | None = None, **meta):
+        """Declare the operator's sample inputs and test metadata (Note [Sample inputs]).
+
+        ``OP.samples(fn, dtypes=("float32", "int64"))`` or as a decorator ``@OP.samples(...)``;
+        ``fn(device, dtype, requires_grad)`` yields :class:`SampleInput` objects and replaces the
+        samples a factory gave; ``meta`` are the attributes of :class:`SampleInfo`.
+        """
+        if fn is None:
+            return lambda f: self._set_samples(f, **meta)
+        return self._set_samples(fn, **meta)
+
+    def sample_options(self, **meta) -> OpDef:
+        """Update the test metadata of already declared samples (``xfail``, ``ref``, ``dtypes`` ...)."""
+        if self.info is None:
+            raise ValueError(f"operator {self.name!r} declares no samples")
+        self.info.update(**meta)
+        return self
+
+    def _set_samples(self, fn: Callable, **meta) -> Callable:
+        if self.info is None:
+            self.info = SampleInfo(fn)
+        else:
+            self.info.fn = fn
+        self.info.update(**meta)
         return fn
 
     def __repr__(self) -> str:

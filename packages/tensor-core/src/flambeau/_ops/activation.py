@@ -453,3 +453,29 @@ SILU_BACKWARD = _backward_op("silu")
 MISH_BACKWARD = _backward_op("mish")
 HARDSWISH_BACKWARD = _backward_op("hardswish")
 silu_backward, mish_backward, hardswish_backward = SILU_BACKWARD.fn, MISH_BACKWARD.fn, HARDSWISH_BACKWARD.fn
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._registry import OPS
+    from flambeau._ops._samples import FLOAT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def add(name, *builders, dtypes=FLOAT, **meta):
+        OPS[name].samples(cases(*builders), dtypes=dtypes, **meta)
+
+    f = "nn.functional."
+    add("leaky_relu", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 0.2), ref=f + "leaky_relu")
+    add("elu", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 0.5), ref=f + "elu")
+    add("selu", lambda mk, mki: S(mk((3, 4))), ref=f + "selu")
+    add("celu", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 0.5), ref=f + "celu")
+    add("hardtanh", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), -2.0, 2.0), ref=f + "hardtanh")
+    for name in ("mish", "hardswish", "hardsigmoid"):
+        add(name, lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((5,), noncontiguous=True)), ref=f + name)
+    add("log_sigmoid", lambda mk, mki: S(mk((3, 4))), ref=f + "logsigmoid")
+    add("threshold", lambda mk, mki: S(mk((3, 4)), 0.5, -1.0), ref=f + "threshold")
+    add("hardshrink", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 1.0), ref=f + "hardshrink")
+    add("softshrink", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 1.0), ref=f + "softshrink")
+    add("prelu", lambda mk, mki: S(mk((2, 3, 4)), mk((3,))), lambda mk, mki: S(mk((2, 3)), mk((1,))), ref=f + "prelu")
+
+_declare_samples()

@@ -49,12 +49,15 @@ from flambeau._ops._common import (
 )
 from flambeau._ops._elementwise_base import (
     binary_op,
+    binary_samples,
     check_inplace_cast,
     not_implemented_for,
     type_name,
     unary_op,
+    unary_samples,
 )
 from flambeau._ops._registry import OPS, declare
+from flambeau._ops._samples import ALL, FLOAT, FLOAT_INT, SampleInput, make_tensor
 
 _bool = dt.bool
 
@@ -817,3 +820,158 @@ def _invert(self) -> Tensor:
 
 
 BITWISE_NOT.dunders["__invert__"] = _invert
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+# The factories gave every unary and binary operator default samples; here: domains, and the
+# operators declared without a factory.
+for _name, _lo, _hi in (("log", 0.1, 5), ("log2", 0.1, 5), ("log10", 0.1, 5), ("sqrt", 0.1, 5), ("rsqrt", 0.1, 5),
+                        ("log1p", -0.9, 5), ("asin", -0.9, 0.9), ("acos", -0.9, 0.9), ("atanh", -0.9, 0.9),
+                        ("erfinv", -0.9, 0.9), ("acosh", 1.1, 5)):
+    OPS[_name].samples(unary_samples(_lo, _hi))
+# torch takes no Python number as ``other`` for these
+for _name in ("atan2", "hypot", "logaddexp", "logaddexp2", "maximum", "minimum", "fmax", "fmin",
+              "logical_and", "logical_or", "logical_xor"):
+    OPS[_name].samples(binary_samples(scalar=False))
+POW.samples(binary_samples(0.5, 3, 0, 3))
+FLOAT_POWER.samples(binary_samples(0.5, 3, 0, 3))
+XLOGY.samples(binary_samples(other_low=0.1, other_high=5))
+for _name in ("bitwise_left_shift", "bitwise_right_shift"):
+    OPS[_name].samples(binary_samples(0, 100, 0, 5))
+# CUDA kernels of these reject bool inputs that their CPU kernels (and torch's CUDA kernels) take
+for _name in ("bitwise_not", "fmax", "fmin", "maximum", "minimum", "isfinite", "isinf", "isnan", "isneginf",
+              "isposinf", "sign", "signbit"):
+    OPS[_name].sample_options(xfail={"cuda@bool": f'"{_name}_cuda" not implemented for bool (the CPU kernel takes it)'})
+del _name, _lo, _hi
+
+
+def _mk(device, dtype, requires_grad, **kw):
+    return lambda shape, **more: make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad,
+                                             **kw, **more)
+
+
+@ADD.samples(dtypes=FLOAT_INT)
+def _add_samples(device, dtype, requires_grad):
+    yield from binary_samples()(device, dtype, requires_grad)
+    mk = _mk(device, dtype, requires_grad)
+    yield SampleInput(mk((3, 4)), mk((4,)), alpha=2).named("alpha")
+
+
+SUB.samples(_add_samples, dtypes=FLOAT_INT)
+RSUB.samples(_add_samples, dtypes=FLOAT_INT)
+
+
+@DIV.samples(dtypes=FLOAT_INT, xfail={
+    "grad:floor": "div(rounding_mode='floor') of a tensor requiring grad does not require grad (torch: zero gradient)",
+    "cuda:trunc@float32": "div(rounding_mode='trunc') of floats on CUDA calls trunc, which has no CUDA kernel",
+    "cuda:trunc@float64": "div(rounding_mode='trunc') of floats on CUDA calls trunc, which has no CUDA kernel"})
+def _div_samples(device, dtype, requires_grad):
+    yield from binary_samples()(device, dtype, requires_grad)
+    mk = _mk(device, dtype, requires_grad)
+    for mode in ("trunc", "floor"):
+        yield SampleInput(mk((3, 4)), mk((3, 4), exclude_zero=True), rounding_mode=mode).named(mode)
+
+
+SQUARE.samples(unary_samples(), dtypes=FLOAT_INT)
+POSITIVE.samples(unary_samples(), dtypes=FLOAT_INT)
+
+
+@ROUND.samples(dtypes=FLOAT)
+def _round_samples(device, dtype, requires_grad):
+    yield from unary_samples()(device, dtype, requires_grad)
+    yield SampleInput(_mk(device, dtype, requires_grad)((3, 4)), decimals=2).named("decimals")
+
+
+@GELU.samples(dtypes=FLOAT, ref="nn.functional.gelu")
+def _gelu_samples(device, dtype, requires_grad):
+    yield from unary_samples()(device, dtype, requires_grad)
+    yield SampleInput(_mk(device, dtype, requires_grad)((3, 4)), approximate="tanh").named("tanh")
+
+
+@SOFTPLUS.samples(dtypes=FLOAT, ref="nn.functional.softplus")
+def _softplus_samples(device, dtype, requires_grad):
+    yield from unary_samples()(device, dtype, requires_grad)
+    yield SampleInput(_mk(device, dtype, requires_grad)((3, 4)), 2.0, 3.0).named("beta threshold")
+
+
+@LOGIT.samples(dtypes=FLOAT, xfail={
+    "grad:eps": "logit(eps=...) backward is not zero outside [eps, 1 - eps] as torch's is"})
+def _logit_samples(device, dtype, requires_grad):
+    yield from unary_samples(0.05, 0.95)(device, dtype, requires_grad)
+    x = _mk(device, dtype, False, low=0.2, high=0.8)((3, 4))
+    x[0, 0], x[1, 1] = 0.03, 0.96  # clamped by eps
+    yield SampleInput(x.requires_grad_(requires_grad), 0.1).named("eps")
+
+
+@NAN_TO_NUM.samples(dtypes=FLOAT)
+def _nan_to_num_samples(device, dtype, requires_grad):
+    import flambeau as fl
+
+    x = fl.tensor([[float("nan"), float("inf"), -float("inf"), 1.5]], dtype=dtype, device=device)
+    yield SampleInput(x)
+    yield SampleInput(x, 2.0, 100.0, -100.0).named("values")
+
+
+@CLAMP.samples(dtypes=FLOAT_INT)
+def _clamp_samples(device, dtype, requires_grad):
+    mk = _mk(device, dtype, requires_grad)
+    yield SampleInput(mk((3, 4)), -1, 2).named("both")
+    yield SampleInput(mk((3, 4)), min=-1).named("min")
+    yield SampleInput(mk((3, 4)), max=2).named("max")
+    yield SampleInput(mk((3, 4)), mk((3, 4)), mk((4,), low=6, high=8)).named("tensor bounds")
+
+
+@CLAMP_MIN.samples(dtypes=FLOAT_INT)
+def _clamp_min_samples(device, dtype, requires_grad):
+    yield SampleInput(_mk(device, dtype, requires_grad)((3, 4)), 1)
+
+
+CLAMP_MAX.samples(_clamp_min_samples, dtypes=FLOAT_INT)
+
+
+@WHERE.samples(dtypes=ALL)
+def _where_samples(device, dtype, requires_grad):
+    import flambeau as fl
+
+    mk = _mk(device, dtype, requires_grad)
+    cond = make_tensor((3, 4), device=device, dtype=fl.bool)
+    yield SampleInput(cond, mk((3, 4)), mk((3, 4)))
+    yield SampleInput(cond, mk((4,)), mk((3, 1))).named("broadcast")
+
+
+@LERP.samples(dtypes=FLOAT)
+def _lerp_samples(device, dtype, requires_grad):
+    mk = _mk(device, dtype, requires_grad)
+    yield SampleInput(mk((3, 4)), mk((3, 4)), 0.3).named("scalar weight")
+    yield SampleInput(mk((3, 4)), mk((4,)), mk((3, 4), low=0, high=1)).named("tensor weight")
+
+
+@ADDCMUL.samples(dtypes=FLOAT)
+def _addcmul_samples(device, dtype, requires_grad):
+    mk = _mk(device, dtype, requires_grad)
+    yield SampleInput(mk((3, 4)), mk((3, 4)), mk((4,)))
+    yield SampleInput(mk((3, 4)), mk((3, 1)), mk((4,), exclude_zero=True), value=0.5).named("value")
+
+
+ADDCDIV.samples(_addcmul_samples, dtypes=FLOAT)
+
+
+@ISCLOSE.samples(dtypes=FLOAT_INT)
+def _isclose_samples(device, dtype, requires_grad):
+    mk = _mk(device, dtype, False)
+    a = mk((3, 4))
+    yield SampleInput(a, a.clone())
+    yield SampleInput(a, mk((3, 4))).named("different")
+    if dtype.is_floating_point:
+        yield SampleInput(a, a + 1e-3, rtol=0.0, atol=1e-2).named("tolerances")
+
+
+ALLCLOSE.samples(_isclose_samples, dtypes=FLOAT_INT)
+
+
+@EQUAL.samples(dtypes=ALL)
+def _equal_samples(device, dtype, requires_grad):
+    a = make_tensor((3, 4), device=device, dtype=dtype)
+    yield SampleInput(a, a.clone()).named("equal")
+    yield SampleInput(a, make_tensor((3, 4), device=device, dtype=dtype)).named("different")
+    yield SampleInput(a, make_tensor((4,), device=device, dtype=dtype)).named("shapes")

@@ -1001,3 +1001,63 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     record_if_needed(PUT, (input, index, source), {"accumulate": bool(accumulate)}, out)
     return out
 
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._registry import OPS
+    from flambeau._ops._samples import FLOAT, FLOAT_INT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def add(name, *builders, dtypes=FLOAT, **meta):
+        OPS[name].samples(cases(*builders), dtypes=dtypes, **meta)
+
+    add("index", lambda mk, mki: S(mk((4, 3)), (mki((2,), 4),)),
+        lambda mk, mki: S(mk((4, 3)), (mki((2,), 4), mki((2,), 3))),
+        dtypes=FLOAT_INT, ref=lambda x, idx: x[idx])
+    add("masked_fill", lambda mk, mki: S(mk((3, 4)), mk((3, 4), dtype=_bool_dt(), requires_grad=False), 2.0),
+        dtypes=FLOAT_INT)
+    add("masked_select", lambda mk, mki: S(mk((3, 4)), mk((4,), dtype=_bool_dt(), requires_grad=False)),
+        dtypes=FLOAT_INT)
+    add("masked_scatter", lambda mk, mki: S(mk((3, 4)), mk((3, 4), dtype=_bool_dt(), requires_grad=False), mk((12,))),
+        dtypes=FLOAT_INT)
+    add("gather", lambda mk, mki: S(mk((3, 4)), 1, mki((3, 2), 4)), lambda mk, mki: S(mk((3, 4)), 0, mki((2, 4), 3)),
+        dtypes=FLOAT_INT)
+    add("scatter", lambda mk, mki: S(mk((3, 4)), 1, _perm_index(mki), mk((3, 2))), dtypes=FLOAT_INT)
+    add("scatter_add", lambda mk, mki: S(mk((3, 4)), 1, mki((3, 5), 4), mk((3, 5))), dtypes=FLOAT_INT)
+    add("scatter_reduce", lambda mk, mki: S(mk((3, 4)), 1, mki((3, 5), 4), mk((3, 5)), "sum"),
+        lambda mk, mki: S(mk((3, 4)), 1, mki((3, 5), 4), mk((3, 5)), "amax", include_self=False), dtypes=FLOAT_INT)
+    add("index_select", lambda mk, mki: S(mk((4, 3)), 0, mki((5,), 4)), lambda mk, mki: S(mk((4, 3)), 1, mki((2,), 3)),
+        dtypes=FLOAT_INT)
+    add("index_add", lambda mk, mki: S(mk((4, 3)), 0, mki((5,), 4), mk((5, 3))),
+        lambda mk, mki: S(mk((4, 3)), 1, mki((2,), 3), mk((4, 2)), alpha=2), dtypes=FLOAT_INT)
+    add("index_copy", lambda mk, mki: S(mk((4, 3)), 0, _perm_index(mki, (2,), 4), mk((2, 3))), dtypes=FLOAT_INT)
+    add("index_fill", lambda mk, mki: S(mk((4, 3)), 1, mki((2,), 3), -1.0), dtypes=FLOAT_INT)
+    add("take", lambda mk, mki: S(mk((3, 4)), mki((5,), 12)), dtypes=FLOAT_INT)
+    add("put", lambda mk, mki: S(mk((3, 4)), _perm_index(mki, (3,), 12), mk((3,))),
+        lambda mk, mki: S(mk((3, 4)), mki((5,), 12), mk((5,)), True), dtypes=FLOAT_INT)
+    add("index_put", lambda mk, mki: S(mk((4, 3)), (_perm_index(mki, (2,), 4),), mk((2, 3))),
+        lambda mk, mki: S(mk((4, 3)), (mki((5,), 4),), mk((5, 3)), True), dtypes=FLOAT_INT)
+    add("nonzero", lambda mk, mki: S(mk((3, 4), low=-1, high=2)), dtypes=("float32", "int64"))
+    add("argwhere", lambda mk, mki: S(mk((3, 4), low=-1, high=2)), dtypes=("float32", "int64"))
+
+_declare_samples()
+
+
+def _bool_dt():
+    from flambeau import _dtype
+
+    return _dtype.bool
+
+
+def _perm_index(mki, shape=(3, 2), high=4):
+    """Indices without repeats (scatter/index_copy/put are not deterministic with duplicates)."""
+    import numpy as np
+
+    import flambeau as fl
+
+    rng = np.random.default_rng(sum(shape) + high)
+    n = int(np.prod(shape))
+    if len(shape) == 1:
+        return fl.tensor(rng.permutation(high)[:n])
+    return fl.tensor(np.stack([rng.permutation(high)[:shape[1]] for _ in range(shape[0])]))

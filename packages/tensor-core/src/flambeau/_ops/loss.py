@@ -483,3 +483,37 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean", log_target: b
         return loss.mean()
     total = loss.sum()
     return total / input.shape[0] if input.ndim else total
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._registry import OPS
+    from flambeau._ops._samples import FLOAT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def add(name, *builders, dtypes=FLOAT, **meta):
+        OPS[name].samples(cases(*builders), dtypes=dtypes, **meta)
+
+    for name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):
+        add(name, lambda mk, mki: S(mk((3, 4)), mk((3, 4))),
+            lambda mk, mki: S(mk((3, 4)), mk((3, 4)), reduction="sum"),
+            lambda mk, mki: S(mk((3, 4)), mk((3, 4)), reduction="none"), ref=f"nn.functional.{name}")
+    add("binary_cross_entropy", lambda mk, mki: S(mk((3, 4), low=0.1, high=0.9), mk((3, 4), low=0, high=1)),
+        lambda mk, mki: S(mk((3, 4), low=0.1, high=0.9), mk((3, 4), low=0, high=1),
+                          mk((4,), low=0.5, high=2, requires_grad=False), reduction="sum"),
+        ref="nn.functional.binary_cross_entropy")
+    add("binary_cross_entropy_with_logits", lambda mk, mki: S(mk((3, 4)), mk((3, 4), low=0, high=1)),
+        lambda mk, mki: S(mk((3, 4)), mk((3, 4), low=0, high=1),
+                          pos_weight=mk((4,), low=0.5, high=2, requires_grad=False)),
+        ref="nn.functional.binary_cross_entropy_with_logits")
+    add("nll_loss", lambda mk, mki: S(mk((3, 5)), mki((3,), 5)),
+        lambda mk, mki: S(mk((3, 5)), mki((3,), 5), mk((5,), low=0.5, high=2, requires_grad=False), reduction="sum"),
+        ref="nn.functional.nll_loss")
+    add("cross_entropy", lambda mk, mki: S(mk((3, 5)), mki((3,), 5)),
+        lambda mk, mki: S(mk((3, 5)), mki((3,), 5), label_smoothing=0.1),
+        lambda mk, mki: S(mk((2, 5, 3)), mki((2, 3), 5), reduction="none"),
+        lambda mk, mki: S(mk((3, 5)), mk((3, 5), low=0, high=1)), ref="nn.functional.cross_entropy")
+    add("kl_div", lambda mk, mki: S(mk((3, 4)), mk((3, 4), low=0.1, high=1), reduction="batchmean"),
+        ref="nn.functional.kl_div")
+
+_declare_samples()

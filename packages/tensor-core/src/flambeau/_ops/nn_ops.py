@@ -177,3 +177,22 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         record(DROPOUT, (input, p, training, inplace), {"mask": _wrap(mask, dev)}, out)
     return out
 
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._registry import OPS
+    from flambeau._ops._samples import FLOAT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def add(name, *builders, dtypes=FLOAT, **meta):
+        OPS[name].samples(cases(*builders), dtypes=dtypes, **meta)
+
+    for name in ("softmax", "log_softmax"):
+        add(name, lambda mk, mki: S(mk((3, 4)), 1), lambda mk, mki: S(mk((2, 3, 4)), 0),
+            lambda mk, mki: S(mk((4, 3), noncontiguous=True), -1), ref=f"nn.functional.{name}")
+    add("embedding", lambda mk, mki: S(mki((2, 3), 5), mk((5, 4))), ref="nn.functional.embedding")
+    add("dropout", lambda mk, mki: S(mk((3, 4)), 0.5, True), lambda mk, mki: S(mk((3, 4)), 0.5, False),
+        ref="nn.functional.dropout", nondeterministic=True, gradcheck=False)
+
+_declare_samples()

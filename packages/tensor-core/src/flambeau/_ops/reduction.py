@@ -46,6 +46,8 @@ from flambeau._ops._common import (
     wrap_dim,
 )
 from flambeau._ops._registry import OPS, declare
+from flambeau._ops._samples import ALL as ALL_DTYPES
+from flambeau._ops._samples import FLOAT, FLOAT_INT, SampleInput, make_tensor
 from flambeau._ops.shape import cat
 
 __all__ = ["diff", "sum", "nansum", "mean", "nanmean", "prod", "max", "min", "amax", "amin", "argmax",
@@ -55,6 +57,38 @@ __all__ = ["diff", "sum", "nansum", "mean", "nanmean", "prod", "max", "min", "am
 
 _int64 = dt.int64
 _bool = dt.bool
+
+
+def reduction_samples(dims: str = "optional", keepdim: bool = True, low: float = -3, high: float = 3):
+    """Default samples of a reduction ``op(input, dim, keepdim)`` (Note [Sample inputs] in _registry).
+
+    ``dims``: ``"optional"`` (no dim, an int, a negative int), ``"list"`` (also a tuple of dims),
+    ``"required"`` (an int dim is always given), ``"kwonly"`` (``dim=`` keyword, as ``aminmax``).
+    Integer samples use a wide range so that arg-reductions see no ties.
+    """
+    def samples(device, dtype, requires_grad):
+        lo, hi = (low, high) if dtype.is_floating_point else (-1000, 1000)
+
+        def mk(shape):
+            return make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad, low=lo, high=hi)
+
+        kw = keepdim and {"keepdim": True}
+        if dims == "kwonly":
+            yield SampleInput(mk((3, 4))).named("all")
+            yield SampleInput(mk((3, 4)), dim=1).named("dim")
+            yield SampleInput(mk((2, 3, 4)), dim=-1, keepdim=True).named("dim keepdim")
+            return
+        if dims != "required":
+            yield SampleInput(mk((3, 4))).named("all")
+            yield SampleInput(mk(())).named("0-dim")
+        yield SampleInput(mk((3, 4)), 1).named("dim")
+        yield SampleInput(mk((2, 3, 4)), -2, **(kw or {})).named("dim keepdim")
+        yield SampleInput(make_tensor((4, 3), device=device, dtype=dtype, requires_grad=requires_grad, low=lo,
+                                      high=hi, noncontiguous=True), 0).named("strided")
+        if dims == "list":
+            yield SampleInput(mk((2, 3, 4)), (0, 2), **(kw or {})).named("dims")
+
+    return samples
 
 
 def _return_type(name: str, fields: str):
@@ -240,7 +274,8 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
 # --- max, min, amax, amin, argmax, argmin, aminmax -------------------------------------------------
 def _extreme_op(name: str, elementwise: str, rtype):
     op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor | (Tensor values, Tensor indices)",
-                 category="reduction")
+                 category="reduction", samples=reduction_samples())
+    op.sample_options(dtypes=ALL_DTYPES)
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
@@ -286,7 +321,9 @@ min = MIN.fn
 
 
 def _amax_op(name):
-    op = declare(f"{name}(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", category="reduction")
+    op = declare(f"{name}(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", category="reduction",
+                 samples=reduction_samples("list"))
+    op.sample_options(dtypes=ALL_DTYPES)
 
     def fn(input, dim=(), keepdim=False):
         check_tensor(input, "input", name)
@@ -316,7 +353,8 @@ amin = AMIN.fn
 
 def _argop(name):
     op = declare(f"{name}(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", category="reduction",
-                 differentiable=False)
+                 differentiable=False, samples=reduction_samples())
+    op.sample_options(dtypes=FLOAT_INT)
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
@@ -499,7 +537,8 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
 # --- all, any, count_nonzero -------------------------------------------------------------------------
 def _logical_op(name, what):
     op = declare(f"{name}(Tensor input, int[1]? dim=None, bool keepdim=False) -> Tensor", category="reduction",
-                 differentiable=False)
+                 differentiable=False, samples=reduction_samples("list"))
+    op.sample_options(dtypes=ALL_DTYPES)
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
@@ -534,7 +573,9 @@ def count_nonzero(input: Tensor, dim=None) -> Tensor:
 
 # --- cumulative ----------------------------------------------------------------------------------------
 def _cum_op(name, what):
-    op = declare(f"{name}(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", category="reduction")
+    op = declare(f"{name}(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", category="reduction",
+                 samples=reduction_samples("required", keepdim=False, low=0.5, high=1.5))
+    op.sample_options(dtypes=ALL_DTYPES)
 
     def fn(input, dim, *, dtype=None):
         check_tensor(input, "input", name)
@@ -564,7 +605,9 @@ cumprod = CUMPROD.fn
 
 
 def _cum_extreme_op(name, rtype):
-    op = declare(f"{name}(Tensor input, int dim) -> (Tensor values, Tensor indices)", category="reduction")
+    op = declare(f"{name}(Tensor input, int dim) -> (Tensor values, Tensor indices)", category="reduction",
+                 samples=reduction_samples("required", keepdim=False))
+    op.sample_options(dtypes=FLOAT_INT)
 
     def fn(input, dim):
         check_tensor(input, "input", name)
@@ -683,3 +726,49 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend=None, append=None) ->
         later, earlier = x.narrow(d, 1, length - 1), x.narrow(d, 0, length - 1)
         x = later != earlier if x.dtype is dt.bool else later - earlier
     return x
+
+
+# --- sample inputs (Note [Sample inputs] in _registry); the factories above gave theirs -----------------
+SUM.samples(reduction_samples("list"), dtypes=ALL_DTYPES)
+NANSUM.samples(reduction_samples("list"), dtypes=FLOAT_INT)
+MEAN.samples(reduction_samples("list"), dtypes=FLOAT)
+NANMEAN.samples(reduction_samples("list"), dtypes=FLOAT)
+PROD.samples(reduction_samples(low=0.5, high=1.5), dtypes=FLOAT_INT)
+AMINMAX.samples(reduction_samples("kwonly"), dtypes=FLOAT_INT)
+COUNT_NONZERO.samples(reduction_samples("list", keepdim=False), dtypes=ALL_DTYPES)
+MEDIAN.samples(reduction_samples(), dtypes=FLOAT_INT)
+MODE.samples(reduction_samples("required"), dtypes=FLOAT_INT)
+LOGSUMEXP.samples(reduction_samples("required"), dtypes=FLOAT)
+
+
+def _var_samples(device, dtype, requires_grad):
+    # a single element has no variance with correction=1 (nan, also in torch): no 0-dim sample
+    yield from (s for s in reduction_samples("list")(device, dtype, requires_grad) if s.name != "0-dim")
+    x = make_tensor((3, 4), device=device, dtype=dtype, requires_grad=requires_grad)
+    yield SampleInput(x, 1, correction=0).named("correction=0")
+    yield SampleInput(x, 0, False, True).named("unbiased=False keepdim")
+
+
+for _op in (VAR, STD, VAR_MEAN, STD_MEAN):
+    _op.samples(_var_samples, dtypes=FLOAT)
+
+
+@NORM.samples(dtypes=FLOAT)
+def _norm_samples(device, dtype, requires_grad):
+    def mk(shape):
+        return make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad, exclude_zero=True)
+
+    yield SampleInput(mk((3, 4))).named("fro")
+    for p in (1, 2, 3, float("inf")):
+        yield SampleInput(mk((3, 4)), p, 1).named(f"p={p} dim")
+    yield SampleInput(mk((2, 3, 4)), "fro", (1, 2), True).named("fro dims keepdim")
+
+
+@DIFF.samples(dtypes=FLOAT_INT)
+def _diff_samples(device, dtype, requires_grad):
+    def mk(shape):
+        return make_tensor(shape, device=device, dtype=dtype, requires_grad=requires_grad)
+
+    yield SampleInput(mk((5,)))
+    yield SampleInput(mk((3, 4)), 2, 0).named("n=2 dim=0")
+    yield SampleInput(mk((3, 4)), 1, -1, mk((3, 1)), mk((3, 2))).named("prepend append")

@@ -1552,3 +1552,68 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False, return_count
     vals, inv, cnt = UNIQUE_CONSECUTIVE.kernel(input._device.type)(input._data, bool(return_inverse),
                                                                    bool(return_counts), d)
     return _unique_result(input, vals, inv, cnt, return_inverse, return_counts)
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._registry import OPS
+    from flambeau._ops._samples import ALL, FLOAT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def add(name, *builders, dtypes=ALL, **meta):
+        OPS[name].samples(cases(*builders), dtypes=dtypes, **meta)
+
+    add("view", lambda mk, mki: S(mk((3, 4)), 2, 6), lambda mk, mki: S(mk((3, 4)), -1))
+    add("reshape", lambda mk, mki: S(mk((3, 4)), (2, 6)), lambda mk, mki: S(mk((4, 3), noncontiguous=True), (-1,)))
+    add("flatten", lambda mk, mki: S(mk((2, 3, 4))), lambda mk, mki: S(mk((2, 3, 4)), 1))
+    add("unflatten", lambda mk, mki: S(mk((2, 12)), 1, (3, 4)))
+    add("permute", lambda mk, mki: S(mk((2, 3, 4)), (2, 0, 1)))
+    add("transpose", lambda mk, mki: S(mk((2, 3, 4)), 0, 2))
+    add("t", lambda mk, mki: S(mk((3, 4))))
+    add("adjoint", lambda mk, mki: S(mk((2, 3, 4))))
+    add("movedim", lambda mk, mki: S(mk((2, 3, 4)), 0, -1))
+    add("expand", lambda mk, mki: S(mk((3, 1)), 3, 4), lambda mk, mki: S(mk((3, 1)), 2, -1, 4))
+    add("broadcast_to", lambda mk, mki: S(mk((3, 1)), (2, 3, 4)))
+    add("squeeze", lambda mk, mki: S(mk((3, 1, 4))), lambda mk, mki: S(mk((3, 1, 4)), 1))
+    add("unsqueeze", lambda mk, mki: S(mk((3, 4)), 1), lambda mk, mki: S(mk((3, 4)), -1))
+    add("narrow", lambda mk, mki: S(mk((5, 4)), 0, 1, 3))
+    add("select", lambda mk, mki: S(mk((5, 4)), 1, 2))
+    add("unfold", lambda mk, mki: S(mk((3, 7)), 1, 3, 2), ref=lambda x, *args: x.unfold(*args))
+    add("unbind", lambda mk, mki: S(mk((3, 4)), 1))
+    add("split", lambda mk, mki: S(mk((5, 4)), 2), lambda mk, mki: S(mk((5, 4)), (1, 3), 1))
+    add("chunk", lambda mk, mki: S(mk((5, 4)), 2))
+    add("tensor_split", lambda mk, mki: S(mk((5, 4)), 3), lambda mk, mki: S(mk((5, 4)), (1, 3), 1))
+    add("cat", lambda mk, mki: S([mk((2, 3)), mk((1, 3))]), lambda mk, mki: S([mk((2, 3)), mk((2, 2))], 1))
+    add("stack", lambda mk, mki: S([mk((2, 3)), mk((2, 3))]), lambda mk, mki: S([mk((2, 3)), mk((2, 3))], 2))
+    for name in ("hstack", "vstack", "dstack", "column_stack"):
+        add(name, lambda mk, mki: S([mk((2, 3)), mk((2, 3))]))
+    add("repeat", lambda mk, mki: S(mk((2, 3)), 2, 1, 3))
+    add("tile", lambda mk, mki: S(mk((2, 3)), (2, 2)))
+    add("repeat_interleave", lambda mk, mki: S(mk((2, 3)), 2, 1),
+        lambda mk, mki: S(mk((3,)), mki((3,), 3, 1)).named("tensor repeats"),
+        xfail={"grad:tensor repeats": "repeat_interleave's derivative uses 'repeats', which it does not save"})
+    add("flip", lambda mk, mki: S(mk((2, 3, 4)), (0, 2)))
+    add("fliplr", lambda mk, mki: S(mk((2, 3))))
+    add("flipud", lambda mk, mki: S(mk((2, 3))))
+    add("roll", lambda mk, mki: S(mk((3, 4)), 1, 1), lambda mk, mki: S(mk((3, 4)), (1, -2), (0, 1)),
+        lambda mk, mki: S(mk((3, 4)), 5))
+    add("rot90", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 3, (1, 0)))
+    add("tril", lambda mk, mki: S(mk((4, 5))), lambda mk, mki: S(mk((2, 4, 3)), -1))
+    add("triu", lambda mk, mki: S(mk((4, 5))), lambda mk, mki: S(mk((2, 4, 3)), 1))
+    add("pad", lambda mk, mki: S(mk((2, 3)), (1, 2)), lambda mk, mki: S(mk((2, 3, 4)), (1, 0, 2, 1), value=1.0),
+        lambda mk, mki: S(mk((1, 2, 5)), (2, 2), "reflect"), lambda mk, mki: S(mk((1, 2, 5)), (1, 2), "replicate"),
+        dtypes=FLOAT, ref="nn.functional.pad")
+    add("one_hot", lambda mk, mki: S(mki((5,), 4)), lambda mk, mki: S(mki((2, 3), 3), 5), dtypes=("int64",),
+        ref="nn.functional.one_hot")
+    add("sort", lambda mk, mki: S(mk((3, 5))), lambda mk, mki: S(mk((3, 5)), 0, True), dtypes=FLOAT)
+    add("argsort", lambda mk, mki: S(mk((3, 5))), lambda mk, mki: S(mk((3, 5)), 0, True), dtypes=FLOAT)
+    add("msort", lambda mk, mki: S(mk((3, 5))), dtypes=FLOAT)
+    add("topk", lambda mk, mki: S(mk((3, 5)), 2), lambda mk, mki: S(mk((3, 5)), 2, 0, False), dtypes=FLOAT)
+    add("kthvalue", lambda mk, mki: S(mk((3, 5)), 2), lambda mk, mki: S(mk((3, 5)), 1, 0, True), dtypes=FLOAT)
+    add("unique", lambda mk, mki: S(mki((10,), 4)), lambda mk, mki: S(mki((10,), 4), return_counts=True,
+                                                                        return_inverse=True), dtypes=("int64",))
+    add("unique_consecutive", lambda mk, mki: S(mki((10,), 3)),
+        lambda mk, mki: S(mki((10,), 3), return_counts=True, return_inverse=True), dtypes=("int64",))
+
+
+_declare_samples()

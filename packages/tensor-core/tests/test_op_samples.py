@@ -1,0 +1,134 @@
+"""Every operator's declared sample inputs against PyTorch, and gradcheck (Note [Sample inputs]).
+
+The operator table is the list: an operator that declares samples next to its declaration
+(``OP.samples(...)`` in ``flambeau/_ops/<family>.py``, or the defaults of the elementwise,
+reduction and activation factories) is tested here with no change to this file.
+
+- ``test_against_torch``: the CPU result equals ``torch.<name>`` (or the declared reference) on the
+  same inputs, values and dtype;
+- ``test_gradcheck``: finite differences agree with the derivative in float64;
+- ``test_operators_without_samples``: the burn-down list of operators with a CPU kernel and no
+  samples (xfails with the list while it is not empty).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import pytest
+import torch
+from _op_samples import call_sample, compare, flambeau_call, leaves, map_structure, ops_with_samples, run_checks
+
+import flambeau as fl
+from flambeau._ops._registry import OPS
+from flambeau._ops._samples import generate
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _torch_attr(path: str):
+    obj = torch
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+@functools.cache
+def torch_reference(name: str):
+    """The PyTorch callable operator ``name`` is compared with, or None."""
+    ref = OPS[name].info.ref
+    if ref is None or callable(ref):
+        return ref
+    if ref != "default":
+        found = _torch_attr(ref)
+        assert found is not None, f"{name}: reference torch.{ref} does not exist"
+        return found
+    for path in (name, f"nn.functional.{name}", f"special.{name}"):
+        found = _torch_attr(path)
+        if found is not None:
+            return found
+    if hasattr(torch.Tensor, name):
+        return lambda input, *args, **kwargs: getattr(input, name)(*args, **kwargs)
+    return None
+
+
+def _to_torch(x):
+    if isinstance(x, fl.Tensor):
+        return torch.from_numpy(x.detach().numpy().copy())
+    if isinstance(x, fl.dtype):
+        return getattr(torch, x.name)
+    if isinstance(x, fl.device):
+        return torch.device(str(x))
+    return x
+
+
+@pytest.mark.parametrize("name, dtype", ops_with_samples())
+def test_against_torch(name, dtype):
+    op = OPS[name]
+    info = op.info
+    ref = torch_reference(name)
+    if ref is None:
+        pytest.skip(f"{name}: no PyTorch reference")
+    d = getattr(fl, dtype)
+    call = flambeau_call(op)
+
+    def body(s):
+        want = call_sample(ref, s, _to_torch)
+        got = call_sample(call, s)
+        if info.nondeterministic:
+            want = map_structure(lambda t: t.shape if isinstance(t, torch.Tensor) else t, want)
+            got = map_structure(lambda t: t.shape if isinstance(t, fl.Tensor) else t, got)
+        compare(got, want, rtol=info.rtol, atol=info.atol, dtype=d)
+
+    run_checks(op, "ref", generate(op, "cpu", d), body, dtype)
+
+
+def _gradcheck_cases():
+    def pred(op):
+        g = op.info.gradcheck
+        return (op.differentiable if g is None else g) and "float64" in op.info.dtypes
+
+    return [p for p in ops_with_samples(pred) if p.values[1] == "float64"]
+
+
+@pytest.mark.parametrize("name, dtype", _gradcheck_cases())
+def test_gradcheck(name, dtype):
+    from flambeau.autograd import gradcheck
+
+    op = OPS[name]
+    call = flambeau_call(op)
+
+    def body(s):
+        structure = (s.input, s.args, s.kwargs)
+        ts = [t for t in leaves(structure) if isinstance(t, fl.Tensor) and t.requires_grad]
+        if not ts:
+            return False
+        ids = {id(t): i for i, t in enumerate(ts)}
+
+        def fn(*xs):
+            inp, args, kwargs = map_structure(
+                lambda t: xs[ids[id(t)]] if isinstance(t, fl.Tensor) and id(t) in ids else t, structure)
+            out = call(inp, *args, **kwargs)
+            return tuple(o for o in leaves(out) if isinstance(o, fl.Tensor))
+
+        assert gradcheck(fn, tuple(ts))
+        return True
+
+    run_checks(op, "grad", generate(op, "cpu", fl.float64, True), body, dtype)
+
+
+def test_operators_without_samples():
+    """The burn-down list: operators with a CPU kernel that declare no samples yet."""
+    missing = sorted(name for name, op in OPS.items() if "cpu" in op.kernels and op.info is None)
+    with_samples = sum(op.info is not None for op in OPS.values())
+    if missing:
+        pytest.xfail(f"{len(missing)} operators with a CPU kernel have no samples "
+                     f"({with_samples} of {len(OPS)} operators have): {', '.join(missing)}")
