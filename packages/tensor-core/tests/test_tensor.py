@@ -345,3 +345,5 @@ def test_backward_without_engine_names_the_package(monkeypatch):
         t.backward()
     with pytest.raises(RuntimeError, match="pip install flambeau-autograd"):
         t.register_hook(lambda g: g)
+    with pytest.raises(RuntimeError, match="pip install flambeau-autograd"):
+        t.register_post_accumulate_grad_hook(lambda t: None)

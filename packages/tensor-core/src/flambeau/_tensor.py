@@ -230,6 +230,14 @@ class Tensor:
         """Register a hook called with this tensor's gradient; it may return a replacement."""
         return get_engine().register_hook(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, called after backward accumulated this leaf's gradient into ``.grad``.
+
+        ``hook`` must return None. Leaf tensors only (RuntimeError otherwise); returns a handle with
+        ``remove()``.
+        """
+        return get_engine().register_post_accumulate_grad_hook(self, hook)
+
     def retain_grad(self) -> None:
         """Keep ``.grad`` for this non-leaf tensor after backward."""
         get_engine().retain_grad(self)

@@ -5,6 +5,11 @@ input requiring grad (DESIGN.md seam 2), and :meth:`Engine.apply_inplace` for in
 in that situation. Backward runs the recorded graph in dependency order: a node runs once every
 node that feeds it a gradient has run; among ready nodes the most recently created runs first,
 as in PyTorch.
+
+A leaf's AccumulateGrad node runs, in torch's order: the leaf's tensor hooks, the node's pre hooks,
+the accumulation into ``.grad``, the leaf's post-accumulate-grad hooks, the node's post hooks.
+Callbacks queued during a backward pass (:func:`flambeau.autograd.graph.queue_callback`) run once
+it ends, in the thread that ran it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from flambeau.autograd import forward_ad as _forward_ad
 from flambeau.autograd._anomaly import _state as _anomaly_state
 from flambeau.autograd._derivatives import DERIVATIVES
 from flambeau.autograd._inplace import apply_inplace as _apply_inplace
-from flambeau.autograd._node import AccumulateGrad, Node, grad_accumulator, meta_of
+from flambeau.autograd._node import AccumulateGrad, Node, _RemovableHandle, grad_accumulator, meta_of
 from flambeau.autograd._opnode import OpNode
 from flambeau.autograd._saved import FREED_MESSAGE
+from flambeau.autograd.graph import _callbacks, queue_callback
 
 __all__ = ["Engine", "ENGINE"]
 
@@ -126,10 +132,29 @@ class Engine:
             if meta.hooks is None:
                 meta.hooks = []
             meta.hooks.append(hook)
-            from flambeau.autograd._node import _RemovableHandle
-
             return _RemovableHandle(meta.hooks, hook)
         return t.grad_fn._add_tensor_hook(meta_of(t).output_nr, hook)
+
+    def register_post_accumulate_grad_hook(self, t: Tensor, hook):
+        """Register ``hook(t)``, called after a backward pass accumulated a gradient into leaf ``t``'s ``.grad``."""
+        if not t._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if t.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        meta = meta_of(t)
+        if meta.post_accumulate_hooks is None:
+            meta.post_accumulate_hooks = []
+        meta.post_accumulate_hooks.append(hook)
+        return _RemovableHandle(meta.post_accumulate_hooks, hook)
+
+    def queue_callback(self, callback) -> None:
+        """Run ``callback()`` once the current backward pass ends (torch's ``_execution_engine.queue_callback``).
+
+        Only during a backward pass (from a hook or a node); the callback runs in the thread running that
+        pass, after its last node, with the pass's grad mode (``create_graph``), and is then forgotten.
+        A callback may queue further callbacks: they run in the same pass.
+        """
+        queue_callback(callback)
 
     def retain_grad(self, t: Tensor) -> None:
         if not t._requires_grad:
@@ -155,6 +180,8 @@ ENGINE = Engine()
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+
 def _run(roots, execute):
     """Execute in the calling thread for CPU graphs, in the device's worker thread for CUDA ones."""
     for _edge, g in roots:
@@ -297,6 +324,9 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
     prev_mode = grad_state.enabled
     grad_state.enabled = create_graph
     heappush, heappop = heapq.heappush, heapq.heappop
+    callbacks_stack = _callbacks.stack
+    callbacks: list = []
+    callbacks_stack.append(callbacks)
     try:
         while heap:
             node = heappop(heap)[2]
@@ -319,8 +349,14 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
                         _accumulate(t, g, create_graph)
             if is_accumulator:
                 if capture is None and (accumulate_only is None or (node, 0) in accumulate_only):
+                    if node._pre_hooks is not None or node._post_hooks is not None:
+                        _run_accumulator_with_hooks(node, grads, create_graph)
+                        continue
                     if grads[0] is not None:
                         _accumulate(node.variable, grads[0], create_graph)
+                        meta = node.variable._autograd_meta
+                        if meta.post_accumulate_hooks:
+                            _run_post_accumulate_hooks(node.variable, meta.post_accumulate_hooks)
                 continue
             if needed is not None and not needed.get(node, False):
                 continue
@@ -340,7 +376,12 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
                 if d == 0:
                     heappush(heap, (-nxt._sequence_nr, id(nxt), nxt))
             outs = g = None  # the buffers hold the gradients now: let AccumulateGrad steal them
+        i = 0
+        while i < len(callbacks):  # end of the pass: queued callbacks (they may queue more)
+            callbacks[i]()
+            i += 1
     finally:
+        callbacks_stack.pop()  # after an error the queued callbacks are dropped, as in torch
         grad_state.enabled = prev_mode
     return captured
 
@@ -368,6 +409,32 @@ def _run_tensor_hooks(node, grads):
                 r = fn(grads[nr])
                 if r is not None:
                     grads[nr] = r
+
+
+def _run_accumulator_with_hooks(node: AccumulateGrad, grads: list, create_graph: bool) -> None:
+    """An AccumulateGrad node with pre or post hooks (``node.register_prehook`` / ``register_hook``)."""
+    if node._pre_hooks:
+        for fn in list(node._pre_hooks):
+            r = fn(tuple(grads))
+            if r is not None:
+                grads[:] = r
+    g = grads[0]
+    if g is not None:
+        grads[0] = None  # only ``g`` refers to the gradient now, so that _accumulate may steal it
+        _accumulate(node.variable, g, create_graph)
+        grads[0] = g
+        meta = node.variable._autograd_meta
+        if meta.post_accumulate_hooks:
+            _run_post_accumulate_hooks(node.variable, meta.post_accumulate_hooks)
+    if node._post_hooks:
+        for fn in list(node._post_hooks):
+            fn((), tuple(grads))  # an AccumulateGrad has no grad_inputs: what it returns is ignored
+
+
+def _run_post_accumulate_hooks(var: Tensor, hooks: list) -> None:
+    for fn in list(hooks):
+        if fn(var) is not None:
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def _call_node(node: Node, grads: list, keep_graph: bool):

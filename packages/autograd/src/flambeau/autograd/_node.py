@@ -28,12 +28,14 @@ next_sequence = _sequence.__next__  # creation order of nodes: backward runs the
 class AutogradMeta:
     """Per-tensor autograd state kept in ``Tensor._autograd_meta`` (created only when needed)."""
 
-    __slots__ = ("output_nr", "grad_accumulator", "hooks", "retains_grad", "tangents", "forward_only", "__weakref__")
+    __slots__ = ("output_nr", "grad_accumulator", "hooks", "post_accumulate_hooks", "retains_grad", "tangents",
+                 "forward_only", "__weakref__")
 
     def __init__(self):
         self.output_nr = 0
         self.grad_accumulator = None  # weakref to the leaf's AccumulateGrad
         self.hooks = None  # leaf tensors: list of gradient hooks
+        self.post_accumulate_hooks = None  # leaf tensors: hooks called with the tensor after .grad was accumulated
         self.retains_grad = False
         self.tangents = None  # forward AD: {level: tangent}
         self.forward_only = False  # forward AD: _requires_grad is set only so that operators reach us

@@ -9,22 +9,18 @@ is launched, asynchronously, as soon as all its gradients are in, while backward
 the gradients of earlier layers. Backward returns once every bucket is averaged and written to
 ``param.grad``.
 
-Note [Gradient hooks without a post-accumulate hook]
-    torch's reducer runs after a parameter's gradient has been *accumulated* into ``.grad``
-    (a hook on the ``AccumulateGrad`` node), and waits for the buckets in a callback queued to
-    run when the engine's backward pass ends. flambeau-autograd offers neither: a tensor hook on
-    a parameter (``Tensor.register_hook``) runs with the incoming gradient just *before* the
-    engine accumulates it. So the hook does the accumulation into the bucket itself: it writes
-    ``.grad + grad`` (or ``grad``) into the parameter's bucket slice, counts the parameter as
-    ready (a bucket is launched, in bucket order, once all its parameters are ready), and sets
-    ``.grad`` to None so that the engine's own accumulation just stores the incoming tensor
-    (no copy); the averages replace it when the buckets are done. The hook of the last
-    parameter expected in this backward pass does the end-of-backward work: it launches what is
-    left, waits for every bucket, writes the averages to ``.grad`` (the bucket slices themselves
-    with ``gradient_as_bucket_view``), and hands the engine its own average as the gradient to
-    store (or zeros to add, when ``.grad`` must stay an existing tensor). With
-    ``register_post_accumulate_grad_hook`` and an end-of-backward callback in flambeau-autograd
-    the reducer would keep its logic and lose these two workarounds.
+Note [Gradient hooks]
+    As torch's reducer: each parameter has a post-accumulate-grad hook
+    (``Tensor.register_post_accumulate_grad_hook``), which runs once backward has accumulated the
+    parameter's gradient into ``.grad``. It copies ``.grad`` into the parameter's bucket slice
+    (with ``gradient_as_bucket_view``, ``.grad`` becomes that slice, and later accumulations add
+    into it in place) and counts the parameter as ready; a bucket is launched, in bucket order,
+    once all its parameters are ready. The first hook of a backward pass also marks ready the
+    parameters found unused (``find_unused_parameters``). When the last bucket is launched, the
+    hook queues a callback to run when the backward pass ends
+    (:func:`flambeau.autograd.graph.queue_callback`): it waits for every bucket and copies the
+    averages into ``.grad`` (which keeps its identity), so that ``backward()`` returns with the
+    averaged gradients.
 """
 
 from __future__ import annotations
@@ -144,7 +140,7 @@ class _Bucket:
 
 
 class _Reducer:
-    """Buckets, the gradient hooks and the bookkeeping of one backward pass (Note [Gradient hooks ...])."""
+    """Buckets, the gradient hooks and the bookkeeping of one backward pass (Note [Gradient hooks])."""
 
     def __init__(self, params: list[Tensor], names: list[str], group: ProcessGroup, caps: list[int],
                  find_unused: bool, as_view: bool):
@@ -175,15 +171,13 @@ class _Reducer:
         self.armed = False
         self.hook_fired = False
         self.ready = [False] * len(params)
-        self.remaining = 0
         self.next_bucket = 0
-        self.kept: dict[int, Tensor] = {}  # .grad tensors (set_to_none=False) that receive the averages
         self.used = [True] * len(params)
         self.used_work = None
         self.used_flags = None
         self.stats = {"backward_syncs": 0, "wait_s": 0.0, "comm_s": 0.0}
         ref = weakref.ref(self)
-        self.handles = [p.register_hook(_make_hook(ref, i)) for i, p in enumerate(params)]
+        self.handles = [p.register_post_accumulate_grad_hook(_make_hook(ref, i)) for i, p in enumerate(params)]
 
     # --- one iteration ------------------------------------------------------------------------
     def prepare(self, outputs) -> None:
@@ -192,25 +186,14 @@ class _Reducer:
         self.armed = True
         self.hook_fired = False
         self.ready = [False] * len(self.params)
-        self.remaining = len(self.params)
         self.next_bucket = 0
-        self.kept = {}
         for bucket in self.buckets:
             bucket.pending = len(bucket.indices)
             bucket.work = None
         self.used_work = None
-        if self.find_unused:
+        if self.find_unused:  # the unused parameters are marked ready by the first hook (as torch)
             reached = _reachable_leaves(_tensors_in(outputs, []))
             self.used = [id(p) in reached for p in self.params]
-            for i, used in enumerate(self.used):
-                if not used:  # contributes what it has (accumulated under no_sync) or zeros
-                    with fl.no_grad():
-                        g = self.params[i].grad
-                        if g is None:
-                            self.views[i].zero_()
-                        elif g is not self.views[i]:
-                            self.views[i].copy_(g)
-                    self.mark_ready(i)
 
     def check_previous(self) -> None:
         """Raise torch's error if the last backward pass did not give every expected parameter a gradient."""
@@ -232,59 +215,60 @@ class _Reducer:
             f"participate in calculating loss. Parameters which did not receive grad for rank {rank}: "
             f"{', '.join(missing)}")
 
-    def on_grad(self, i: int, grad: Tensor):
-        """The hook of parameter ``i`` (Note [Gradient hooks without a post-accumulate hook])."""
+    def on_grad_ready(self, i: int) -> None:
+        """The hook of parameter ``i``, after its ``.grad`` was accumulated (Note [Gradient hooks])."""
         if not self.armed:
-            return None
+            return
         if self.ready[i]:
             raise RuntimeError(
                 f"Expected to mark a variable ready only once. Parameter {self.names[i]} received a gradient "
                 f"twice in one backward pass under DistributedDataParallel (a second backward through the same "
                 f"forward, or reentrant backward); use no_sync() for all but the last one")
-        self.hook_fired = True
-        p, view = self.params[i], self.views[i]
-        prior = p.grad
-        with fl.no_grad():
-            if prior is None:
-                view.copy_(grad)
-            elif prior is view:
-                view.add_(grad)
-            else:
-                view.copy_(prior)
-                view.add_(grad)
-                self.kept[i] = prior  # filled with the average in finalize: .grad keeps its identity
-        p.grad = None  # the engine now stores ``grad`` as .grad without copying; finalize replaces it
-        last = self.remaining == 1
+        if not self.hook_fired:
+            self.hook_fired = True
+            if self.find_unused:
+                for j, used in enumerate(self.used):
+                    if not used:
+                        self.copy_grad_to_bucket(j)  # what it accumulated under no_sync, or zeros
+                        self.mark_ready(j)
+        self.copy_grad_to_bucket(i)
         self.mark_ready(i)
-        if not last:
-            return None
-        self.finalize(last=i)
-        if self.as_view or i in self.kept:
-            kept = self.kept.pop(i, None)
-            if kept is not None:
-                kept.copy_(view)
-            p.grad = view if kept is None else kept
-            return fl.zeros_like(grad)  # .grad holds the average; the engine adds these zeros to it
+
+    def copy_grad_to_bucket(self, i: int) -> None:
+        p, view = self.params[i], self.views[i]
+        g = p.grad
         with fl.no_grad():
-            return view.clone()  # .grad is None: the engine takes this copy of the average as .grad
+            if g is None:
+                view.zero_()
+            elif g is not view:
+                view.copy_(g)
+                if self.as_view:
+                    p.grad = view
 
     def mark_ready(self, i: int) -> None:
         self.ready[i] = True
-        self.remaining -= 1
         self.buckets[self.bucket_of[i]].pending -= 1
+        launched = False
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             bucket = self.buckets[self.next_bucket]
             op = ReduceOp.AVG if bucket.buffer.dtype.is_floating_point else ReduceOp.SUM
             bucket.launched_at = time.perf_counter()
             bucket.work = all_reduce(bucket.buffer, op, self.group, async_op=True)
             self.next_bucket += 1
-        if self.next_bucket == len(self.buckets) and self.find_unused and self.used_work is None:
-            # Note: a parameter unused on every rank keeps its .grad (torch's globally-unused map).
-            self.used_flags = fl.tensor([1 if u else 0 for u in self.used], dtype=fl.int32)
-            self.used_work = all_reduce(self.used_flags, ReduceOp.MAX, self.group, async_op=True)
+            launched = True
+        if launched and self.next_bucket == len(self.buckets):  # every parameter is ready: once per pass
+            if self.find_unused:
+                # Note: a parameter unused on every rank keeps its .grad (torch's globally-unused map).
+                self.used_flags = fl.tensor([1 if u else 0 for u in self.used], dtype=fl.int32)
+                self.used_work = all_reduce(self.used_flags, ReduceOp.MAX, self.group, async_op=True)
+            # Imported here: importing flambeau.distributed does not load the engine (the first tensor
+            # that requires grad does), and ranks reach their first collective sooner without it.
+            from flambeau.autograd.graph import queue_callback
 
-    def finalize(self, last: int) -> None:
-        """Wait for every bucket and write the averages into ``.grad`` (but that of ``last``: see on_grad)."""
+            queue_callback(self.finalize)  # runs when this backward pass ends
+
+    def finalize(self) -> None:
+        """End of backward: wait for every bucket and copy the averages into ``.grad``."""
         start = time.perf_counter()
         for bucket in self.buckets:
             bucket.work.wait()
@@ -299,16 +283,10 @@ class _Reducer:
         self.armed = False
         with fl.no_grad():
             for j, (p, view) in enumerate(zip(self.params, self.views)):
-                if j == last:
-                    continue
-                kept = self.kept.pop(j, None)
                 if globally_used is not None and not globally_used[j]:
                     continue  # unused on every rank: .grad stays as it was
                 if self.as_view:
                     p.grad = view
-                elif kept is not None:
-                    kept.copy_(view)
-                    p.grad = kept
                 elif p.grad is None:
                     p.grad = view.clone()
                 else:
@@ -321,9 +299,10 @@ class _Reducer:
 
 
 def _make_hook(ref, i: int):
-    def hook(grad):
+    def hook(param):
         reducer = ref()
-        return None if reducer is None else reducer.on_grad(i, grad)
+        if reducer is not None:
+            reducer.on_grad_ready(i)
     return hook
 
 
