@@ -125,6 +125,8 @@ class Report:
             self.notes.append("torch is not installed: flambeau timings only")
         import numba
 
+        import flambeau  # noqa: F401 - before numba starts its threads: it picks the layer (Note [numba's threading layer])
+
         numba.set_num_threads(min(THREADS, numba.config.NUMBA_NUM_THREADS))
 
     @property

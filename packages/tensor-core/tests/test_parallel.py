@@ -138,6 +138,17 @@ def test_parallel_kernels_run_on_a_fork_safe_layer(numba_first):
     assert result["child"] == 0, f"the forked child died (wait status {result['child']})"
 
 
+def test_warns_when_numba_started_unsafe_threads_before_flambeau():
+    """numba.set_num_threads before import flambeau fixes the layer: say so rather than abort children later."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}
+    env["NUMBA_THREADING_LAYER"] = "omp"  # the layer a plain venv would pick without flambeau
+    code = "import numba; numba.set_num_threads(1); import flambeau"
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "threads were started on its 'omp' threading layer before flambeau was imported" in proc.stderr
+
+
 def test_threading_layer_the_user_names_is_kept():
     assert _probe_layer(False, NUMBA_THREADING_LAYER="workqueue")["layer"] == "workqueue"
 

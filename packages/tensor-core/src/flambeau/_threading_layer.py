@@ -95,6 +95,27 @@ def _load_tbb() -> str | None:
     return path
 
 
+def _warn_if_started_unsafe() -> None:
+    """Warn when numba started its threads before flambeau was imported, on a layer that aborts forks.
+
+    ``numba.set_num_threads`` or any parallel kernel run before ``import flambeau`` fixes the layer
+    for the life of the process; flambeau can no longer choose it.
+    """
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is None or not getattr(parallel, "_is_initialized", False):
+        return
+    import numba
+
+    layer = numba.threading_layer()
+    if layer not in FORK_SAFE_LAYERS:
+        import warnings
+
+        warnings.warn(f"numba's threads were started on its {layer!r} threading layer before flambeau was "
+                      "imported: forked children (DataLoader workers, Hogwild) that run flambeau's CPU kernels "
+                      "will abort. Import flambeau before starting numba's threads, or set "
+                      "NUMBA_THREADING_LAYER=tbb.", RuntimeWarning, stacklevel=4)
+
+
 def prefer_fork_safe_threading_layer() -> None:
     """Load TBB for numba and ask numba for a fork-safe layer (Note [numba's threading layer]).
 
@@ -105,6 +126,7 @@ def prefer_fork_safe_threading_layer() -> None:
     processes choose the same way; a layer the user named is kept.
     """
     _load_tbb()  # harmless for every choice, and what makes "tbb" loadable at all
+    _warn_if_started_unsafe()
     if os.environ.get("NUMBA_THREADING_LAYER", "default").lower() != "default":
         return  # the user's (or a parent flambeau's) choice
     os.environ["NUMBA_THREADING_LAYER"] = "forksafe"
