@@ -138,6 +138,16 @@ def test_parallel_kernels_run_on_a_fork_safe_layer(numba_first):
     assert result["child"] == 0, f"the forked child died (wait status {result['child']})"
 
 
+@pytest.mark.parametrize("value, expected", [("1", 1), ("3", 3), ("", None), ("0", None), ("x", None)])
+def test_default_threads_follow_omp_num_threads(value, expected):
+    """As torch: a launcher's OMP_NUM_THREADS=1 per process must not be oversubscribed by flambeau's pool."""
+    env = dict(os.environ, OMP_NUM_THREADS=value)
+    code = "import os, flambeau as fl; print(fl.get_num_threads(), min(os.cpu_count() or 1, 16))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    got, cpus = map(int, proc.stdout.split())
+    assert got == (expected or cpus)
+
+
 def test_warns_when_numba_started_unsafe_threads_before_flambeau():
     """numba.set_num_threads before import flambeau fixes the layer: say so rather than abort children later."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}

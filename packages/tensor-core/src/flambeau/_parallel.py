@@ -21,12 +21,24 @@ __all__ = ["get_num_threads", "set_num_threads"]
 # per hand-off against ~0.2 ns per element of an add).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 
-_state = {"threads": max(1, min(os.cpu_count() or 1, 16)), "pool": None}
+def _default_threads() -> int:
+    """``OMP_NUM_THREADS`` when set to a positive integer (as torch's intra-op default), else the CPU count.
+
+    Launchers that start one process per core (``flambeau.distributed.run``, torchrun, mpiexec
+    scripts) set it so that the processes do not oversubscribe the cores.
+    """
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.strip().isdigit() and int(value) > 0:
+        return int(value)
+    return max(1, min(os.cpu_count() or 1, 16))
+
+
+_state = {"threads": _default_threads(), "pool": None}
 _lock = threading.Lock()
 
 
 def get_num_threads() -> int:
-    """Number of threads flambeau's CPU operators use (defaults to the machine's CPU count)."""
+    """Number of threads flambeau's CPU operators use (``OMP_NUM_THREADS`` if set, else the CPU count)."""
     return _state["threads"]
 
 
