@@ -175,7 +175,8 @@ def _autodoc_lines(names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Frequently used names of ``torch`` and ``torch.Tensor``; differences.rst lists those flambeau lacks.
+# Frequently used names of ``torch`` and ``torch.Tensor`` (and torch's submodules that training scripts
+# import); differences.rst lists those flambeau lacks, so that list says honestly what is missing.
 TORCH_COMMON = """
 abs acos add addmm all allclose amax amin any arange argmax argmin argsort as_strided asin atan atan2
 baddbmm bernoulli bitwise_and bitwise_not bitwise_or bitwise_xor bmm broadcast_to cat ceil chunk clamp
@@ -189,6 +190,11 @@ rand_like randint randn randn_like randperm reciprocal remainder repeat_interlea
 rsqrt scatter scatter_add scatter_reduce select sigmoid sign sin sinh softmax sort split sqrt square
 squeeze stack std sub sum t take tan tanh tensor tensordot tile topk trace transpose tril triu trunc
 unbind unique unsqueeze var var_mean std_mean vstack hstack where zeros zeros_like
+lgamma digamma polygamma cdist meshgrid searchsorted bucketize atleast_1d atleast_2d atleast_3d
+cartesian_prod histc bincount block_diag tril_indices triu_indices logdet det inverse slogdet cholesky
+inference_mode autocast compile bfloat16 complex64 complex128 sparse_coo_tensor FloatTensor LongTensor
+use_deterministic_algorithms set_float32_matmul_precision backends jit testing random
+linalg fft special distributions
 """.split()
 TENSOR_COMMON = """
 abs add backward bool chunk clamp clone contiguous cpu cuda detach double expand fill_ flatten float
