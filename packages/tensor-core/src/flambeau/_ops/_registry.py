@@ -79,7 +79,7 @@ class OpDef:
     """
 
     __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
-                 "differentiable", "composite", "view", "category", "aliases", "info")
+                 "differentiable", "composite", "view", "kernels", "category", "aliases", "info")
 
     def __init__(self, name: str, signature: str, *, differentiable: bool = True, composite: bool = False,
                  view: bool = False,
@@ -95,19 +95,16 @@ class OpDef:
         self.differentiable = differentiable
         self.composite = composite
         self.view = view
+        # the operator's row of KERNELS itself (kernels registered before the declaration are in it)
+        self.kernels: dict[str, Callable] = KERNELS.setdefault(name, {})
         self.kernels.update(kernels or {})
         self.category = category
         self.aliases = tuple(aliases)
         self.info: SampleInfo | None = SampleInfo(samples) if samples is not None else None
 
-    @property
-    def kernels(self) -> dict[str, Callable]:
-        """``{device type: kernel}``: this operator's row of :data:`KERNELS`."""
-        return KERNELS.setdefault(self.name, {})
-
     def kernel(self, device_type: str) -> Callable:
         """The kernel for ``device_type``; NotImplementedError naming op and device if none."""
-        k = KERNELS.get(self.name, {}).get(device_type)
+        k = self.kernels.get(device_type)
         if k is None:
             raise NotImplementedError(
                 f"flambeau.{self.name} has no kernel for device type '{device_type}' "
