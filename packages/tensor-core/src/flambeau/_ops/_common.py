@@ -8,7 +8,7 @@ from flambeau import _dtype as dt
 from flambeau._device import CPU
 from flambeau._grad_mode import _engine
 from flambeau._grad_mode import state as grad_state
-from flambeau._size import normalize_shape
+from flambeau._size import broadcast_error, broadcast_shapes, normalize_shape
 from flambeau._tensor import Tensor, _wrap, _wrap_dim
 
 __all__ = ["record", "record_if_needed", "inplace_needs_engine", "inplace_by_engine", "common_device",
@@ -110,32 +110,6 @@ def dims_arg(dim, ndim: int, argname: str = "dim") -> tuple:
     return (_wrap_dim(dim, ndim),)
 
 
-def broadcast_shapes(*shapes) -> tuple:
-    """The broadcast of ``shapes``; RuntimeError with torch's message if they don't broadcast."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for s in shapes:
-        for i, n in enumerate(s, ndim - len(s)):
-            if n != 1:
-                if out[i] == 1:
-                    out[i] = n
-                elif out[i] != n:
-                    raise broadcast_error(tuple(out), s, i - ndim)
-    return tuple(out)
-
-
-def broadcast_error(shape_a: tuple, shape_b: tuple, axis: int | None = None) -> RuntimeError:
-    """torch's message for two shapes that don't broadcast (computed once we know they don't)."""
-    ndim = max(len(shape_a), len(shape_b))
-    a = (1,) * (ndim - len(shape_a)) + tuple(shape_a)
-    b = (1,) * (ndim - len(shape_b)) + tuple(shape_b)
-    for i in range(ndim - 1, -1, -1):
-        if a[i] != b[i] and a[i] != 1 and b[i] != 1:
-            return RuntimeError(
-                f"The size of tensor a ({a[i]}) must match the size of tensor b ({b[i]}) at "
-                f"non-singleton dimension {i}"
-            )
-    return RuntimeError(f"shapes {list(shape_a)} and {list(shape_b)} cannot be broadcast together")
 
 
 def as_array_operand(x, device):

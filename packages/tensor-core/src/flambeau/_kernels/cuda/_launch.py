@@ -27,7 +27,7 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "sim", "be", "stream", "launch_1d",
-           "is_array", "bshape", "strides_for", "c_elem_strides"]
+           "is_array", "strides_for", "c_elem_strides"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -78,20 +78,6 @@ def launch_1d(n: int) -> tuple:
 def is_array(x) -> bool:
     """Whether ``x`` is a device array (not a Python or numpy scalar, not a host array)."""
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.generic, np.ndarray))
-
-
-def bshape(*shapes) -> tuple:
-    """The broadcast of ``shapes``; ValueError naming them if they do not broadcast."""
-    ndim = max((len(s) for s in shapes), default=0)
-    out = [1] * ndim
-    for s in shapes:
-        for i, n in enumerate(s, ndim - len(s)):
-            if n != 1:
-                if out[i] == 1:
-                    out[i] = n
-                elif out[i] != n:
-                    raise ValueError(f"shapes {[list(x) for x in shapes]} cannot be broadcast together")
-    return tuple(out)
 
 
 def strides_for(x, shape: tuple) -> tuple:

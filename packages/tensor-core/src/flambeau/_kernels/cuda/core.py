@@ -16,9 +16,10 @@ import functools
 
 import numpy as np
 
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, bshape, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
 from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
 from flambeau._ops._registry import kernel
+from flambeau._size import broadcast_shapes
 
 __all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "ptx_cases"]
 
@@ -69,7 +70,7 @@ def copy_into(dst, src) -> None:
     if not is_array(src):
         fill(dst, src)
         return
-    bshape(dst.shape, src.shape)
+    broadcast_shapes(dst.shape, src.shape)
     unary_into("identity", np.dtype(dst.dtype), dst, src)  # no arithmetic: any dtype
 
 

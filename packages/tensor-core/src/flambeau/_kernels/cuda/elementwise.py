@@ -27,8 +27,9 @@ import math
 import numpy as np
 
 from flambeau._dtype import scalar_name
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, bshape, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
 from flambeau._ops._registry import kernel
+from flambeau._size import broadcast_shapes
 
 __all__ = ["BINARY", "UNARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "dtypes_for", "binary_kernel", "unary_kernel",
            "binary_launcher", "unary_launcher", "unary_into", "ptx_cases"]
@@ -558,7 +559,7 @@ def binary_launcher(name: str):
         compute = np.dtype(dtype.np)
         kdt = _kind_check(name, compute, kinds)
         aa, ba = is_array(a), is_array(b)
-        shape = bshape(a.shape if aa else (), b.shape if ba else ())
+        shape = broadcast_shapes(a.shape if aa else (), b.shape if ba else ())
         backend = be()
         if out is None:
             out = backend.empty(shape, np.bool_ if bool_out else compute)

@@ -14,9 +14,10 @@ import math
 import numpy as np
 
 from flambeau._dtype import scalar_name
-from flambeau._kernels.cuda._launch import CACHE, TILE, be, bind_numba_cuda, bshape, c_elem_strides, sim, stream
+from flambeau._kernels.cuda._launch import CACHE, TILE, be, bind_numba_cuda, c_elem_strides, sim, stream
 from flambeau._kernels.cuda.core import copy_into, fill
 from flambeau._ops._registry import kernel
+from flambeau._size import broadcast_shapes
 
 __all__ = ["matmul_kernel", "matmul", "ptx_cases"]
 
@@ -101,7 +102,7 @@ def matmul(a, b):
     K2, N = bsh[-2], bsh[-1]
     if K != K2:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({M}x{K} and {K2}x{N})")
-    batch = bshape(tuple(ash[:-2]), tuple(bsh[:-2]))
+    batch = broadcast_shapes(tuple(ash[:-2]), tuple(bsh[:-2]))
     nb = len(batch)
 
     def bstrides(sh, st):
