@@ -26,6 +26,7 @@ from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU, to_device
 from flambeau._factories import _finish as _finish_host
+from flambeau._kernels.cpu.core import copy_kernel
 from flambeau._ops._common import inplace_by_engine, inplace_needs_engine, normalize_shape
 from flambeau._ops._registry import OpDef, declare
 from flambeau._storage import allocation_error
@@ -469,13 +470,9 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
 
 
 # --- in-place random methods (operator table: method only, not differentiable) -----------------------
-def _cpu_write(dst: np.ndarray, values: np.ndarray) -> None:
-    np.copyto(dst, values, casting="unsafe")
-
-
 def _inplace(signature: str) -> OpDef:
     return declare(signature, differentiable=False, function=False, category="random",
-                   kernels={"cpu": _cpu_write})
+                   kernels={"cpu": copy_kernel})
 
 
 def _write(op, self: Tensor, values: np.ndarray, attrs: dict) -> Tensor:

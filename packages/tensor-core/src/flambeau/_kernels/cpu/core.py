@@ -26,7 +26,9 @@ def _cpu_clone(arr):
 
 
 @kernel("copy_", "cpu")
-def _cpu_copy(dst, src):
+def copy_kernel(dst, src):
+    """``dst[...] = src`` with casting; also the CPU kernel of the in-place random methods
+    (``normal_`` ...), whose fronts draw the values on the host."""
     np.copyto(dst, src, casting="unsafe")
 
 
