@@ -149,6 +149,11 @@ class UninitializedTensorMixin:
     def __reduce_ex__(self, protocol):
         return (self.__class__, (self.requires_grad,))
 
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
+        return memo[id(self)]
+
 
 def is_lazy(param) -> bool:
     """Whether ``param`` is an :class:`UninitializedParameter` or an :class:`UninitializedBuffer`."""
@@ -175,11 +180,6 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
     def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
         return Parameter.__new__(cls, fl.empty(0, device=device, dtype=dtype), requires_grad)
 
-    def __deepcopy__(self, memo):
-        if id(self) not in memo:
-            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
-        return memo[id(self)]
-
 
 class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     """A buffer whose shape is not known yet (the running statistics of a lazy batch norm).
@@ -201,11 +201,6 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
         if requires_grad:
             b.requires_grad_(True)
         return b
-
-    def __deepcopy__(self, memo):
-        if id(self) not in memo:
-            memo[id(self)] = type(self)(self.requires_grad, self.data.device, self.data.dtype)
-        return memo[id(self)]
 
 
 def _rebuild_parameter(arr, device_str, requires_grad):

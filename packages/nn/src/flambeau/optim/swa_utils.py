@@ -27,6 +27,11 @@ __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_s
            "get_swa_avg_fn"]
 
 
+def _check_decay(decay: float) -> None:
+    if decay < 0.0 or decay > 1.0:
+        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in [0,1] range.")
+
+
 def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable:
     """An in-place update of lists of averaged tensors: ``ema = decay * ema + (1 - decay) * current``.
 
@@ -36,8 +41,7 @@ def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable:
     Args:
         decay: the decay in ``[0, 1]``.
     """
-    if decay < 0.0 or decay > 1.0:
-        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in [0,1] range.")
+    _check_decay(decay)
 
     def ema_update(ema_param_list: list, current_param_list: list, _) -> None:
         with fl.no_grad():
@@ -78,8 +82,7 @@ def get_ema_avg_fn(decay: float = 0.999) -> Callable:
     Args:
         decay: the decay in ``[0, 1]``.
     """
-    if decay < 0.0 or decay > 1.0:
-        raise ValueError(f"Invalid decay value {decay} provided. Please provide a value in [0,1] range.")
+    _check_decay(decay)
 
     def ema_update(ema_param: Tensor, current_param: Tensor, num_averaged) -> Tensor:
         with fl.no_grad():

@@ -49,6 +49,15 @@ def _ntuple(v, n: int, name: str) -> tuple:
 
 
 # --- unfold / fold (Note [unfold and fold as one gather and one scatter-add]) ------------------------
+def _block_params(kernel_size, dilation, padding, stride) -> tuple:
+    """``(kernel, dilation, padding, stride)`` of :func:`unfold` / :func:`fold` as checked pairs."""
+    kernel = _ntuple(kernel_size, 2, "kernel_size")
+    dilation, padding, stride = (_ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"),
+                                 _ntuple(stride, 2, "stride"))
+    _check_block_params(kernel, dilation, padding, stride)
+    return kernel, dilation, padding, stride
+
+
 def _check_block_params(kernel, dilation, padding, stride) -> None:
     if min(kernel) <= 0:
         raise RuntimeError(f"kernel size should be greater than zero, but got kernel_height: {kernel[0]} "
@@ -95,10 +104,7 @@ def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tenso
         ``prod((size + 2 * padding - dilation * (kernel_size - 1) - 1) // stride + 1)``; rows are
         ordered channel-major then kernel position, as in torch.
     """
-    kernel = _ntuple(kernel_size, 2, "kernel_size")
-    dilation, padding, stride = (_ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"),
-                                 _ntuple(stride, 2, "stride"))
-    _check_block_params(kernel, dilation, padding, stride)
+    kernel, dilation, padding, stride = _block_params(kernel_size, dilation, padding, stride)
     if input.ndim not in (3, 4) or any(s == 0 for s in input.shape[-3:]):
         raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
                            f"dimensions for input, but got: {list(input.shape)}")
@@ -134,10 +140,7 @@ def fold(input: Tensor, output_size, kernel_size, dilation=1, padding=0, stride=
         ``(N, C, H, W)`` (or ``(C, H, W)``).
     """
     size = _ntuple(output_size, 2, "output_size")
-    kernel = _ntuple(kernel_size, 2, "kernel_size")
-    dilation, padding, stride = (_ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"),
-                                 _ntuple(stride, 2, "stride"))
-    _check_block_params(kernel, dilation, padding, stride)
+    kernel, dilation, padding, stride = _block_params(kernel_size, dilation, padding, stride)
     if input.ndim not in (2, 3) or any(s == 0 for s in input.shape[-2:]):
         raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
                            f"dimensions for input, but got: {list(input.shape)}")

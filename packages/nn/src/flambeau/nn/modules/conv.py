@@ -125,7 +125,22 @@ class _ConvNd(Module):
         return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class Conv1d(_ConvNd):
+class _ConvLayerNd(_ConvNd):
+    """The regular (not transposed) convolution layers: ``forward`` is ``_conv_fn`` of the input."""
+
+    _conv_fn = staticmethod(conv2d)
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
+                         padding_mode, device, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Convolve ``input`` with the layer's weight."""
+        return self._conv_forward(input, self.weight, self.bias, self._conv_fn)
+
+
+class Conv1d(_ConvLayerNd):
     """1-D convolution over ``(N, C_in, L)`` inputs: ``out = bias + sum_k weight[:, k] * input[k]`` (cross-correlation).
 
     Args:
@@ -150,18 +165,10 @@ class Conv1d(_ConvNd):
     """
 
     _dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
-                         padding_mode, device, dtype)
-
-    def forward(self, input: Tensor) -> Tensor:
-        """Convolve ``input`` with the layer's weight."""
-        return self._conv_forward(input, self.weight, self.bias, conv1d)
+    _conv_fn = staticmethod(conv1d)
 
 
-class Conv2d(_ConvNd):
+class Conv2d(_ConvLayerNd):
     """2-D convolution over ``(N, C_in, H, W)`` inputs (cross-correlation, as in torch).
 
     Args:
@@ -186,18 +193,10 @@ class Conv2d(_ConvNd):
     """
 
     _dims = 2
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
-                         padding_mode, device, dtype)
-
-    def forward(self, input: Tensor) -> Tensor:
-        """Convolve ``input`` with the layer's weight."""
-        return self._conv_forward(input, self.weight, self.bias, conv2d)
+    _conv_fn = staticmethod(conv2d)
 
 
-class Conv3d(_ConvNd):
+class Conv3d(_ConvLayerNd):
     """3-D convolution over ``(N, C_in, D, H, W)`` inputs (cross-correlation, as in torch).
 
     Computed as one 2-D convolution over the gathered depth taps (see :func:`~flambeau.nn.functional.conv3d`).
@@ -224,20 +223,15 @@ class Conv3d(_ConvNd):
     """
 
     _dims = 3
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
-                 groups: int = 1, bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
-                         padding_mode, device, dtype)
-
-    def forward(self, input: Tensor) -> Tensor:
-        """Convolve ``input`` with the layer's weight."""
-        return self._conv_forward(input, self.weight, self.bias, conv3d)
+    _conv_fn = staticmethod(conv3d)
 
 
 class _ConvTransposeNd(_ConvNd):
-    def __init__(self, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
-                 dilation, padding_mode, device, dtype) -> None:
+    _conv_fn = staticmethod(conv_transpose2d)
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
+                 dtype=None) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, True, output_padding,
@@ -264,9 +258,10 @@ class _ConvTransposeNd(_ConvNd):
                                  f"to {max_sizes} (for an input of {list(spatial)})")
         return tuple(output_size[d] - min_sizes[d] for d in range(n))
 
-    def _conv_transpose_forward(self, input: Tensor, output_size, conv_transpose) -> Tensor:
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        """Apply the transposed convolution; ``output_size`` picks the output size among the valid ones."""
         output_padding = self._output_padding(input, output_size)
-        return conv_transpose(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
+        return self._conv_fn(input, self.weight, self.bias, self.stride, self.padding, output_padding, self.groups,
                               self.dilation)
 
 
@@ -296,16 +291,7 @@ class ConvTranspose1d(_ConvTransposeNd):
     """
 
     _dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
-                 dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
-                         dilation, padding_mode, device, dtype)
-
-    def forward(self, input: Tensor, output_size=None) -> Tensor:
-        """Apply the transposed convolution; ``output_size`` picks the output length among the valid ones."""
-        return self._conv_transpose_forward(input, output_size, conv_transpose1d)
+    _conv_fn = staticmethod(conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
@@ -334,16 +320,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     """
 
     _dims = 2
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
-                 groups: int = 1, bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None,
-                 dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
-                         dilation, padding_mode, device, dtype)
-
-    def forward(self, input: Tensor, output_size=None) -> Tensor:
-        """Apply the transposed convolution; ``output_size`` picks the output size among the valid ones."""
-        return self._conv_transpose_forward(input, output_size, conv_transpose2d)
+    _conv_fn = staticmethod(conv_transpose2d)
 
 
 # --- lazy convolutions -----------------------------------------------------------------------------------
@@ -382,6 +359,21 @@ class _LazyConvXdMixin(LazyModuleMixin):
             self.reset_parameters()
 
 
+class _LazyConvMixin(_LazyConvXdMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
+class _LazyConvTransposeMixin(_LazyConvXdMixin):
+    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
+                         device, dtype)
+        self._make_lazy(out_channels, bias, device, dtype)
+
+
 _LAZY_DOC = """A :class:`{cls}` whose ``in_channels`` is inferred from the first input.
 
     Until the first forward ``weight`` and ``bias`` are :class:`~flambeau.nn.UninitializedParameter`
@@ -391,53 +383,26 @@ _LAZY_DOC = """A :class:`{cls}` whose ``in_channels`` is inferred from the first
 """
 
 
-class LazyConv1d(_LazyConvXdMixin, Conv1d):
+class LazyConv1d(_LazyConvMixin, Conv1d):
     __doc__ = _LAZY_DOC.format(cls="Conv1d")
     cls_to_become = Conv1d
 
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConv2d(_LazyConvXdMixin, Conv2d):
+class LazyConv2d(_LazyConvMixin, Conv2d):
     __doc__ = _LAZY_DOC.format(cls="Conv2d")
     cls_to_become = Conv2d
 
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConv3d(_LazyConvXdMixin, Conv3d):
+class LazyConv3d(_LazyConvMixin, Conv3d):
     __doc__ = _LAZY_DOC.format(cls="Conv3d")
     cls_to_become = Conv3d
 
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
-                 bias: bool = True, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, dilation, groups, False, padding_mode, device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConvTranspose1d(_LazyConvXdMixin, ConvTranspose1d):
+class LazyConvTranspose1d(_LazyConvTransposeMixin, ConvTranspose1d):
     __doc__ = _LAZY_DOC.format(cls="ConvTranspose1d")
     cls_to_become = ConvTranspose1d
 
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
-                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
-                         device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
 
-
-class LazyConvTranspose2d(_LazyConvXdMixin, ConvTranspose2d):
+class LazyConvTranspose2d(_LazyConvTransposeMixin, ConvTranspose2d):
     __doc__ = _LAZY_DOC.format(cls="ConvTranspose2d")
     cls_to_become = ConvTranspose2d
-
-    def __init__(self, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
-                 bias: bool = True, dilation=1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(0, 0, kernel_size, stride, padding, output_padding, groups, False, dilation, padding_mode,
-                         device, dtype)
-        self._make_lazy(out_channels, bias, device, dtype)
