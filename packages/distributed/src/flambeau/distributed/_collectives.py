@@ -184,6 +184,36 @@ def _chain(*callbacks):
     return run
 
 
+def _agree(pg: ProcessGroup, what: str, fingerprint: list[int], fields: tuple[str, ...] = ()) -> None:
+    """``pg.check(what)``, then the debug check that every rank called ``what`` with the same ``fingerprint``."""
+    pg.check(what)
+    pg.check_consistency(what, fingerprint, lambda fp: _describe(fp, fields))
+
+
+def _issue(pg: ProcessGroup, what: str, request, async_op: bool, keep=None, **callbacks):
+    """Register ``request`` as collective ``what`` (``callbacks``: finish, post, result) and wait unless ``async_op``.
+
+    ``keep`` is a send buffer that must outlive the request.
+    """
+    work = pg.collective(what, [request], **callbacks, async_op=async_op)
+    work._keep = keep  # noqa: SLF001
+    return _finish_work(work, async_op)
+
+
+def _check_pair(output: Tensor, input: Tensor, oname: str, iname: str, what: str) -> None:  # noqa: A002
+    """Both tensors usable (:func:`check_tensor`) and of the same dtype."""
+    check_tensor(output, oname, what)
+    check_tensor(input, iname, what)
+    _same_dtype(output, input, oname, iname, what)
+
+
+def _check_world_multiple(big: Tensor, small: Tensor, bname: str, sname: str, size: int, what: str) -> None:
+    """Raise unless ``big`` has ``size`` (the world size) times the elements of ``small``."""
+    if big.numel() != size * small.numel():
+        raise ValueError(f"{what}: {bname} must have world_size ({size}) times the elements of {sname} "
+                         f"({small.numel()}), got shape {tuple(big.shape)} ({big.numel()} elements)")
+
+
 # --- collectives -------------------------------------------------------------------------------
 def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
                async_op: bool = False):
@@ -204,14 +234,11 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup 
         return None
     check_tensor(tensor, "tensor", "all_reduce")
     mpi_op, avg = _reduction(op, tensor, "all_reduce")
-    pg.check("all_reduce")
-    pg.check_consistency("all_reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op)],
-                         lambda fp: _describe(fp, ("op",)))
+    _agree(pg, "all_reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op)], ("op",))
     arr, host = _array(tensor)
     request = pg.comm.Iallreduce(load_mpi().IN_PLACE, arr, op=mpi_op)
-    work = pg.collective("all_reduce", [request], finish=_divide(arr, pg.size()) if avg else None,
-                         post=_copy_back([(tensor, host)]), result=[tensor], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "all_reduce", request, async_op, finish=_divide(arr, pg.size()) if avg else None,
+                  post=_copy_back([(tensor, host)]), result=[tensor])
 
 
 def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup | None = None,
@@ -231,16 +258,13 @@ def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: Process
     check_tensor(tensor, "tensor", "reduce")
     root = _root(pg, dst, "dst", "reduce")
     mpi_op, avg = _reduction(op, tensor, "reduce")
-    pg.check("reduce")
-    pg.check_consistency("reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op), root],
-                         lambda fp: _describe(fp, ("op", "dst")))
+    _agree(pg, "reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op), root], ("op", "dst"))
     arr, host = _array(tensor)
     MPI = load_mpi()
     mine = pg.rank() == root
     request = pg.comm.Ireduce(MPI.IN_PLACE if mine else arr, arr if mine else None, op=mpi_op, root=root)
-    work = pg.collective("reduce", [request], finish=_divide(arr, pg.size()) if avg and mine else None,
-                         post=_copy_back([(tensor, host)]) if mine else None, result=[tensor], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "reduce", request, async_op, finish=_divide(arr, pg.size()) if avg and mine else None,
+                  post=_copy_back([(tensor, host)]) if mine else None, result=[tensor])
 
 
 def broadcast(tensor: Tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
@@ -258,14 +282,11 @@ def broadcast(tensor: Tensor, src: int, group: ProcessGroup | None = None, async
         return None
     check_tensor(tensor, "tensor", "broadcast")
     root = _root(pg, src, "src", "broadcast")
-    pg.check("broadcast")
-    pg.check_consistency("broadcast", [_dtype_code(tensor), tensor.numel(), root],
-                         lambda fp: _describe(fp, ("src",)))
+    _agree(pg, "broadcast", [_dtype_code(tensor), tensor.numel(), root], ("src",))
     arr, host = _array(tensor)
     request = pg.comm.Ibcast(arr, root=root)
-    work = pg.collective("broadcast", [request], post=_copy_back([(tensor, host)]) if pg.rank() != root else None,
-                         result=[tensor], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "broadcast", request, async_op, post=_copy_back([(tensor, host)]) if pg.rank() != root else None,
+                  result=[tensor])
 
 
 def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | None = None,
@@ -283,13 +304,11 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
         return None
     check_tensor(tensor, "tensor", "all_gather")
     outputs = _check_list(tensor_list, "tensor_list", "all_gather", pg.size(), like=tensor)
-    pg.check("all_gather")
-    pg.check_consistency("all_gather", [_dtype_code(tensor), tensor.numel()], lambda fp: _describe(fp, ()))
+    _agree(pg, "all_gather", [_dtype_code(tensor), tensor.numel()])
     arr, _ = _array(tensor)
     received = np.empty((pg.size(), arr.size), arr.dtype)
     request = pg.comm.Iallgather(arr, received)
-    work = pg.collective("all_gather", [request], **_scatter_rows(received, outputs), result=outputs, async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "all_gather", request, async_op, **_scatter_rows(received, outputs), result=outputs)
 
 
 def _scatter_rows(received: np.ndarray, outputs: list[Tensor], counts=None) -> dict:
@@ -323,22 +342,14 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: P
     pg = resolve_group(group, what)
     if pg is None:
         return None
-    check_tensor(output_tensor, "output_tensor", what)
-    check_tensor(input_tensor, "input_tensor", what)
-    _same_dtype(output_tensor, input_tensor, "output_tensor", "input_tensor", what)
-    if output_tensor.numel() != pg.size() * input_tensor.numel():
-        raise ValueError(f"{what}: output_tensor must have world_size ({pg.size()}) times the elements of "
-                         f"input_tensor ({input_tensor.numel()}), got shape {tuple(output_tensor.shape)} "
-                         f"({output_tensor.numel()} elements)")
-    pg.check(what)
-    pg.check_consistency(what, [_dtype_code(input_tensor), input_tensor.numel()], lambda fp: _describe(fp, ()))
+    _check_pair(output_tensor, input_tensor, "output_tensor", "input_tensor", what)
+    _check_world_multiple(output_tensor, input_tensor, "output_tensor", "input_tensor", pg.size(), what)
+    _agree(pg, what, [_dtype_code(input_tensor), input_tensor.numel()])
     out, host = _array(output_tensor)
     inp, _ = _array(input_tensor)
     send = _unaliased(inp, out, slot=pg.rank())
     request = pg.comm.Iallgather(send, out)
-    work = pg.collective(what, [request], post=_copy_back([(output_tensor, host)]), result=[output_tensor],
-                         async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, what, request, async_op, post=_copy_back([(output_tensor, host)]), result=[output_tensor])
 
 
 def _same_dtype(a: Tensor, b: Tensor, aname: str, bname: str, what: str) -> None:
@@ -377,16 +388,12 @@ def reduce_scatter(output: Tensor, input_list: list[Tensor], op: ReduceOp = Redu
     check_tensor(output, "output", "reduce_scatter")
     inputs = _check_list(input_list, "input_list", "reduce_scatter", pg.size(), like=output)
     mpi_op, avg = _reduction(op, output, "reduce_scatter")
-    pg.check("reduce_scatter")
-    pg.check_consistency("reduce_scatter", [_dtype_code(output), output.numel(), _OPS.index(op)],
-                         lambda fp: _describe(fp, ("op",)))
+    _agree(pg, "reduce_scatter", [_dtype_code(output), output.numel(), _OPS.index(op)], ("op",))
     out, host = _array(output)
     send = np.concatenate([_array(t)[0] for t in inputs]) if inputs else out[:0]
     request = pg.comm.Ireduce_scatter_block(send, out, op=mpi_op)
-    work = pg.collective("reduce_scatter", [request], finish=_divide(out, pg.size()) if avg else None,
-                         post=_copy_back([(output, host)]), result=[output], async_op=async_op)
-    work._keep = send  # noqa: SLF001 - the send buffer must outlive the request
-    return _finish_work(work, async_op)
+    return _issue(pg, "reduce_scatter", request, async_op, keep=send, finish=_divide(out, pg.size()) if avg else None,
+                  post=_copy_back([(output, host)]), result=[output])
 
 
 def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,  # noqa: A002 - torch's name
@@ -404,23 +411,16 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
     pg = resolve_group(group, what)
     if pg is None:
         return None
-    check_tensor(output, "output", what)
-    check_tensor(input, "input", what)
-    _same_dtype(output, input, "output", "input", what)
-    if input.numel() != pg.size() * output.numel():
-        raise ValueError(f"{what}: input must have world_size ({pg.size()}) times the elements of output "
-                         f"({output.numel()}), got shape {tuple(input.shape)} ({input.numel()} elements)")
+    _check_pair(output, input, "output", "input", what)
+    _check_world_multiple(input, output, "input", "output", pg.size(), what)
     mpi_op, avg = _reduction(op, output, what)
-    pg.check(what)
-    pg.check_consistency(what, [_dtype_code(output), output.numel(), _OPS.index(op)],
-                         lambda fp: _describe(fp, ("op",)))
+    _agree(pg, what, [_dtype_code(output), output.numel(), _OPS.index(op)], ("op",))
     out, host = _array(output)
     inp, _ = _array(input)
     send = _unaliased(inp, out)
     request = pg.comm.Ireduce_scatter_block(send, out, op=mpi_op)
-    work = pg.collective(what, [request], finish=_divide(out, pg.size()) if avg else None,
-                         post=_copy_back([(output, host)]), result=[output], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, what, request, async_op, finish=_divide(out, pg.size()) if avg else None,
+                  post=_copy_back([(output, host)]), result=[output])
 
 
 def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int = 0,
@@ -447,14 +447,12 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int = 0
         outputs = _check_list(gather_list, "gather_list", "gather", pg.size(), like=tensor)
     elif gather_list:
         raise ValueError("gather: Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    pg.check("gather")
-    pg.check_consistency("gather", [_dtype_code(tensor), tensor.numel(), root], lambda fp: _describe(fp, ("dst",)))
+    _agree(pg, "gather", [_dtype_code(tensor), tensor.numel(), root], ("dst",))
     arr, _ = _array(tensor)
     received = np.empty((pg.size(), arr.size), arr.dtype) if mine else None
     request = pg.comm.Igather(arr, received, root=root)
     callbacks = _scatter_rows(received, outputs) if mine else {}
-    work = pg.collective("gather", [request], **callbacks, result=outputs if mine else [], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "gather", request, async_op, **callbacks, result=outputs if mine else [])
 
 
 def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int = 0,
@@ -483,13 +481,10 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int =
         send = np.concatenate([_array(t)[0] for t in inputs])
     elif scatter_list:
         raise ValueError("scatter: Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    pg.check("scatter")
-    pg.check_consistency("scatter", [_dtype_code(tensor), tensor.numel(), root], lambda fp: _describe(fp, ("src",)))
+    _agree(pg, "scatter", [_dtype_code(tensor), tensor.numel(), root], ("src",))
     arr, host = _array(tensor)
     request = pg.comm.Iscatter(send, arr, root=root)
-    work = pg.collective("scatter", [request], post=_copy_back([(tensor, host)]), result=[tensor], async_op=async_op)
-    work._keep = send  # noqa: SLF001 - the send buffer must outlive the request
-    return _finish_work(work, async_op)
+    return _issue(pg, "scatter", request, async_op, keep=send, post=_copy_back([(tensor, host)]), result=[tensor])
 
 
 def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor],
@@ -512,18 +507,15 @@ def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor]
     outputs = _check_list(output_tensor_list, "output_tensor_list", "all_to_all", pg.size(), like=inputs[0],
                           same_numel=False)
     _check_list(inputs, "input_tensor_list", "all_to_all", pg.size(), like=inputs[0], same_numel=False)
-    pg.check("all_to_all")
-    pg.check_consistency("all_to_all", [_dtype_code(inputs[0]), 0], lambda fp: _describe(fp, ()))
+    _agree(pg, "all_to_all", [_dtype_code(inputs[0]), 0])
     send_counts = [t.numel() for t in inputs]
     recv_counts = [t.numel() for t in outputs]
     send = np.concatenate([_array(t)[0] for t in inputs])
     received = np.empty(sum(recv_counts), send.dtype)
     request = pg.comm.Ialltoallv([send, (send_counts, _offsets(send_counts))],
                                  [received, (recv_counts, _offsets(recv_counts))])
-    work = pg.collective("all_to_all", [request], **_scatter_rows(received, outputs, recv_counts), result=outputs,
-                         async_op=async_op)
-    work._keep = send  # noqa: SLF001 - the send buffer must outlive the request
-    return _finish_work(work, async_op)
+    return _issue(pg, "all_to_all", request, async_op, keep=send, **_scatter_rows(received, outputs, recv_counts),
+                  result=outputs)
 
 
 def _offsets(counts: list[int]) -> list[int]:
@@ -565,20 +557,16 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[in
     pg = resolve_group(group, what)
     if pg is None:
         return None
-    check_tensor(output, "output", what)
-    check_tensor(input, "input", what)
-    _same_dtype(output, input, "output", "input", what)
+    _check_pair(output, input, "output", "input", what)
     send_counts = _splits(input, input_split_sizes, "input", pg.size(), what)
     recv_counts = _splits(output, output_split_sizes, "output", pg.size(), what)
-    pg.check(what)
-    pg.check_consistency(what, [_dtype_code(input), 0], lambda fp: _describe(fp, ()))
+    _agree(pg, what, [_dtype_code(input), 0])
     out, host = _array(output)
     inp, _ = _array(input)
     send = _unaliased(inp, out)
     request = pg.comm.Ialltoallv([send, (send_counts, _offsets(send_counts))],
                                  [out, (recv_counts, _offsets(recv_counts))])
-    work = pg.collective(what, [request], post=_copy_back([(output, host)]), result=[output], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, what, request, async_op, post=_copy_back([(output, host)]), result=[output])
 
 
 def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
@@ -593,8 +581,7 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_id
     if pg is None:
         return None
     pg.check("barrier")
-    work = pg.collective("barrier", [pg.comm.Ibarrier()], async_op=async_op)
-    return _finish_work(work, async_op)
+    return _issue(pg, "barrier", pg.comm.Ibarrier(), async_op)
 
 
 # --- point to point ----------------------------------------------------------------------------

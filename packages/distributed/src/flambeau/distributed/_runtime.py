@@ -255,6 +255,12 @@ class Runtime:
             self._cond.notify()
         return work
 
+    def _test(self, work: Work) -> bool:
+        """``MPI.Request.Testall`` on ``work``'s requests (filling its statuses, if it has any)."""
+        if work._statuses is not None:
+            return self.MPI.Request.Testall(work._requests, work._statuses)
+        return self.MPI.Request.Testall(work._requests)
+
     def complete_here(self, work: Work) -> None:
         """Wait for ``work`` by testing it in the calling thread (``async_op=False``).
 
@@ -265,10 +271,7 @@ class Runtime:
         backoff = _Backoff(SPIN_S, MAX_DELAY_S)
         while True:
             try:
-                if work._statuses is not None:
-                    complete = MPI.Request.Testall(work._requests, work._statuses)
-                else:
-                    complete = MPI.Request.Testall(work._requests)
+                complete = self._test(work)
             except MPI.Exception as error:
                 self.failed = True
                 self._fail(work, DistributedError(f"{work.name} failed on rank {self.rank}: {error}"))
@@ -328,10 +331,7 @@ class Runtime:
         done = []
         for work in self._active:
             try:
-                if work._statuses is not None:
-                    complete = MPI.Request.Testall(work._requests, work._statuses)
-                else:
-                    complete = MPI.Request.Testall(work._requests)
+                complete = self._test(work)
             except MPI.Exception as error:
                 self._fail(work, DistributedError(f"{work.name} failed on rank {self.rank}: {error}"))
                 done.append(work)
