@@ -369,6 +369,39 @@ def _stack_rows(rows, batch_nd: int, out_shape, in_shape, like):
     return fl.stack(rows, batch_nd)
 
 
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _jacobian_transform(func, argnums, has_aux: bool, api: str, blocks):
+    """The wrapper shared by :func:`jacrev` and :func:`jacfwd`.
+
+    ``blocks(level, nb, flat_out, flat_leaves)`` computes, under ``enable_grad``, one list of
+    finished Jacobian blocks per flat output (one block per flat differentiated input).
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        nums = _check_argnums(argnums, len(args), api)
+        level = _Level(api)
+        nb = len(level.vlevels)
+        with fl.enable_grad():
+            new_args, leaves, specs = _diff_args(args, nums, level)
+            output, aux = _split_aux(func(*new_args, **kwargs), has_aux, api)
+            flat_out, out_spec = tree_flatten(output)
+            flat_leaves = [x for group in leaves for x in group]
+            per_output = blocks(level, nb, flat_out, flat_leaves)
+        jac = _jacobian_tree(per_output, out_spec, leaves, specs, isinstance(argnums, int))
+        if has_aux:
+            return jac, _finish_aux(level, aux)
+        return jac
+
+    return wrapper
+
+
 def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None,
            _preallocate_and_copy: bool = False):
     """The Jacobian of ``func`` w.r.t. the arguments at ``argnums`` by reverse mode, as ``torch.func.jacrev``.
@@ -387,40 +420,26 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size: int | None = N
     if not (chunk_size is None or (isinstance(chunk_size, int) and chunk_size > 0)):
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        api = "jacrev(f)(*args)"
-        nums = _check_argnums(argnums, len(args), api)
-        level = _Level(api)
-        nb = len(level.vlevels)
-        with fl.enable_grad():
-            new_args, leaves, specs = _diff_args(args, nums, level)
-            output, aux = _split_aux(func(*new_args, **kwargs), has_aux, api)
-            flat_out, out_spec = tree_flatten(output)
-            flat_leaves = [x for group in leaves for x in group]
-            per_output = []
-            for o in flat_out:
-                if not isinstance(o, Tensor):
-                    raise RuntimeError(f"{api}: Expected f(*args) to return only tensors, got {type(o)}")
-                p = level.physical(o)
-                shape = tuple(p.shape[nb:])
-                n = 1
-                for s in shape:
-                    n *= s
-                rows = [_grads([p], flat_leaves, [_basis(n, p, k, shape, nb)]) for k in range(n)]
-                block = []
-                for j, x in enumerate(flat_leaves):
-                    in_shape = tuple(x.shape[nb:])
-                    jac = _stack_rows([r[j] for r in rows], nb, shape, in_shape, x)
-                    block.append(level.finish(_vmap.wrap_levels(jac.reshape(*x.shape[:nb], *shape, *in_shape),
-                                                                level.vlevels)))
-                per_output.append(block)
-        jac = _jacobian_tree(per_output, out_spec, leaves, specs, isinstance(argnums, int))
-        if has_aux:
-            return jac, _finish_aux(level, aux)
-        return jac
+    def blocks(level, nb, flat_out, flat_leaves):
+        api = level.api
+        per_output = []
+        for o in flat_out:
+            if not isinstance(o, Tensor):
+                raise RuntimeError(f"{api}: Expected f(*args) to return only tensors, got {type(o)}")
+            p = level.physical(o)
+            shape = tuple(p.shape[nb:])
+            n = _numel(shape)
+            rows = [_grads([p], flat_leaves, [_basis(n, p, k, shape, nb)]) for k in range(n)]
+            block = []
+            for j, x in enumerate(flat_leaves):
+                in_shape = tuple(x.shape[nb:])
+                jac = _stack_rows([r[j] for r in rows], nb, shape, in_shape, x)
+                block.append(level.finish(_vmap.wrap_levels(jac.reshape(*x.shape[:nb], *shape, *in_shape),
+                                                            level.vlevels)))
+            per_output.append(block)
+        return per_output
 
-    return wrapper
+    return _jacobian_transform(func, argnums, has_aux, "jacrev(f)(*args)", blocks)
 
 
 def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error"):
@@ -437,51 +456,36 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error")
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"Only allowed values for randomness are 'error', 'different', or 'same'. Got {randomness}")
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        api = "jacfwd(f)(*args)"
-        nums = _check_argnums(argnums, len(args), api)
-        level = _Level(api)
-        nb = len(level.vlevels)
-        with fl.enable_grad():
-            new_args, leaves, specs = _diff_args(args, nums, level)
-            output, aux = _split_aux(func(*new_args, **kwargs), has_aux, api)
-            flat_out, out_spec = tree_flatten(output)
-            flat_leaves = [x for group in leaves for x in group]
-            phys = [level.physical(o) for o in flat_out]
-            us = [fl.zeros_like(p).requires_grad_(True) for p in phys]
-            level.own.update(grad_accumulator(u) for u in us)
-            gs = _grads(phys, flat_leaves, us)  # J^T u for every input, linear in u
-            columns = []  # columns[j][k]: d outputs / d (input j, element k), one tensor per output
-            for g, x in zip(gs, flat_leaves):
-                in_shape = tuple(x.shape[nb:])
-                n = 1
-                for s in in_shape:
-                    n *= s
-                if g.requires_grad:
-                    flat_g = g.reshape(*x.shape[:nb], n)
-                    cols = [_grads([flat_g[(slice(None),) * nb + (k,)]], us,
-                                   [fl.ones(*x.shape[:nb], dtype=x.dtype, device=x.device)]) for k in range(n)]
-                else:
-                    cols = [[fl.zeros_like(p) for p in phys] for _ in range(n)]
-                columns.append((cols, in_shape))
-            per_output = []
-            for i, p in enumerate(phys):
-                shape = tuple(p.shape[nb:])
-                block = []
-                for cols, in_shape in columns:
-                    parts = [c[i] for c in cols]
-                    jac = (fl.stack(parts, p.dim()) if parts else
-                           fl.zeros(*p.shape, 0, dtype=p.dtype, device=p.device))
-                    jac = jac.reshape(*p.shape[:nb], *shape, *in_shape)
-                    block.append(level.finish(_vmap.wrap_levels(jac, level.vlevels)))
-                per_output.append(block)
-        jac = _jacobian_tree(per_output, out_spec, leaves, specs, isinstance(argnums, int))
-        if has_aux:
-            return jac, _finish_aux(level, aux)
-        return jac
+    def blocks(level, nb, flat_out, flat_leaves):
+        phys = [level.physical(o) for o in flat_out]
+        us = [fl.zeros_like(p).requires_grad_(True) for p in phys]
+        level.own.update(grad_accumulator(u) for u in us)
+        gs = _grads(phys, flat_leaves, us)  # J^T u for every input, linear in u
+        columns = []  # columns[j][k]: d outputs / d (input j, element k), one tensor per output
+        for g, x in zip(gs, flat_leaves):
+            in_shape = tuple(x.shape[nb:])
+            n = _numel(in_shape)
+            if g.requires_grad:
+                flat_g = g.reshape(*x.shape[:nb], n)
+                cols = [_grads([flat_g[(slice(None),) * nb + (k,)]], us,
+                               [fl.ones(*x.shape[:nb], dtype=x.dtype, device=x.device)]) for k in range(n)]
+            else:
+                cols = [[fl.zeros_like(p) for p in phys] for _ in range(n)]
+            columns.append((cols, in_shape))
+        per_output = []
+        for i, p in enumerate(phys):
+            shape = tuple(p.shape[nb:])
+            block = []
+            for cols, in_shape in columns:
+                parts = [c[i] for c in cols]
+                jac = (fl.stack(parts, p.dim()) if parts else
+                       fl.zeros(*p.shape, 0, dtype=p.dtype, device=p.device))
+                jac = jac.reshape(*p.shape[:nb], *shape, *in_shape)
+                block.append(level.finish(_vmap.wrap_levels(jac, level.vlevels)))
+            per_output.append(block)
+        return per_output
 
-    return wrapper
+    return _jacobian_transform(func, argnums, has_aux, "jacfwd(f)(*args)", blocks)
 
 
 def hessian(func, argnums=0):
