@@ -22,6 +22,7 @@ from numba.core import config as _config
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau.cuda._allocator import get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
+from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
            "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array"]
@@ -202,9 +203,10 @@ def to_numpy(arr) -> np.ndarray:
     if SIM:
         s.numba.synchronize()
         np.copyto(host, _raw(arr))
-        return host
-    arr.copy_to_host(host, stream=s.numba)
-    s.numba.synchronize()
+    else:
+        arr.copy_to_host(host, stream=s.numba)
+        s.numba.synchronize()
+    host_sync(s.device_index)
     return host
 
 

@@ -29,11 +29,13 @@ from flambeau.cuda._streams import (
     stream,
     synchronize,
 )
+from flambeau.cuda._sync import get_sync_debug_mode, host_sync_count, set_sync_debug_mode
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "Stream", "Event",
            "current_stream", "default_stream", "stream", "set_stream", "synchronize", "Allocator",
            "NativeAllocator", "set_allocator", "get_allocator", "memory_allocated", "memory_reserved",
-           "empty_cache", "memory_stats", "is_simulator", "record_stream"]
+           "empty_cache", "memory_stats", "is_simulator", "record_stream", "host_sync_count",
+           "set_sync_debug_mode", "get_sync_debug_mode"]
 
 _available: list = []  # [bool] once asked
 _why_not: list = [None]  # why CUDA is not available, once asked

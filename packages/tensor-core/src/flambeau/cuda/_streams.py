@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from flambeau._device import device as _dev
+from flambeau.cuda._sync import host_sync
 
 __all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize",
            "current_device", "set_device", "device"]
@@ -152,6 +153,7 @@ class Stream:
     def synchronize(self) -> None:
         """Wait until everything queued on this stream has run."""
         self.numba.synchronize()
+        host_sync(self.device_index, explicit=True)
 
     def query(self) -> bool:
         """Whether everything queued on this stream has run (never blocks)."""
@@ -267,6 +269,7 @@ def synchronize(device=None) -> None:
     index = current_device() if device is None else _device_index(device)
     with _on_device(index):
         _driver().synchronize()
+    host_sync(index, explicit=True)
 
 
 # --- events -------------------------------------------------------------------------------------
@@ -315,6 +318,7 @@ class Event:
         """Wait on the host until the event has completed."""
         if self.numba is not None:
             self.numba.synchronize()
+            host_sync(self._stream.device_index, explicit=True)
 
     def elapsed_time(self, end_event: Event) -> float:
         """Milliseconds between this event and ``end_event`` (both recorded, timing enabled)."""

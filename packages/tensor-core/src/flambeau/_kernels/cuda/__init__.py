@@ -9,7 +9,25 @@ Importing imports no numba: a family module builds its numba.cuda kernels on fir
 concrete signatures of its kernels (``ptx_cases``) for the PTX compilation test.
 """
 
-from flambeau._kernels.cuda import core, elementwise, linalg, reduction
+from flambeau._kernels.cuda import (
+    activation,
+    attention,
+    conv,
+    core,
+    elementwise,
+    indexing,
+    linalg,
+    loss,
+    nn_ops,
+    normalization,
+    pooling,
+    random,
+    reduction,
+    resample,
+    rnn,
+    shape,
+)
 
 # The family modules, for tests that walk every kernel (PTX compilation).
-FAMILIES = (core, elementwise, linalg, reduction)
+FAMILIES = (core, elementwise, activation, reduction, linalg, indexing, shape, loss, nn_ops, normalization,
+            pooling, resample, conv, attention, rnn, random)

@@ -25,9 +25,10 @@ import numpy as np
 
 from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
+from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "sim", "be", "stream", "launch_1d",
-           "is_array", "strides_for", "c_elem_strides"]
+           "is_array", "strides_for", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -99,3 +100,11 @@ def c_elem_strides(shape) -> tuple:
         st.append(acc)
         acc *= max(n, 1)
     return tuple(reversed(st))
+
+
+def error_flag():
+    """The current device's error flag, for kernels that meet bad indices (Note [Device-side errors]
+    in ``flambeau.cuda._sync``): pass it to the kernel, which records a fault instead of accessing."""
+    from flambeau.cuda._sync import error_flag as flag
+
+    return flag(current_stream().device_index)
