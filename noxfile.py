@@ -33,7 +33,8 @@ PACKAGES = ["tensor-core", "autograd", "cuda-alloc", "multiproc", "nn", "data", 
 EDITABLE = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}")]
 TORCH = "torch==2.13.0"  # reference implementation for tests and benchmarks, never a library dependency
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", TORCH, "numba-cuda[cu12]", "scikit-learn", "hatchling>=1.21"]
-CUDA_TESTS = "packages/tensor-core/tests/cuda"
+# The CUDA tiers' tests, run in a pytest process of their own under numba's simulator (DESIGN.md "Execution").
+CUDA_TESTS = {"tensor-core": "packages/tensor-core/tests/cuda", "nn": "packages/nn/tests/cuda"}
 # Linters are pinned: a new ruff release adds rules and would turn lint red with no change of ours.
 LINT_DEPS = ["ruff==0.17.6"]
 
@@ -59,13 +60,10 @@ def tests(session: nox.Session) -> None:
     # One pytest process per package: each package's tests/ is its own world (its conftest.py is the
     # module `conftest` its tests may import, as when the package is tested alone by tox), and a
     # failure in one package does not hide the results of the others.
-    runs = [([f"packages/{name}/tests"], {}) for name in PACKAGES]
-    runs[0][0].append(f"--ignore={CUDA_TESTS}")
+    runs = [([f"packages/{name}/tests"] + ([f"--ignore={CUDA_TESTS[name]}"] if name in CUDA_TESTS else []), {})
+            for name in PACKAGES]
     runs.append((["examples"], {}))  # the example programs, which use every package
-    if os.path.isdir(CUDA_TESTS):
-        runs.append(([CUDA_TESTS], {"NUMBA_ENABLE_CUDASIM": "1"}))
-    else:
-        session.log(f"{CUDA_TESTS} does not exist yet: CUDA simulator tier skipped")
+    runs.append((list(CUDA_TESTS.values()), {"NUMBA_ENABLE_CUDASIM": "1"}))
     # With a selection such as `-- -k matmul` some packages have nothing to run (pytest's exit code 5).
     success = [0, 5] if session.posargs else [0]
     failed, took = [], []

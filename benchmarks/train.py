@@ -42,16 +42,20 @@ import flambeau.optim  # noqa: F401
 
 
 # --- models, written once over the library ---------------------------------------------------------
-def mlp(lib):
+def mlp(lib, sizes=(784, 1024, 1024, 10)):
     nn = lib.nn
-    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    layers = []
+    for cin, cout in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(cin, cout), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
 
 
-def lenet(lib):
+def lenet(lib, channels=(32, 64), hidden=128, image=28, num_classes=10):
     nn = lib.nn
+    side = (image - 4) // 2
     return nn.Sequential(
-        nn.Conv2d(1, 32, 3), nn.ReLU(), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(64 * 12 * 12, 128), nn.ReLU(), nn.Linear(128, 10),
+        nn.Conv2d(1, channels[0], 3), nn.ReLU(), nn.Conv2d(channels[0], channels[1], 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(channels[1] * side * side, hidden), nn.ReLU(), nn.Linear(hidden, num_classes),
     )
 
 
@@ -204,7 +208,7 @@ def gpt(lib, vocab=1000, context=64, d_model=128, heads=4, layers=4):
             self.head = nn.Linear(d_model, vocab, bias=False)
 
         def forward(self, idx):  # (batch, context) int64 -> (batch * context, vocab)
-            x = self.tokens(idx) + self.positions(lib.arange(idx.shape[1]))
+            x = self.tokens(idx) + self.positions(lib.arange(idx.shape[1], device=idx.device))
             return self.head(self.ln(self.blocks(x))).flatten(0, 1)
 
     return GPT()
@@ -272,18 +276,20 @@ def train_step(lib, spec: Spec, model, optimizer, x, y):
     return step
 
 
-def build_pair(torch, name: str, seed: int = 0):
-    """The model in torch and in flambeau with the same parameters and buffers, and their step functions."""
+def build_pair(torch, name: str, seed: int = 0, device: str = "cpu"):
+    """The model in torch and in flambeau with the same parameters and buffers, and their step functions,
+    each library's model and batch on ``device`` ("cpu" or "cuda")."""
     spec = MODELS[name]
     torch.manual_seed(seed)
     th_model = spec.builder(torch)
     fl_model = spec.builder(fl)
     fl_model.load_state_dict({k: fl.from_numpy(v.detach().numpy().copy()) for k, v in th_model.state_dict().items()})
+    th_model, fl_model = th_model.to(device), fl_model.to(device)
     x, y = spec.make_batch(np.random.default_rng(seed))
     th_opt = getattr(torch.optim, spec.optimizer)(th_model.parameters(), **spec.optimizer_args)
     fl_opt = getattr(fl.optim, spec.optimizer)(fl_model.parameters(), **spec.optimizer_args)
-    th_step = train_step(torch, spec, th_model, th_opt, torch.from_numpy(x), torch.from_numpy(y))
-    fl_step = train_step(fl, spec, fl_model, fl_opt, fl.from_numpy(x), fl.from_numpy(y))
+    th_step = train_step(torch, spec, th_model, th_opt, torch.from_numpy(x).to(device), torch.from_numpy(y).to(device))
+    fl_step = train_step(fl, spec, fl_model, fl_opt, fl.from_numpy(x).to(device), fl.from_numpy(y).to(device))
     return fl_model, th_model, fl_step, th_step
 
 

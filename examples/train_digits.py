@@ -9,6 +9,7 @@ training throughput.
 
     nox -s demo                        # from a fresh clone: installs everything, then runs this
     python examples/train_digits.py --epochs 20 --batch-size 32 --workers 0
+    python examples/train_digits.py --device cuda    # on a GPU (pinned batches, non-blocking copies)
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ class DigitsNet(nn.Module):
         return self.fc2(x)
 
 
-def evaluate(model: nn.Module, loader: DataLoader) -> float:
+def evaluate(model: nn.Module, loader: DataLoader, device: str = "cpu") -> float:
     """Accuracy of ``model`` over ``loader``, in eval mode and without recording gradients."""
     model.eval()
     correct = total = 0
     with fl.no_grad():
         for images, labels in loader:
+            images, labels = images.to(device), labels.to(device)
             correct += int((model(images).argmax(1) == labels).sum().item())
             total += len(labels)
     model.train()
@@ -85,17 +87,20 @@ def main(argv: list[str] | None = None) -> float:
     parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=0.97, help="exit 1 below this test accuracy")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args(argv)
+    device = args.device
+    on_gpu = fl.device(device).type == "cuda"
 
     fl.manual_seed(args.seed)
     train_set, test_set = Digits(train=True, transform=RandomShift(1)), Digits(train=False)
     generator = fl.Generator().manual_seed(args.seed)
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, generator=generator,
-                              num_workers=args.workers, persistent_workers=args.workers > 0)
+                              num_workers=args.workers, persistent_workers=args.workers > 0, pin_memory=on_gpu)
     test_loader = DataLoader(test_set, batch_size=256)
     print(f"digits: {len(train_set)} training and {len(test_set)} test images of 8x8 pixels")
 
-    model = DigitsNet()
+    model = DigitsNet().to(device)
     print(model)
     print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
     optimizer = Adam(model.parameters(), lr=args.lr)
@@ -106,6 +111,8 @@ def main(argv: list[str] | None = None) -> float:
     for epoch in range(1, args.epochs + 1):
         epoch_start, total_loss = time.perf_counter(), 0.0
         for images, labels in train_loader:
+            images = images.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
             optimizer.zero_grad()
             loss = F.cross_entropy(model(images), labels, label_smoothing=0.1)
             loss.backward()
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> float:
             seen += len(labels)
         train_time += time.perf_counter() - epoch_start
         scheduler.step()
-        accuracy = evaluate(model, test_loader)
+        accuracy = evaluate(model, test_loader, device)
         print(progress(epoch, args.epochs, total_loss / len(train_set), accuracy, time.perf_counter() - start),
               flush=True)
 

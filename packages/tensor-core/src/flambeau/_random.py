@@ -1,24 +1,26 @@
 """Random number generation: :class:`Generator`, ``manual_seed`` and the random factories.
 
-Every random number flambeau draws comes from a :class:`Generator`, a thin wrapper around a numpy
-``np.random.Generator`` on the PCG64 bit generator (``Generator._np``: other modules, such as
-``dropout``, draw from ``flambeau._random.default_generator._np`` or from the ``_np`` of a
-generator the user passed). Numbers are drawn on the host and copied to the tensor's device, so a
-seed gives the same numbers on every device. Random *functions* (``rand``, ``randn`` ...) live here
-and are exported through ``__all__``; the in-place ``Tensor`` methods (``normal_``, ``uniform_``
-...) are declared in the operator table (non-differentiable, method only) so that they bump the
-version counter like every in-place operator.
+A :class:`Generator` belongs to a device type. A CPU generator wraps a numpy ``np.random.Generator``
+on the PCG64 bit generator (``Generator._np``); a CUDA generator is a Philox seed and offset that
+the device kernels draw from without any state on the device (Note [Philox on the device] in
+``flambeau._kernels.cuda.random``), one default per device (``flambeau.cuda.default_generators``).
+``manual_seed`` seeds them all, as torch's does. A seed therefore gives reproducible numbers on
+each device, but the CPU and CUDA streams differ (as in torch).
 
-Kernel convention of the in-place random ops: ``kernel(dst_array, host_values)`` writes the host
-numpy array ``host_values`` (already of dst's dtype and shape) into ``dst_array``. Only a CPU kernel
-is registered; on another device the backend's ``copy_(dst, host_array)`` does the write.
+Random *functions* (``rand``, ``randn`` ...) live here and are exported through ``__all__``; the
+in-place ``Tensor`` methods (``normal_``, ``uniform_`` ...) are declared in the operator table
+(non-differentiable, method only) so that they bump the version counter like every in-place
+operator. Their kernels (``flambeau._kernels.<device>.random``) take ``kernel(dst, draw)``: fill
+``dst`` in place with samples of ``draw``, a :class:`Draw` (distribution, parameters, generator).
+The factories on a device other than the CPU allocate there and call the same kernels, so no
+sample crosses the bus.
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +28,7 @@ from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU, to_device
 from flambeau._factories import _finish as _finish_host
-from flambeau._kernels.cpu.core import copy_kernel
+from flambeau._kernels.cpu.random import host_samples
 from flambeau._ops._common import inplace_by_engine, inplace_needs_engine, normalize_shape
 from flambeau._ops._registry import OpDef, declare
 from flambeau._storage import allocation_error
@@ -38,6 +40,7 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
 
 _DEFAULT_SEED = 67280421310721  # torch's default_generator.initial_seed()
 _STATE_BYTES = 16 + 16 + 8 + 8 + 8  # PCG64 state, increment, has_uint32, uinteger, initial seed
+_PHILOX_STATE_BYTES = 16  # seed, offset
 _U64 = (1 << 64) - 1
 
 
@@ -45,19 +48,31 @@ class Generator:
     """A source of random numbers with its own state: ``Generator(device='cpu')``.
 
     Pass it as ``generator=`` to any random function to draw from it instead of the global
-    :data:`default_generator`. The numbers come from numpy's PCG64 bit generator, reachable as
-    the ``_np`` attribute (an ``np.random.Generator``) for code that draws numbers itself.
+    :data:`default_generator`. On the CPU the numbers come from numpy's PCG64 bit generator,
+    reachable as the ``_np`` attribute (an ``np.random.Generator``) for code that draws numbers
+    itself; on CUDA from Philox4x32-10 keyed by the seed, at a counter offset that each launch
+    advances (``_offset``; Note [Philox on the device] in ``flambeau._kernels.cuda.random``).
 
     Attributes:
-        device: the :class:`flambeau.device` the generator is meant for (numbers are drawn on the
-            host and copied there).
+        device: the :class:`flambeau.device` whose tensors the generator fills.
     """
 
-    __slots__ = ("device", "_np", "_seed", "__weakref__")
+    __slots__ = ("device", "_np", "_seed", "_offset", "__weakref__")
 
     def __init__(self, device="cpu"):
         self.device = to_device(device)
+        self._np = None
         self.manual_seed(_DEFAULT_SEED)
+
+    @property
+    def _philox(self) -> bool:
+        return self.device.type != "cpu"
+
+    def _philox_next(self) -> tuple:
+        """``(seed, offset)`` for one device launch, advancing the offset (Note [Philox on the device])."""
+        offset = self._offset
+        self._offset = (offset + 1) & _U64
+        return self._seed, offset
 
     def manual_seed(self, seed) -> Generator:
         """Reset the state from integer ``seed`` (negative seeds wrap modulo 2**64); return self."""
@@ -69,7 +84,9 @@ class Generator:
         if seed < -(1 << 63) or seed > _U64:
             raise RuntimeError(f"Overflow when unpacking long: seed must be in [-2**63, 2**64), got {seed}")
         self._seed = seed & _U64
-        self._np = np.random.Generator(np.random.PCG64(self._seed))
+        self._offset = 0
+        if not self._philox:
+            self._np = np.random.Generator(np.random.PCG64(self._seed))
         return self
 
     def seed(self) -> int:
@@ -83,7 +100,11 @@ class Generator:
         return self._seed
 
     def get_state(self) -> Tensor:
-        """The generator's state as a 1-d ``uint8`` CPU tensor (of 56 bytes), for :meth:`set_state`."""
+        """The generator's state as a 1-d ``uint8`` CPU tensor for :meth:`set_state`: 56 bytes on the
+        CPU (PCG64's state and the seed), 16 on CUDA (seed and Philox offset, as torch's)."""
+        if self._philox:
+            buf = self._seed.to_bytes(8, "little") + self._offset.to_bytes(8, "little")
+            return _wrap(np.frombuffer(buf, np.uint8).copy(), CPU)
         st = self._np.bit_generator.state
         buf = bytearray()
         buf += st["state"]["state"].to_bytes(16, "little")
@@ -99,9 +120,14 @@ class Generator:
             raise TypeError(f"expected a flambeau.ByteTensor, but got {type(new_state).__name__}")
         if new_state.dtype is not dt.uint8:
             raise TypeError(f"RNG state must be a flambeau.ByteTensor (uint8), got dtype {new_state.dtype}")
-        if new_state.numel() != _STATE_BYTES:
-            raise RuntimeError(f"RNG state is wrong size: expected {_STATE_BYTES} bytes, got {new_state.numel()}")
+        size = _PHILOX_STATE_BYTES if self._philox else _STATE_BYTES
+        if new_state.numel() != size:
+            raise RuntimeError(f"RNG state is wrong size: expected {size} bytes, got {new_state.numel()}")
         b = np.ascontiguousarray(new_state.numpy(force=True)).reshape(-1).tobytes()
+        if self._philox:
+            self._seed = int.from_bytes(b[0:8], "little")
+            self._offset = int.from_bytes(b[8:16], "little")
+            return self
         bg = np.random.PCG64()
         bg.state = {
             "bit_generator": "PCG64",
@@ -121,23 +147,54 @@ default_generator = Generator()
 """The global :class:`Generator` used when no ``generator=`` is given."""
 
 
-def _gen(generator) -> np.random.Generator:
-    """The numpy generator behind ``generator`` (the default one when None)."""
+# CUDA device index -> its default generator, made on first use and seeded with the last manual_seed.
+_device_defaults: dict = {}
+_last_seed = [_DEFAULT_SEED]
+
+
+def device_default_generator(dev) -> Generator:
+    """The default generator of device ``dev`` (a :class:`flambeau.device`): the CPU's, or a CUDA device's."""
+    if dev.type == "cpu":
+        return default_generator
+    g = _device_defaults.get((dev.type, dev.index))
+    if g is None:
+        g = Generator(dev).manual_seed(_last_seed[0])
+        _device_defaults[(g.device.type, g.device.index)] = g
+    return g
+
+
+def _generator_for(generator, dev) -> Generator:
+    """``generator`` (or the default one of device ``dev`` when None), checked to belong to ``dev``'s type."""
     if generator is None:
-        return default_generator._np
+        return device_default_generator(dev)
     if not isinstance(generator, Generator):
         raise TypeError(f"generator must be a flambeau.Generator, got {type(generator).__name__}")
-    return generator._np
+    if generator.device.type != dev.type:
+        raise RuntimeError(f"Expected a '{dev.type}' device type for generator but found "
+                           f"'{generator.device.type}'")
+    return generator
+
+
+def _gen(generator) -> np.random.Generator:
+    """The numpy generator behind CPU ``generator`` (the default one when None)."""
+    return _generator_for(generator, CPU)._np
 
 
 def manual_seed(seed) -> Generator:
-    """Seed the default generator with integer ``seed`` and return it."""
-    return default_generator.manual_seed(seed)
+    """Seed the default generator of the CPU and of every CUDA device with integer ``seed``; return
+    the CPU's (as torch's ``manual_seed``)."""
+    g = default_generator.manual_seed(seed)
+    _last_seed[0] = g.initial_seed()
+    for dg in _device_defaults.values():
+        dg.manual_seed(_last_seed[0])
+    return g
 
 
 def seed() -> int:
-    """Seed the default generator from a non-deterministic source; return the seed."""
-    return default_generator.seed()
+    """Seed the default generators (CPU and CUDA) from a non-deterministic source; return the seed."""
+    s = default_generator.seed()
+    manual_seed(s)
+    return s
 
 
 def initial_seed() -> int:
@@ -173,16 +230,46 @@ def _float_dtype(dtype, name: str) -> dt.dtype:
 
 
 
-def _uniform(rng: np.random.Generator, shape, d: dt.dtype, low=0.0, high=1.0) -> np.ndarray:
-    u = rng.random(shape, dtype=np.float32 if d.np != np.float64 else np.float64)
-    if low != 0.0 or high != 1.0:
-        u *= high - low
-        u += low
-    return u
+class Draw(NamedTuple):
+    """What a random kernel draws (module docstring): a distribution, its parameters, a generator."""
+
+    dist: str
+    params: tuple
+    generator: Generator
 
 
-def _standard_normal(rng: np.random.Generator, shape, d: dt.dtype) -> np.ndarray:
-    return rng.standard_normal(shape, dtype=np.float32 if d.np != np.float64 else np.float64)
+def _empty_on(dev, shape: tuple, np_dtype):
+    """An uninitialised backend array of ``shape`` on device ``dev``."""
+    if dev is CPU:
+        return np.empty(shape, np_dtype)
+    return backend(dev.type).empty(shape, np_dtype, dev)
+
+
+def _sampled(name: str, shape: tuple, d: dt.dtype, device, requires_grad: bool, dist: str, params: tuple,
+             generator) -> Tensor:
+    """A new tensor of ``shape``/``d`` on ``device`` holding samples of ``dist``, drawn on that device."""
+    dev = CPU if device is None else to_device(device)
+    draw = Draw(dist, params, _generator_for(generator, dev))
+    if dev is CPU:
+        return _finish(_draw(name, shape, d, lambda: host_samples(draw, shape, d.np)), d, dev, requires_grad)
+    data = _empty_on(dev, shape, d.np)
+    UNIFORM_.kernel(dev.type)(data, draw)  # every random operator's kernel samples any distribution
+    t = _wrap(data, dev, None, d)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def dropout_mask(shape: tuple, p: float, np_dtype, device, generator=None):
+    """The scaled keep mask of dropout on ``device``: ``(u >= p) / (1 - p)`` in ``np_dtype`` (a backend array).
+
+    ``p`` in ``[0, 1)``; drawn from the device's default generator unless ``generator`` is given.
+    """
+    dev = CPU if device is None else to_device(device)
+    draw = Draw("dropout", (p,), _generator_for(generator, dev))
+    mask = _empty_on(dev, shape, np_dtype)
+    UNIFORM_.kernel(dev.type)(mask, draw)
+    return mask
 
 
 def _check_tensor(x, argname, opname) -> Tensor:
@@ -212,14 +299,14 @@ def _draw(name: str, shape: tuple, d: dt.dtype, draw) -> np.ndarray:
 # --- random factories ---------------------------------------------------------------------------
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False, **kw) -> Tensor:
     """Uniform samples from ``[0, 1)`` of shape ``size``; floating ``dtype`` (default dtype if None)."""
-    d, shape, rng = _float_dtype(dtype, "check_uniform_bounds"), _size(size, kw), _gen(generator)
-    return _finish(_draw("rand", shape, d, lambda: _uniform(rng, shape, d)), d, device, requires_grad)
+    d, shape = _float_dtype(dtype, "check_uniform_bounds"), _size(size, kw)
+    return _sampled("rand", shape, d, device, requires_grad, "uniform", (0.0, 1.0), generator)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False, **kw) -> Tensor:
     """Standard normal samples of shape ``size``; floating ``dtype`` (default dtype if None)."""
-    d, shape, rng = _float_dtype(dtype, "normal_kernel_cpu"), _size(size, kw), _gen(generator)
-    return _finish(_draw("randn", shape, d, lambda: _standard_normal(rng, shape, d)), d, device, requires_grad)
+    d, shape = _float_dtype(dtype, "normal_kernel_cpu"), _size(size, kw)
+    return _sampled("randn", shape, d, device, requires_grad, "normal", (0.0, 1.0), generator)
 
 
 def _int_bounds(d: dt.dtype):
@@ -233,7 +320,8 @@ def _int_bounds(d: dt.dtype):
     return int(info.min), int(info.max) + 1
 
 
-def _randint_values(rng, low: int, high: int, shape, d: dt.dtype, name: str = "random_") -> np.ndarray:
+def _check_int_range(low: int, high: int, d: dt.dtype, name: str = "random_") -> None:
+    """RuntimeError unless ``[low, high)`` is a non-empty range that ``d`` holds exactly."""
     if low >= high:
         raise RuntimeError(f"{name} expects 'from' to be less than 'to', but got from={low} >= to={high}")
     lo, hi = _int_bounds(d)
@@ -241,7 +329,6 @@ def _randint_values(rng, low: int, high: int, shape, d: dt.dtype, name: str = "r
         raise RuntimeError(
             f"{name} expects 'from' and 'to' to be within [{lo}, {hi}] for dtype {d}, got from={low}, to={high}"
         )
-    return rng.integers(low, high, size=shape, dtype=np.int64 if high <= (1 << 63) else np.uint64)
 
 
 def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, device=None,
@@ -271,9 +358,8 @@ def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, d
             raise TypeError(f"randint(): argument '{name}' must be int, not {type(v).__name__}")
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
     shape = normalize_shape((size,) if not isinstance(size, int) else ((size,),))
-    rng = _gen(generator)
-    values = _draw("randint", shape, d, lambda: _randint_values(rng, int(low), int(high), shape, d))
-    return _finish(values, d, device, requires_grad)
+    _check_int_range(int(low), int(high), d)
+    return _sampled("randint", shape, d, device, requires_grad, "integers", (int(low), int(high)), generator)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -327,7 +413,6 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     ``normal(mean: float, std: float, size)``. The result is floating (the dtype of the tensor
     arguments, else ``dtype`` or the default dtype); std must be non-negative.
     """
-    rng = _gen(generator)
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
     if not mt and not st:
         if size is None:
@@ -337,8 +422,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
             raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
         d = _float_dtype(dtype, "normal_kernel_cpu")
         shape = normalize_shape((size,))
-        z = _draw("normal", shape, d, lambda: _standard_normal(rng, shape, d))
-        return _finish(z * std + mean, d, device, requires_grad)
+        return _sampled("normal", shape, d, device, requires_grad, "normal", (mean, std), generator)
     if size is not None:
         raise TypeError("normal(): 'size' may only be given when mean and std are numbers")
     tensors = [x for x in (mean, std) if isinstance(x, Tensor)]
@@ -357,8 +441,16 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     except ValueError:
         raise RuntimeError(f"normal(): the shapes of mean {list(mean.shape)} and std {list(std.shape)} "
                            "must broadcast") from None
-    z = _standard_normal(rng, shape, d)
-    return _finish(z * s + m, d, dev, requires_grad)
+    if dev is CPU:
+        z = host_samples(Draw("normal", (0.0, 1.0), _generator_for(generator, dev)), shape, d.np)
+        return _finish(z * s + m, d, dev, requires_grad)
+    # On a device: standard normals drawn there, scaled and shifted by device operators (the std
+    # check above read std on the host: one synchronisation, for this rare form only).
+    z = _sampled("normal", tuple(shape), d, dev, False, "normal", (0.0, 1.0), generator)
+    out = (z * std + mean).to(d)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
 
 
 def poisson(input: Tensor, generator=None) -> Tensor:
@@ -388,7 +480,7 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
     The result has the shape, dtype and device of ``input``; probabilities must lie in ``[0, 1]``.
     """
     _check_tensor(input, "input", "bernoulli")
-    rng = _gen(generator)
+    dev = input._device
     if p is None:
         if not input.dtype.is_floating_point:
             raise NotImplementedError(
@@ -396,10 +488,16 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:
         probs = _host_probs(input)
         if not np.all((probs >= 0) & (probs <= 1)):
             raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+        if dev is not CPU:
+            probs = input._data  # drawn against on the device (the check above read them: one sync)
     else:
         probs = _check_p(p, "bernoulli")
-    out = rng.random(input.shape) < probs
-    return _finish(out, input.dtype, input.device, False)
+    if dev is CPU:
+        out = _gen(generator).random(input.shape) < probs
+        return _finish(out, input.dtype, dev, False)
+    data = _empty_on(dev, tuple(input.shape), input.dtype.np)
+    BERNOULLI_.kernel(dev.type)(data, Draw("bernoulli", (probs,), _generator_for(generator, dev)))
+    return _wrap(data, dev, None, input.dtype)
 
 
 def _check_p(p, name) -> float:
@@ -471,25 +569,21 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, g
 
 # --- in-place random methods (operator table: method only, not differentiable) -----------------------
 def _inplace(signature: str) -> OpDef:
-    return declare(signature, differentiable=False, function=False, category="random",
-                   kernels={"cpu": copy_kernel})
+    return declare(signature, differentiable=False, function=False, category="random")
 
 
-def _write(op, self: Tensor, values: np.ndarray, attrs: dict) -> Tensor:
-    """Write host ``values`` into ``self`` in place through ``op``'s kernel; bump the version."""
+def _write(op, self: Tensor, dist: str, params: tuple, generator, attrs: dict) -> Tensor:
+    """Fill ``self`` in place with samples of ``dist`` through ``op``'s kernel; bump the version."""
     dev = self._device
-    if values.dtype != self.dtype.np:
-        with np.errstate(all="ignore"):
-            values = values.astype(self.dtype.np)
+    draw = Draw(dist, params, _generator_for(generator, dev))
+    kernel = op.kernel(dev.type)
     if inplace_needs_engine(self):
         # Under autograd the engine writes the samples (zero gradient to the old value, as torch's
         # NormalBackward0), after refusing leaves that require grad.
-        return inplace_by_engine(op, (self, _wrap(values, CPU)), attrs)
-    kernel = op.kernels.get(dev.type)
-    if kernel is not None:
-        kernel(self._data, values)
-    else:  # no kernel registered for the device: its backend copies host values in
-        backend(dev.type).copy_(self._data, np.ascontiguousarray(values))
+        values = _empty_on(dev, tuple(self.shape), self.dtype.np)
+        kernel(values, draw)
+        return inplace_by_engine(op, (self, _wrap(values, dev)), attrs)
+    kernel(self._data, draw)
     self._storage._version += 1
     return self
 
@@ -510,12 +604,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    values = _standard_normal(_gen(generator), self._data.shape, self.dtype)
-    if std != 1.0:
-        values *= std
-    if mean != 0.0:
-        values += mean
-    return _write(NORMAL_, self, values, {"inplace": True, "mean": mean, "std": std})
+    return _write(NORMAL_, self, "normal", (mean, std), generator, {"inplace": True, "mean": mean, "std": std})
 
 
 UNIFORM_ = _inplace("uniform_(Tensor self, float from=0, float to=1, *, Generator? generator=None) -> Tensor")
@@ -534,8 +623,7 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None, **
     _float_only(self, "check_uniform_bounds")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} > to={b}")
-    values = _uniform(_gen(generator), self.shape, self.dtype, a, b)
-    return _write(UNIFORM_, self, values, {"inplace": True, "from": a, "to": b})
+    return _write(UNIFORM_, self, "uniform", (a, b), generator, {"inplace": True, "from": a, "to": b})
 
 
 BERNOULLI_ = _inplace("bernoulli_(Tensor self, Tensor p=0.5, *, Generator? generator=None) -> Tensor")
@@ -555,10 +643,11 @@ def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
         except ValueError:
             raise RuntimeError(f"bernoulli_: p of shape {list(p.shape)} does not broadcast to self of shape "
                                f"{list(self.shape)}") from None
+        if self._device is not CPU:
+            probs = p.to(self._device)._data  # drawn against on the device
     else:
         probs = _check_p(p, "bernoulli_")
-    values = _gen(generator).random(self.shape) < probs
-    return _write(BERNOULLI_, self, values, {"inplace": True, "p": p})
+    return _write(BERNOULLI_, self, "bernoulli", (probs,), generator, {"inplace": True, "p": p})
 
 
 RANDOM_ = _inplace("random_(Tensor self, int from=0, int? to=None, *, Generator? generator=None) -> Tensor")
@@ -584,8 +673,8 @@ def random_(self: Tensor, *args, generator=None, **kwargs) -> Tensor:
     low = 0 if low is None else int(low)
     if high is None:
         high = hi  # floats: [0, 2**mantissa]; integers: [0, max]
-    values = _randint_values(_gen(generator), low, int(high), self.shape, self.dtype)
-    return _write(RANDOM_, self, values, {"inplace": True, "from": low, "to": high})
+    _check_int_range(low, int(high), self.dtype)
+    return _write(RANDOM_, self, "integers", (low, int(high)), generator, {"inplace": True, "from": low, "to": high})
 
 
 EXPONENTIAL_ = _inplace("exponential_(Tensor self, float lambd=1, *, Generator? generator=None) -> Tensor")
@@ -597,8 +686,7 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     _float_only(self, "exponential_cpu")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    values = _gen(generator).standard_exponential(self.shape) / lambd
-    return _write(EXPONENTIAL_, self, values, {"inplace": True, "lambd": lambd})
+    return _write(EXPONENTIAL_, self, "exponential", (lambd,), generator, {"inplace": True, "lambd": lambd})
 
 
 GEOMETRIC_ = _inplace("geometric_(Tensor self, float p, *, Generator? generator=None) -> Tensor")
@@ -611,8 +699,7 @@ def geometric_(self: Tensor, p: float, *, generator=None) -> Tensor:
     _check_tensor(self, "self", "geometric_")
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    values = _gen(generator).geometric(p, self.shape)
-    return _write(GEOMETRIC_, self, values, {"inplace": True, "p": p})
+    return _write(GEOMETRIC_, self, "geometric", (p,), generator, {"inplace": True, "p": p})
 
 
 CAUCHY_ = _inplace("cauchy_(Tensor self, float median=0, float sigma=1, *, Generator? generator=None) -> Tensor")
@@ -625,8 +712,8 @@ def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator=
     _float_only(self, "cauchy_cpu")
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
-    values = median + sigma * np.tan(math.pi * (_gen(generator).random(self.shape) - 0.5))
-    return _write(CAUCHY_, self, values, {"inplace": True, "median": median, "sigma": sigma})
+    return _write(CAUCHY_, self, "cauchy", (median, sigma), generator,
+                  {"inplace": True, "median": median, "sigma": sigma})
 
 
 LOG_NORMAL_ = _inplace("log_normal_(Tensor self, float mean=1, float std=2, *, Generator? generator=None) -> Tensor")
@@ -639,5 +726,5 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator=
     _float_only(self, "log_normal_cpu")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    values = np.exp(_gen(generator).standard_normal(self.shape) * std + mean)
-    return _write(LOG_NORMAL_, self, values, {"inplace": True, "mean": mean, "std": std})
+    return _write(LOG_NORMAL_, self, "log_normal", (mean, std), generator,
+                  {"inplace": True, "mean": mean, "std": std})

@@ -44,7 +44,10 @@ def get_allocator(device: int | None = None) -> CachingAllocator:
     """The caching allocator of ``device`` (default 0), created on first use.
 
     Unless :func:`set_allocator` installed one, it is built over
-    :class:`~flambeau.cuda_alloc.NumbaDriverBackend`, which needs numba-cuda and a GPU.
+    :class:`~flambeau.cuda_alloc.NumbaDriverBackend`, which needs numba-cuda and a GPU; under
+    numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), where device arrays are host memory,
+    over a :class:`~flambeau.cuda_alloc.SimulatedDevice` that keeps the books (so a program's
+    raw allocations can be counted without a GPU).
     """
     index = _index(device)
     allocator = _allocators.get(index)
@@ -53,10 +56,25 @@ def get_allocator(device: int | None = None) -> CachingAllocator:
     with _lock:
         allocator = _allocators.get(index)
         if allocator is None:
-            from ._numba_backend import NumbaDriverBackend
+            if _numba_simulator():
+                from ._sim import SimulatedDevice
 
-            allocator = _allocators[index] = CachingAllocator(NumbaDriverBackend(index))
+                backend: Any = SimulatedDevice(device=index)
+            else:
+                from ._numba_backend import NumbaDriverBackend
+
+                backend = NumbaDriverBackend(index)
+            allocator = _allocators[index] = CachingAllocator(backend)
         return allocator
+
+
+def _numba_simulator() -> bool:
+    """Whether numba runs its CUDA simulator (without importing numba when it is not loaded)."""
+    import os
+    import sys
+
+    config = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
+    return bool(config) if config is not None else os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
 def _get_or_create(index: int, factory: Callable[[], CachingAllocator]) -> CachingAllocator:

@@ -28,8 +28,9 @@ Note [Fused optimizer kernels]
       tensor-core), so autograd still detects a parameter modified after it was saved.
 
 :func:`fused_dtype` says whether a parameter takes the kernel path, which :func:`launch` checks and runs;
-other parameters (CUDA, float16, non-contiguous), and those whose state a kernel cannot update in
-place, run the optimizer's formula in flambeau tensor operators.
+CUDA parameters are queued by :func:`launch` and updated together by :func:`flush` (Note [Multi-tensor
+CUDA updates] in ``_cuda_kernels``); other parameters (float16, non-contiguous), and those whose state a
+kernel cannot update in place, run the optimizer's formula in flambeau tensor operators.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -46,7 +48,7 @@ import numpy as np
 import flambeau as fl
 from flambeau.optim._functional import check_grad
 
-__all__ = ["kernels", "fused_dtype", "launch", "run", "cast", "pack"]
+__all__ = ["kernels", "fused_dtype", "launch", "flush", "run", "cast", "pack"]
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _ndarray = np.ndarray
@@ -242,12 +244,29 @@ def kernels() -> SimpleNamespace:
 
 def fused_dtype(p) -> np.dtype | None:
     """The numpy dtype of ``p`` when it can be updated in place by a fused kernel (a writable
-    C-contiguous float32 or float64 CPU tensor); None otherwise (the tensor-operator path)."""
+    C-contiguous float32 or float64 CPU tensor, or a C-contiguous float32/float64 CUDA tensor: Note
+    [Multi-tensor CUDA updates]); None otherwise (the tensor-operator path)."""
     d = p._data
-    if d.__class__ is not _ndarray or d.dtype not in _FLOAT_DTYPES:
+    if d.__class__ is not _ndarray:
+        return d.dtype if p._device.type == "cuda" and _cuda().is_cuda_param(d) else None
+    if d.dtype not in _FLOAT_DTYPES:
         return None
     flags = d.flags
     return d.dtype if flags.c_contiguous and flags.writeable else None
+
+
+def _cuda():
+    from flambeau.optim import _cuda_kernels
+
+    return _cuda_kernels
+
+
+def flush() -> None:
+    """Run the CUDA updates :func:`launch` queued (one launch per group: Note [Multi-tensor CUDA
+    updates]); every optimizer's functional form calls it after its loop over the parameters."""
+    ck = sys.modules.get("flambeau.optim._cuda_kernels")
+    if ck is not None and ck._pending:
+        ck.flush()
 
 
 _EMPTY = {dt: np.empty(0, dt) for dt in _FLOAT_DTYPES}
@@ -272,6 +291,8 @@ def launch(kernel, p, g, bufs: tuple, *args) -> bool:
         RuntimeError: naming the argument, what was expected and what was given.
     """
     pd, gd = p._data, g._data
+    if pd.__class__ is not _ndarray and p._device.type == "cuda":
+        return _queue_cuda(kernel, p, g, bufs, args)
     if pd.__class__ is not _ndarray or pd.dtype not in _FLOAT_DTYPES:
         _bad_param(p)
     flags = pd.flags  # (flags and the checks written out: a helper's call would cost more than them)
@@ -313,6 +334,46 @@ def launch(kernel, p, g, bufs: tuple, *args) -> bool:
         kernel(0, n, *arrays, *args)
     else:
         run(kernel, n, *arrays, *args)
+    p._storage._version += 1
+    for b in bufs:
+        if b is not None:
+            b._storage._version += 1
+    return True
+
+
+def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
+    """:func:`launch` for a CUDA parameter: the same checks, then the update is queued for :func:`flush`."""
+    ck = _cuda()
+    pd = p._data
+    if not ck.is_cuda_param(pd):
+        raise RuntimeError(f"param: expected a C-contiguous float32 or float64 CUDA tensor, got {_describe(p)}")
+    dtype, shape = pd.dtype, pd.shape
+    if g._device is not p._device or g.dtype is not p.dtype or tuple(g.shape) != tuple(shape):
+        check_grad(p, g)  # raises for another shape, dtype or device
+    gd = g._data if ck.is_cuda_param(g._data) else g.contiguous()._data
+    sc_shape, needs = _SPECS[kernel]
+    sc = args[0]
+    if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
+        raise RuntimeError(f"sc: expected a {dtype} array of the kernel's {sc_shape[0]} scalars (see pack()), "
+                           f"got {sc!r}")
+    if len(bufs) != len(needs):
+        raise RuntimeError(f"bufs: expected {len(needs)} state tensors (None where unused), got {len(bufs)}")
+    arrays = []
+    for i, b in enumerate(bufs):
+        if b is None:
+            if needs[i] is None or args[needs[i]]:
+                raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the kernel reads it "
+                                   "with these flags), got None")
+            arrays.append(None)
+            continue
+        a = b._data
+        if tuple(a.shape) != tuple(shape):
+            raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the parameter's), got "
+                               f"{list(b.shape)}; was the parameter's .data replaced after its state was created?")
+        if b._device is not p._device or a.dtype != dtype or not ck.is_cuda_param(a):
+            return False
+        arrays.append(a)
+    ck.add(kernel.__name__, pd, gd, tuple(arrays), sc, args[1:])
     p._storage._version += 1
     for b in bufs:
         if b is not None:

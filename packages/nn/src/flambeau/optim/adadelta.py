@@ -86,3 +86,4 @@ def adadelta(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor
         delta.div_(std).mul_(grad)
         acc.mul_(rho).addcmul_(delta, delta, value=1 - rho)
         p.add_(delta, alpha=-lr)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

@@ -82,3 +82,4 @@ def adagrad(params: list[Tensor], grads: list[Tensor], state_sums: list[Tensor],
         ssum.addcmul_(grad, grad, value=1)
         std = ssum.sqrt().add_(eps)
         p.addcdiv_(grad, std, value=-clr)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

@@ -140,3 +140,4 @@ def adam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_
         else:
             denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
         p.addcdiv_(m, denom, value=-step_size)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

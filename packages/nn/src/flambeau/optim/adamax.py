@@ -83,3 +83,4 @@ def adamax(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], ex
         m.lerp_(grad, 1 - beta1)
         u.copy_(fl.maximum(u.mul_(beta2), grad.abs().add_(eps)))
         p.addcdiv_(m, u, value=-clr)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

@@ -121,3 +121,4 @@ def nadam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
         denom = v.div(bias_correction2).sqrt().add_(eps)
         p.addcdiv_(grad, denom, value=c_grad)
         p.addcdiv_(m, denom, value=c_avg)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

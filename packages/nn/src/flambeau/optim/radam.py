@@ -100,3 +100,4 @@ def radam(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp
             p.add_(bias_corrected_exp_avg * lr * adaptive * rect, alpha=-1.0)
         else:
             p.add_(bias_corrected_exp_avg * lr, alpha=-1.0)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

@@ -111,3 +111,4 @@ def rmsprop(params: list[Tensor], grads: list[Tensor], square_avgs: list[Tensor]
             p.add_(buf, alpha=-lr)
         else:
             p.addcdiv_(grad, avg, value=-lr)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

@@ -122,3 +122,4 @@ def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list[Te
                 buf.mul_(momentum).add_(grad, alpha=1 - dampening)
             grad = grad.add(buf, alpha=momentum) if nesterov else buf
         p.add_(grad, alpha=-lr)
+    K.flush()  # the CUDA parameters, updated together (Note [Multi-tensor CUDA updates])

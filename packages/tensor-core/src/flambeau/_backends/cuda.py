@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import sys
+import weakref
 
 import numpy as np
 from numba import cuda as _cuda
@@ -89,9 +90,14 @@ def empty(shape: tuple, np_dtype, device=None):
     shape = tuple(int(n) for n in shape)
     dtype = np.dtype(np_dtype)
     s = current_stream(_index(device))
-    if SIM:
-        return _make(np.empty(shape, dtype), s.numba)
     nbytes = math.prod(shape) * dtype.itemsize
+    if SIM:  # host memory; the allocator still keeps the books (a simulated device behind it)
+        arr = _make(np.empty(shape, dtype), s.numba)
+        if nbytes:
+            alloc = get_allocator(s.device_index)
+            address = alloc.malloc(nbytes, None)
+            weakref.finalize(arr._ary, _finalizer(alloc, address))
+        return arr
     if nbytes > sys.maxsize:  # the factory names the size (Note [Allocation errors])
         raise ValueError(f"array is too big: {nbytes} bytes")
     strides = _c_strides(shape, dtype.itemsize)

@@ -30,12 +30,26 @@ from flambeau.cuda._streams import (
     synchronize,
 )
 from flambeau.cuda._sync import get_sync_debug_mode, host_sync_count, set_sync_debug_mode
+from flambeau.cuda.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device", "Stream", "Event",
            "current_stream", "default_stream", "stream", "set_stream", "synchronize", "Allocator",
            "NativeAllocator", "set_allocator", "get_allocator", "memory_allocated", "memory_reserved",
            "empty_cache", "memory_stats", "is_simulator", "record_stream", "host_sync_count",
-           "set_sync_debug_mode", "get_sync_debug_mode"]
+           "set_sync_debug_mode", "get_sync_debug_mode", "manual_seed", "manual_seed_all", "seed", "seed_all",
+           "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+           "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_summary",
+           "get_device_properties", "get_device_name", "get_device_capability"]
 
 _available: list = []  # [bool] once asked
 _why_not: list = [None]  # why CUDA is not available, once asked
@@ -130,6 +144,62 @@ def memory_stats(device=None) -> dict:
     """The allocator's counters for ``device`` (a dict; empty if the allocator keeps none)."""
     fn = getattr(get_allocator(_device_arg(device)), "memory_stats", None)
     return dict(fn()) if fn is not None else {}
+
+
+def max_memory_allocated(device=None) -> int:
+    """Peak of :func:`memory_allocated` on ``device`` since the start or :func:`reset_peak_memory_stats`."""
+    return int(get_allocator(_device_arg(device)).max_memory_allocated())
+
+
+def max_memory_reserved(device=None) -> int:
+    """Peak of :func:`memory_reserved` on ``device`` since the start or :func:`reset_peak_memory_stats`."""
+    return int(get_allocator(_device_arg(device)).max_memory_reserved())
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Set the peak statistics of ``device``'s allocator to their current values."""
+    get_allocator(_device_arg(device)).reset_peak_memory_stats()
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A human-readable report of ``device``'s allocator (as ``torch.cuda.memory_summary``)."""
+    return str(get_allocator(_device_arg(device)).memory_summary())
+
+
+def get_device_properties(device=None):
+    """The properties of a CUDA device: ``name``, ``major``, ``minor``, ``total_memory``,
+    ``multi_processor_count`` (a namespace, as torch's ``_CudaDeviceProperties``)."""
+    import types
+
+    from numba import cuda
+
+    index = current_device() if device is None else _device_arg(device)
+    if index is None:
+        index = current_device()
+    dev = cuda.gpus[index]
+    with dev:
+        d = cuda.get_current_device()
+        major, minor = d.compute_capability
+        name = getattr(d, "name", b"numba CUDA simulator")
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        try:
+            total = int(cuda.current_context().get_memory_info()[1])
+        except Exception:  # the simulator reports no memory
+            total = 0
+        sms = int(getattr(d, "MULTIPROCESSOR_COUNT", 0) or 0)
+    return types.SimpleNamespace(name=name, major=major, minor=minor, total_memory=total,
+                                 multi_processor_count=sms)
+
+
+def get_device_name(device=None) -> str:
+    """The name of a CUDA device (default: the current one), e.g. ``'NVIDIA H100 80GB HBM3'``."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None) -> tuple:
+    """``(major, minor)`` compute capability of a CUDA device."""
+    p = get_device_properties(device)
+    return p.major, p.minor
 
 
 def empty_cache() -> None:

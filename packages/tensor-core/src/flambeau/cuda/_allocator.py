@@ -124,9 +124,24 @@ class NativeAllocator:
     def memory_reserved(self) -> int:
         return self._allocated
 
+    def max_memory_allocated(self) -> int:
+        return self._peak
+
+    max_memory_reserved = max_memory_allocated  # nothing is cached: reserved is allocated
+
+    def reset_peak_memory_stats(self) -> None:
+        with self._lock:
+            self._peak = self._allocated
+
     def memory_stats(self) -> dict:
+        # "num_device_alloc" is cudaMalloc calls, as the caching allocator's key (every malloc here)
         return {"allocated_bytes.all.current": self._allocated, "allocated_bytes.all.peak": self._peak,
-                "allocation.all.allocated": self._count, "reserved_bytes.all.current": self._allocated}
+                "allocation.all.allocated": self._count, "reserved_bytes.all.current": self._allocated,
+                "reserved_bytes.all.peak": self._peak, "num_device_alloc": self._count}
+
+    def memory_summary(self) -> str:
+        return (f"NativeAllocator (cudaMalloc per tensor, nothing cached) on cuda:{self.device_index}: "
+                f"{self._allocated} bytes allocated, peak {self._peak}, {self._count} cudaMalloc calls")
 
 
 def _address_of(mem) -> int:

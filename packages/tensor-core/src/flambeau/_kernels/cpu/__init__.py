@@ -13,6 +13,7 @@ from flambeau._kernels.cpu import (  # noqa: F401 - each module registers its fa
     nn_ops,
     normalization,
     pooling,
+    random,
     reduction,
     resample,
     rnn,

@@ -1,0 +1,81 @@
+"""Training steps on a CUDA GPU: the seven models of train.py, flambeau against torch on the same card.
+
+Each model is built in torch and copied into flambeau (train.py's ``build_pair``), both on
+``cuda``; one step on each side checks that the losses agree; then steps are timed interleaved
+(flambeau, torch, flambeau ...), each timed call being one training step followed by the device's
+``synchronize`` so that queued work is counted. Rows give the median step time and the ratio; the
+notes give throughput and the allocators' statistics over the timed steps: raw device allocations
+(``num_device_alloc``: the caching allocator should make none after the first step) and peak memory.
+
+    python benchmarks/gpu.py            # all models, RESULTS.md section "gpu" rewritten
+    python benchmarks/gpu.py --quick --only resnet18
+
+Needs a CUDA GPU, numba-cuda and a CUDA build of torch; otherwise it prints why and measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import _harness  # noqa: I001 - first: pins every library to 2 threads before they are imported
+import train
+
+import flambeau as fl
+
+
+def _stats(torch) -> tuple[int, int, int, int]:
+    """(flambeau raw allocations, flambeau peak bytes, torch raw allocations, torch peak bytes) so far."""
+    fs, ts = fl.cuda.memory_stats(), torch.cuda.memory_stats()
+    return (fs.get("num_device_alloc", -1), fl.cuda.max_memory_allocated(),
+            ts.get("num_device_alloc", -1), torch.cuda.max_memory_allocated())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 repeats, RESULTS.md untouched")
+    parser.add_argument("--only", choices=sorted(train.MODELS), action="append", help="run only these models")
+    args = parser.parse_args()
+    r = _harness.Report("gpu", "Training steps on a GPU (benchmarks/gpu.py)", repeat=3 if args.quick else 7,
+                        target=0.3)
+    torch = r.torch
+    # Without a GPU there is nothing to measure: say so and succeed (``nox -s bench`` runs every script).
+    if torch is None or not torch.cuda.is_available():
+        print("benchmarks/gpu.py: skipped, torch has no CUDA GPU here")
+        return
+    if not fl.cuda.is_available():
+        print(f"benchmarks/gpu.py: skipped, flambeau's CUDA backend is unavailable: {fl.cuda._why_not[0]}")
+        return
+    r.add_note(f"GPU: {fl.cuda.get_device_name()} (torch sees {torch.cuda.get_device_name()}), "
+               f"torch CUDA {torch.version.cuda}")
+    r.header()
+    for name in args.only or train.MODELS:
+        spec = train.MODELS[name]
+        fl_model, th_model, fl_step, th_step = train.build_pair(torch, name, device="cuda")
+        train.check_same_loss(fl_model, th_model, fl_step, th_step)
+
+        def fl_call(step=fl_step):
+            step()
+            fl.cuda.synchronize()
+
+        def th_call(step=th_step):
+            step()
+            torch.cuda.synchronize()
+
+        fl_call(), th_call()  # the first step allocates; the allocators' counts start after it
+        fl.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats()
+        before = _stats(torch)
+        syncs = fl.cuda.host_sync_count()
+        t_fl, t_th = r.compare(spec.title, spec.setup, fl_call, th_call)
+        after = _stats(torch)
+        r.add_note(f"{spec.title}: flambeau {spec.batch / t_fl:,.0f} samples/s, torch {spec.batch / t_th:,.0f} "
+                   f"samples/s; raw device allocations during the timed steps: flambeau "
+                   f"{after[0] - before[0]}, torch {after[2] - before[2]}; peak allocated: flambeau "
+                   f"{after[1] / 2**20:.1f} MiB, torch {after[3] / 2**20:.1f} MiB; flambeau host syncs "
+                   f"{fl.cuda.host_sync_count() - syncs} (one explicit synchronize per timed step)")
+    if not args.quick:
+        r.finish()
+
+
+if __name__ == "__main__":
+    main()

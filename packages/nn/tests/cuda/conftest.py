@@ -1,0 +1,41 @@
+"""CUDA tests of flambeau-nn: whole models on the device (tier 2 under numba's simulator, tier 3 on a GPU).
+
+Run this directory in its own pytest process (``nox -s tests`` does, with ``NUMBA_ENABLE_CUDASIM=1``):
+without the simulator and without a GPU every test here is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped under the simulator or without CUDA)")
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import flambeau as fl
+
+        available, sim = fl.cuda.is_available(), fl.cuda.is_simulator()
+        why = "no CUDA device and NUMBA_ENABLE_CUDASIM is not set"
+    except Exception as e:  # numba-cuda missing
+        available, sim, why = False, False, f"numba-cuda unavailable: {e}"
+    here = __file__.rsplit("/", 1)[0]
+    for item in items:
+        if not str(item.fspath).startswith(here):
+            continue
+        if not available:
+            item.add_marker(pytest.mark.skip(reason=why))
+        elif "gpu" in item.keywords and sim:
+            item.add_marker(pytest.mark.skip(reason="needs a real GPU (running under numba's CUDA simulator)"))
+
+
+@pytest.fixture(autouse=True)
+def _quiet_fp_warnings():
+    # the simulator computes with numpy scalars, which warn where a GPU does not
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
