@@ -228,6 +228,7 @@ CASES = {
     "index_copy": (lambda a, b: a.index_copy(0, idx([2, 0]), b), (t(3, 2), t(2, 2))),
     "index_fill": (lambda a: a.index_fill(1, idx([0, 2]), -1.0), (t(2, 3),)),
     "take": (lambda a: fl.take(a, idx([[0, 5], [2, 2]])), (t(2, 3),)),
+    "take#negative": (lambda a: fl.take(a, idx([[-1, 0], [-6, -1]])), (t(2, 3),)),
     "put": (lambda a, b: a.put(idx([0, 4]), b), (t(2, 3), t(2))),
     "vdot": (lambda a, b: fl.vdot(a, b), (t(3), t(3))),
     "kron": (lambda a, b: fl.kron(a, b), (t(2, 2), t(2, 3))),

@@ -367,3 +367,11 @@ def test_cross_errors():
         fl.cross(fl.ones(4, 3), fl.ones(4, 3), dim=0)
     with pytest.raises(RuntimeError, match="no dimension of size 3"):
         fl.cross(fl.ones(2, 2), fl.ones(2, 2))
+
+
+def test_einsum_result_owns_its_memory():
+    # numpy's einsum returns a view for a pure permutation; torch's result never aliases its input
+    a = fl.ones(2, 3)
+    b = fl.einsum("ij->ji", a)
+    b.fill_(5.0)
+    assert a.sum().item() == 6.0

@@ -33,6 +33,7 @@ from flambeau._ops._common import inplace_by_engine, inplace_needs_engine, norma
 from flambeau._ops._registry import OpDef, declare
 from flambeau._storage import allocation_error
 from flambeau._tensor import Tensor, _wrap
+from flambeau.cuda import random as _cuda_random
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
            "set_rng_state", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
@@ -161,6 +162,9 @@ def device_default_generator(dev) -> Generator:
         g = Generator(dev).manual_seed(_last_seed[0])
         _device_defaults[(g.device.type, g.device.index)] = g
     return g
+
+
+_cuda_random._DEFAULT_FOR[0] = device_default_generator  # flambeau.cuda's seeding functions ask it
 
 
 def _generator_for(generator, dev) -> Generator:

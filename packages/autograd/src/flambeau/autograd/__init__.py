@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flambeau._grad_mode import enable_grad, install_engine, is_grad_enabled, no_grad, set_grad_enabled
 from flambeau._ops import OPS as _OPS
-from flambeau.autograd import functional, graph
+from flambeau.autograd import functional, graph, profiler
 from flambeau.autograd._anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from flambeau.autograd._engine import DERIVATIVES as _DERIVATIVES
 from flambeau.autograd._engine import ENGINE as _ENGINE
@@ -28,6 +28,7 @@ __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "gradcheck", "gradgradcheck",
     "GradcheckError", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "graph", "functional",
+    "profiler",
 ]
 
 

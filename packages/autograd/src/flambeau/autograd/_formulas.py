@@ -757,8 +757,9 @@ TABLE.update({
     "index_copy": D({"input": lambda g, s: g.index_fill(s.dim, s.index, 0.0),
                      "source": lambda g, s: g.index_select(s.dim, s.index)}, save=("index",)),
     "index_fill": D({"input": lambda g, s: g.index_fill(s.dim, s.index, 0.0)}, save=("index",)),
-    "take": D({"input": lambda g, s: fl.zeros(math.prod(s.input_shape), dtype=g.dtype, device=g.device)
-               .index_add(0, s.index.reshape(-1), g.reshape(-1)).reshape(s.input_shape)}, save=("index",)),
+    # torch's take_backward: put with accumulation, which wraps negative indices as take does
+    "take": D({"input": lambda g, s: fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
+               .put_(s.index, g, accumulate=True)}, save=("index",)),
     "put": D({"input": lambda g, s: g if s.get("accumulate", False) else
               g.reshape(-1).index_fill(0, s.index.reshape(-1), 0.0).reshape(s.input_shape),
               "source": lambda g, s: fl.take(g, s.index)}, save=("index",)),

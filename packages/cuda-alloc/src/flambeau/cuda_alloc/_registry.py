@@ -74,7 +74,9 @@ def _numba_simulator() -> bool:
     import sys
 
     config = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
-    return bool(config) if config is not None else os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    if config is not None:
+        return bool(config)
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
 def _get_or_create(index: int, factory: Callable[[], CachingAllocator]) -> CachingAllocator:

@@ -625,3 +625,21 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         if getattr(self, "_shutdown", True):
             return
         self._shutdown_workers()
+
+
+def _profiled_methods() -> list:
+    """What the profiler records of the loaders (``flambeau.profiler.trace_attributes``): each batch
+    (torch's ``enumerate(DataLoader)#<Iter>.__next__`` spans) and each wait for a worker's batch."""
+    # (the base class's __next__ only: the multi-process one calls it)
+    return [(_BaseDataLoaderIter, "__next__", "dataloader",
+             lambda it: f"enumerate(DataLoader)#{type(it).__name__}.__next__"),
+            (_MultiProcessingDataLoaderIter, "_get_data", "dataloader", "DataLoader worker wait")]
+
+
+def _register_profiling() -> None:
+    from flambeau.profiler import trace_attributes
+
+    trace_attributes("flambeau.data", _profiled_methods)
+
+
+_register_profiling()

@@ -476,3 +476,26 @@ class Optimizer:
 def _step_tensor() -> Tensor:
     """A fresh ``state["step"]`` counter: a 0-dim float tensor, as torch keeps it (float32 by default)."""
     return fl.zeros((), dtype=fl.float64 if fl.get_default_dtype() is fl.float64 else fl.float32)
+
+
+def _profiled_methods() -> list:
+    """What the profiler records of the optimizers (``flambeau.profiler.trace_attributes``): each class's
+    own ``step`` and ``zero_grad``, as torch's ``Optimizer.step#SGD.step`` spans."""
+    targets, todo = [], [Optimizer]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        for attribute in ("step", "zero_grad"):
+            if attribute in cls.__dict__:
+                targets.append((cls, attribute, "optimizer",
+                                lambda opt, a=attribute: f"Optimizer.{a}#{type(opt).__name__}.{a}"))
+    return targets
+
+
+def _register_profiling() -> None:
+    from flambeau.profiler import trace_attributes
+
+    trace_attributes("flambeau.optim", _profiled_methods)
+
+
+_register_profiling()

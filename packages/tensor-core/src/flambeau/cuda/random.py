@@ -6,6 +6,11 @@ the device] in ``flambeau._kernels.cuda.random``); ``flambeau.manual_seed`` seed
 
 from __future__ import annotations
 
+# flambeau._random (which owns Generator and every device's default one) sets this when it is
+# imported: ``device -> its default Generator``. Asked through this hook, not imported, because
+# flambeau._random imports the backends, which import this package.
+_DEFAULT_FOR: list = [None]
+
 __all__ = ["manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
            "get_rng_state_all", "set_rng_state", "set_rng_state_all", "default_generator"]
 
@@ -13,11 +18,10 @@ __all__ = ["manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
 def default_generator(device=None):
     """The default generator of CUDA device ``device`` (default: the current device)."""
     from flambeau._device import to_device
-    from flambeau._random import device_default_generator
     from flambeau.cuda import _lazy_init
 
     _lazy_init()
-    return device_default_generator(to_device("cuda" if device is None else device))
+    return _DEFAULT_FOR[0](to_device("cuda" if device is None else device))
 
 
 def _all():

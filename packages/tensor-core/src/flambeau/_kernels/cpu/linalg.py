@@ -119,7 +119,9 @@ def einsum(equation, *arrays):
     if arrays and arrays[0].dtype == _float16:
         return np.asarray(np.einsum(equation, *(x.astype(np.float32) for x in arrays),
                                     optimize=True)).astype(_float16)
-    return np.asarray(np.einsum(equation, *arrays, optimize=True))
+    out = np.asarray(np.einsum(equation, *arrays, optimize=True))
+    # numpy returns a view for a pure permutation ('ij->ji'); an operator's result owns its memory
+    return out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
 
 
 @kernel("tensordot", "cpu")
