@@ -15,6 +15,7 @@ import re
 import sys
 
 import flambeau
+from flambeau._kernels.cuda import NOT_ON_CUDA
 from flambeau._ops import OPS
 
 HERE = pathlib.Path(__file__).parent
@@ -110,6 +111,8 @@ def _op_entry(op) -> str:
         f"   :Variants: {_variants(op)}",
         f"   :Kernels: {devices}" + (f" ({'; '.join(flags)})" if flags else ""),
     ]
+    if op.name in NOT_ON_CUDA:
+        body.append(f"   :Not on CUDA: {NOT_ON_CUDA[op.name]}")
     return f".. {directive}:: {target}\n\n" + "\n".join(body) + "\n"
 
 

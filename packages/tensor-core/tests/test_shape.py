@@ -617,3 +617,13 @@ def test_repeat_too_large_names_repeats_and_bytes():
                                            r"bytes \(repeats=\[10000000000000, 1\] of a tensor of size \[2\], dtype "
                                            r"flambeau.float32\)$"):
         fl.ones(2).repeat(10 ** 13, 1)
+
+
+def test_unique_keeps_every_nan_apart_as_torch():
+    import torch
+
+    values = [2.0, float("nan"), 1.0, float("nan"), 2.0]
+    got = fl.unique(fl.tensor(values), return_inverse=True, return_counts=True)
+    want = torch.unique(torch.tensor(values), return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

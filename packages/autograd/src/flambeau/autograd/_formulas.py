@@ -498,13 +498,13 @@ def _index_map_grad(g, s, build):
     output holds no input element); the gradient sums ``g`` into the ids' positions.
     """
     numel = math.prod(s.input_shape)
-    ids = fl.arange(numel).reshape(s.input_shape)
+    ids = fl.arange(numel, device=g.device).reshape(s.input_shape)
     mapped = build(ids).reshape(-1)
-    flat = g.reshape(-1)
-    keep = mapped >= 0
-    if not bool(keep.all()):
-        mapped, flat = mapped[keep], flat[keep]
-    return fl.zeros(numel, dtype=g.dtype, device=g.device).index_add(0, mapped, flat).reshape(s.input_shape)
+    # Output elements that hold no input element (-1) add into a spare slot past the end, so that
+    # nothing here depends on the values (no host synchronisation on CUDA).
+    mapped = mapped.masked_fill(mapped < 0, numel)
+    summed = fl.zeros(numel + 1, dtype=g.dtype, device=g.device).index_add(0, mapped, g.reshape(-1))
+    return summed[:numel].reshape(s.input_shape)
 
 
 def _stack_like_grads(g, s, dim, promote):

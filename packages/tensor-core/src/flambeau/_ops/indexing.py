@@ -24,9 +24,13 @@ Kernel convention (arrays in, array out; every device; CPU kernels in ``flambeau
         (outside the table: :data:`MASKED_FILL_INPLACE_KERNELS`);
     masked_select: ``kernel(array, mask) -> array``;  masked_scatter: ``kernel(out, mask, src)`` in place;
     nonzero: ``kernel(array) -> (n, ndim) int64 array``.
-The fronts check index bounds on the host wherever a kernel does not, so kernels may assume valid indices
-except for gather, scatter and index_select on the CPU, whose kernels check as they go and raise
-``OutOfBounds`` (the fronts turn it into torch's message).
+On the CPU the fronts check index bounds on the host wherever a kernel does not, so kernels may assume valid
+indices except for gather, scatter and index_select, whose kernels check as they go and raise ``OutOfBounds``
+(the fronts turn it into torch's message). On CUDA the fronts never read an index on the host: the kernels
+check every index on the device and report a bad one through the device's error flag, raised at the next
+host synchronisation (Note [Device-side index checks] in ``flambeau._kernels.cuda.indexing``). Only the
+operators whose output shape depends on the data (nonzero, masked_select, indexing with a boolean mask)
+read one count on the host.
 """
 
 from __future__ import annotations
@@ -516,7 +520,8 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
     if not as_tuple:
         return out
     if input._data.ndim == 0:
-        return (_wrap(np.zeros(arr.shape[0], np.int64) if dev is CPU else arr.reshape(-1), dev, dtype=_int64),)
+        zeros = np.zeros(arr.shape[0], np.int64) if dev is CPU else backend(dev.type).full((arr.shape[0],), 0, np.int64)
+        return (_wrap(zeros, dev, dtype=_int64),)
     return tuple(_shape.select(out, 1, i).contiguous() for i in range(input._data.ndim))
 
 
@@ -550,6 +555,17 @@ MASKED_FILL = declare("masked_fill(Tensor input, Tensor mask, Scalar value) -> T
 MASKED_FILL_INPLACE_KERNELS = {"cpu": masked_fill_inplace}
 
 
+def _masked_fill_inplace_kernel(device_type: str):
+    k = MASKED_FILL_INPLACE_KERNELS.get(device_type)
+    if k is None and device_type == "cuda":  # imported on first use: flambeau._kernels.cuda imports this module
+        from flambeau._kernels.cuda.indexing import masked_fill_inplace as k
+
+        MASKED_FILL_INPLACE_KERNELS["cuda"] = k
+    if k is None:
+        raise NotImplementedError(f"masked_fill_ has no kernel for device type '{device_type}'")
+    return k
+
+
 @MASKED_FILL.front
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with entries where ``mask`` (bool, broadcastable) is True set to ``value``."""
@@ -573,7 +589,7 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
     if broadcast_shapes(self._data.shape, mask._data.shape) != self._data.shape:
         raise RuntimeError(f"The expanded size of the mask {list(mask.shape)} must match the size of the tensor "
                            f"{list(self.shape)}")
-    MASKED_FILL_INPLACE_KERNELS[self._device.type](self._data, mask._data, v)
+    _masked_fill_inplace_kernel(self._device.type)(self._data, mask._data, v)
     self._storage._version += 1
     record_if_needed(MASKED_FILL, (self, mask, value), {"inplace": True}, self)
     return self
@@ -607,8 +623,8 @@ def masked_scatter_(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     if broadcast_shapes(self._data.shape, mask._data.shape) != self._data.shape:
         raise RuntimeError(f"masked_scatter_: expected mask {list(mask.shape)} to be broadcastable to self "
                            f"{list(self.shape)}")
-    n = int(np.count_nonzero(_host(mask)))
-    if n and np.broadcast_to(_host(mask), self._data.shape).sum() > source._data.size:
+    # on CUDA the kernel reports too few source entries through the error flag (no host synchronisation)
+    if self._device is CPU and np.broadcast_to(mask._data, self._data.shape).sum() > source._data.size:
         raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
     if source.dtype is not self.dtype:
         raise RuntimeError(f"masked_scatter_: expected self and source to have same dtypes but got {self.dtype} and "
@@ -665,8 +681,6 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     d = wrap_dim(dim, nd)
     arr, idx = _as_nd(input), _as_nd(index)
     _check_gather_shapes("gather", arr.shape, d, idx.shape)
-    if dev is not CPU:
-        _bounds(_host(index), arr.shape[d], d, False, lambda b: RuntimeError(_oob_msg(b, d, arr.shape[d])))
     try:
         res = GATHER.kernel(dev.type)(arr, d, idx)
     except OutOfBounds as e:
@@ -696,8 +710,6 @@ def _scatter_args(self: Tensor, dim, index, src, opname):
         common_device(self, index)
         _check_gather_shapes(opname, out_arr.shape, d, idx.shape)
         s = src
-    if self._device is not CPU:  # CPU kernels check as they go (raising OutOfBounds)
-        _bounds(_host(index), out_arr.shape[d], d, False, lambda b: RuntimeError(_oob_msg(b, d, out_arr.shape[d])))
     return d, out_arr, idx, s
 
 
@@ -828,8 +840,6 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     arr = _as_nd(input)
     n = arr.shape[d]
     idx = index._data.reshape(-1) if index._data.ndim == 0 else index._data
-    if dev is not CPU:
-        _bounds(_host(index), n, d, False, lambda b: IndexError(f"index_select(): {_oob_msg(b, d, n)}"))
     try:
         res = INDEX_SELECT.kernel(dev.type)(arr, d, idx)
     except OutOfBounds as e:
@@ -845,15 +855,16 @@ INDEX_ADD = declare("index_add(Tensor input, int dim, Tensor index, Tensor sourc
                     category="indexing")
 
 
-def _index_args(self: Tensor, dim, index, source, opname):
+def _index_args(self: Tensor, dim, index, source, opname, negative_ok: bool = False):
     _index_vector(index, opname)
     nd = max(self._data.ndim, 1)
     d = wrap_dim(dim, nd)
     out_arr = _as_nd(self)
     idx = index._data.reshape(-1)
     n = out_arr.shape[d]
-    _bounds(_host(index), n, d, False, lambda b: IndexError(
-        f"{opname}(): index {b} is out of bounds for dimension {d} with size {n}"))
+    if self._device is CPU:  # other devices check on the device (Note [Device-side index checks])
+        _bounds(_host(index), n, d, negative_ok, lambda b: IndexError(
+            f"{opname}(): index {b} is out of bounds for dimension {d} with size {n}"))
     if source is not None:
         check_tensor(source, "source", opname)
         common_device(self, index, source)
@@ -930,7 +941,7 @@ def index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
     if inplace_needs_engine(self, value):
         return inplace_by_engine(INDEX_FILL, (self, dim, index, value), {})
     v = _fill_value(value, "index_fill_")
-    d, out_arr, idx, _ = _index_args(self, dim, index, None, "index_fill")
+    d, out_arr, idx, _ = _index_args(self, dim, index, None, "index_fill", negative_ok=True)  # wraps, as torch
     INDEX_FILL.kernel(self._device.type)(out_arr, d, idx, v)
     self._storage._version += 1
     record_if_needed(INDEX_FILL, (self, d, index, value), {"inplace": True}, self)
@@ -952,7 +963,9 @@ TAKE = declare("take(Tensor input, Tensor index) -> Tensor", category="indexing"
 
 
 def _flat_bounds(index: Tensor, n: int):
-    _bounds(_host(index), n, 0, True, lambda b: IndexError(
+    if index._device is not CPU:  # checked on the device (Note [Device-side index checks])
+        return
+    _bounds(index._data, n, 0, True, lambda b: IndexError(
         f"out of range: tried to access index {b} on a tensor of {n} elements."))
 
 

@@ -33,7 +33,7 @@ from flambeau._ops._common import (
     record_if_needed,
     wrap_dim,
 )
-from flambeau._ops._registry import declare
+from flambeau._ops._registry import declare, get_op
 from flambeau._ops.shape import broadcast_tensors, stack
 
 __all__ = ["matmul", "mm", "bmm", "mv", "addmm", "addmv", "baddbmm", "addbmm", "dot", "vdot", "inner",
@@ -123,6 +123,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 
 _MATMUL_KERNELS = MATMUL.kernels
+_TO_COPY = get_op("to_copy")
 _bool = dt.bool
 
 
@@ -215,9 +216,17 @@ VDOT = _product_op("vdot(Tensor input, Tensor other) -> Tensor",
 mm, bmm, mv, dot, vdot = MM.fn, BMM.fn, MV.fn, DOT.fn, VDOT.fn
 
 
+def _data_as(t: Tensor, d):
+    """``t``'s array in dtype ``d``: itself, or a copy cast by the device's ``to_copy`` kernel."""
+    if t.dtype is d:
+        return t._data
+    dev = t._device
+    return _TO_COPY.kernel(dev.type)(t._data, d.np, dev, dev, False)
+
+
 def _promoted(a: Tensor, b: Tensor):
     d = dt.result_type(a, b)
-    return a._data.astype(d.np, copy=False), b._data.astype(d.np, copy=False)
+    return _data_as(a, d), _data_as(b, d)
 
 
 OUTER = declare("outer(Tensor input, Tensor vec2) -> Tensor", category="linalg", aliases=("ger",))
@@ -474,7 +483,7 @@ def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -
     """
     check_tensor(input, "input", "diag_embed")
     d1, d2 = _diag_dims(input.ndim + 1, dim1, dim2)
-    a = input._data if input.ndim else input._data.reshape(1)
+    a = input._data if input.ndim else input.reshape(1)._data
     out = _wrap(DIAG_EMBED.kernel(input._device.type)(a, offset, d1, d2), input._device)
     record_if_needed(DIAG_EMBED, (input, offset, d1, d2), {}, out)
     return out

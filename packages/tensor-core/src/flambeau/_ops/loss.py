@@ -104,7 +104,7 @@ def _check_class_args(op: str, input: Tensor, target: Tensor, weight) -> int:
                                f"weight tensor of shape: {_shape_list(weight.shape)}")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected a floating point input, but got {input.dtype}")
-    common_device(input, target, weight)  # the kernels index target and weight as host arrays
+    common_device(input, target, weight)
     return c
 
 
@@ -128,7 +128,10 @@ def _check_class_backward(op: str, grad_output, input: Tensor, target: Tensor, w
 
 
 def _wdata(weight):
-    return None if weight is None else weight._data.reshape(-1)
+    if weight is None:
+        return None
+    w = weight._data
+    return w if w.ndim == 1 else w.reshape(-1)
 
 
 @NLL_LOSS.front
@@ -276,13 +279,21 @@ def _pair(op: str, input, target):
     if not rt.is_floating_point:
         raise RuntimeError(f"{op}: expected floating point input and target, but got {input.dtype} and "
                            f"{target.dtype}")
-    a, b = input._data, target._data
     npt = rt.np
-    if a.dtype != npt:
-        a = a.astype(npt)
-    if b.dtype != npt:
-        b = b.astype(npt)
-    return a, b, rt
+    return _cast(input, npt), _cast(target, npt), rt
+
+
+def _cast(t: Tensor, npt):
+    """``t``'s array in numpy dtype ``npt`` (a copy by the device's ``to_copy`` kernel where it differs)."""
+    a = t._data
+    if a.dtype == npt:
+        return a
+    dev = t._device
+    if dev.type == "cpu":
+        return a.astype(npt)
+    from flambeau._ops._registry import OPS
+
+    return OPS["to_copy"].kernel(dev.type)(a, npt, dev, dev, False)
 
 
 def _size_mismatch(s1, s2) -> str:
@@ -381,7 +392,8 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     """Binary cross-entropy of probabilities ``input`` against ``target``.
 
     ``loss = -weight * (target * log(input) + (1 - target) * log(1 - input))`` with each log clamped
-    at ``-100``, as torch does. ``input`` values must lie in ``[0, 1]``.
+    at ``-100``, as torch does. ``input`` values must lie in ``[0, 1]`` (on CUDA the kernel checks them
+    and the next synchronisation raises).
 
     Args:
         input: probabilities of any shape (floating).
@@ -403,7 +415,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if target.dtype is not input.dtype:
         raise RuntimeError(f"Found dtype {target.dtype.scalar_name} but expected {input.dtype.scalar_name}")
     x = input._data
-    if x.size and not (x.min() >= 0 and x.max() <= 1):
+    # A device kernel checks the range itself and reports at the next synchronisation (Note [Device-side
+    # errors]): reading the values here would make the host wait.
+    if input._device.type == "cpu" and x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
     common_device(input, target)
     w = _broadcast_weight(weight, x.shape, "weight", input)
@@ -439,11 +453,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"binary_cross_entropy_with_logits: expected a floating point input, but got {input.dtype}")
-    x = input._data
-    t = target._data
-    if t.dtype != x.dtype:
-        t = t.astype(x.dtype)
     common_device(input, target)
+    x = input._data
+    t = _cast(target, x.dtype)
     w = _broadcast_weight(weight, x.shape, "weight", input)
     pw = _broadcast_weight(pos_weight, x.shape, "pos_weight", input)
     dev = input._device

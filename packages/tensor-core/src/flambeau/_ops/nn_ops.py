@@ -85,7 +85,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
 
     The result has shape ``input.shape + (embedding_dim,)``. ``padding_idx`` marks the row that
     gets no gradient; with ``max_norm`` the referenced rows of ``weight`` whose ``norm_type``-norm
-    exceeds it are rescaled in place first (as torch does).
+    exceeds it are rescaled in place first (as torch does). An index outside ``[0, num_embeddings)``
+    raises IndexError on the CPU; on CUDA the kernel checks it and the next synchronisation raises
+    (Note [Device-side errors]).
     """
     check_tensor(input, "input", "embedding")
     check_tensor(weight, "weight", "embedding")
@@ -95,14 +97,16 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
                            "arguments for embedding)")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
-    common_device(weight, input)  # the indices are checked and gathered as a host array
+    dev = common_device(weight, input)
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
     idx = input._data
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
+    # On the CPU the indices are checked here; a device kernel checks them itself and reports a bad one
+    # at the next synchronisation (Note [Device-side errors]): reading them here would make the host wait.
+    if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
     if max_norm is not None:
         _renorm_rows(weight, idx, float(max_norm), float(norm_type))
@@ -114,6 +118,12 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
 
 def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None:
     w = weight._data
+    if weight._device.type == "cuda":
+        from flambeau._kernels.cuda.nn_ops import embedding_renorm
+
+        embedding_renorm(w, idx, max_norm, norm_type)
+        weight._storage._version += 1
+        return
     rows = np.unique(idx)
     sub = w[rows]
     norms = np.linalg.norm(sub, ord=norm_type, axis=1)
@@ -126,14 +136,6 @@ def _renorm_rows(weight: Tensor, idx, max_norm: float, norm_type: float) -> None
 # --- dropout ---------------------------------------------------------------------------------------
 DROPOUT = declare("dropout(Tensor input, float p=0.5, bool training=True, bool inplace=False) -> Tensor",
                   category="nn", method=False)
-
-
-def _generator():
-    try:
-        from flambeau._random import default_generator
-    except ImportError:  # pragma: no cover - only while _random.py lacks a Generator
-        return np.random.default_rng()
-    return default_generator._np
 
 
 @DROPOUT.front
@@ -159,13 +161,14 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     npdt = input.dtype.np
     if p == 1:
         mask = np.zeros(a.shape, npdt)
-    else:
-        keep = _generator().random(a.shape, dtype=np.float32) >= np.float32(p)
-        mask = np.multiply(keep, npdt.type(1.0 / (1.0 - p)), dtype=npdt)
-    if dev.type != "cpu":
-        from flambeau._backends import backend
+        if dev.type != "cpu":
+            from flambeau._backends import backend
 
-        mask = backend(dev.type).from_numpy(mask, dev)
+            mask = backend(dev.type).from_numpy(mask, dev)
+    else:  # drawn on input's device by its default generator
+        from flambeau._random import dropout_mask
+
+        mask = dropout_mask(tuple(a.shape), p, npdt, dev)
     kernel = DROPOUT.kernel(dev.type)
     if inplace:
         kernel(a, mask, out=a)

@@ -335,3 +335,80 @@ def group_norm_backward(grad_output: Tensor, input: Tensor, num_groups: int, mea
         grad_output._data, input._data, int(num_groups), mean._data, rstd._data, _data(weight),
         tuple(output_mask)))
 
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._samples import SampleInput as S
+    from flambeau._ops._samples import cases
+
+    def pos(mk, shape):
+        """Positive statistics (variances, inverse standard deviations) that gradcheck does not differentiate."""
+        return mk(shape, low=0.5, high=2.0, requires_grad=False)
+
+    def stat(mk, shape):
+        return mk(shape, requires_grad=False)
+
+    def aten(name, arrange):
+        """``torch.ops.aten.<name>`` called with ``arrange(*args)`` (torch's native backward operators); None
+        where the output mask (the last argument) is False, as flambeau returns."""
+        def ref(*args):
+            import torch
+
+            out = getattr(torch.ops.aten, name)(*arrange(*args))
+            return tuple(o if m else None for o, m in zip(out, args[-1]))
+
+        return ref
+
+    def bn_args(g, x, w, mean, invstd, training, mask):
+        # evaluation: torch takes the running variance and eps; invstd ** -2 with eps = 0 gives the same invstd
+        return g, x, w, mean, invstd ** -2, mean, invstd, training, 0.0, list(mask)
+
+    def gn_args(g, x, groups, mean, rstd, w, mask):
+        import torch
+
+        w = torch.ones(x.shape[1], dtype=x.dtype) if w is None else w  # torch's CPU kernel wants a weight
+        return g, x, mean, rstd, w, x.shape[0], x.shape[1], x[0, 0].numel(), groups, list(mask)
+
+    def ln_args(g, x, shape, mean, rstd, w, mask):
+        import torch
+
+        ones = torch.ones(tuple(shape), dtype=x.dtype)  # torch's CPU kernel wants a weight and a bias
+        return g, x, list(shape), mean, rstd, ones if w is None else w, ones, list(mask)
+
+    f = "nn.functional."
+    BATCH_NORM.samples(cases(
+        lambda mk, mki: S(mk((3, 4, 2)), stat(mk, (4,)), pos(mk, (4,)), mk((4,)), mk((4,)), True, 0.1, 1e-5)
+        .named("train"),
+        lambda mk, mki: S(mk((3, 4, 2)), stat(mk, (4,)), pos(mk, (4,)), mk((4,)), mk((4,)), False).named("eval"),
+        lambda mk, mki: S(mk((5, 3)), None, None, None, None, True, 0.3).named("2d no stats"),
+        lambda mk, mki: S(mk((2, 3, 2, 2), noncontiguous=True), stat(mk, (3,)), pos(mk, (3,)), mk((3,)), None,
+                          True).named("noncontiguous")), ref=f + "batch_norm")
+    mask = (True, True, True)
+    BATCH_NORM_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((3, 4, 2)), mk((3, 4, 2)), mk((4,)), stat(mk, (4,)), pos(mk, (4,)), True, mask),
+        lambda mk, mki: S(mk((3, 4, 2)), mk((3, 4, 2)), mk((4,)), stat(mk, (4,)), pos(mk, (4,)), False, mask),
+        lambda mk, mki: S(mk((5, 3)), mk((5, 3)), None, stat(mk, (3,)), pos(mk, (3,)), True, (True, False, True)),
+        lambda mk, mki: S(mk((2, 3, 2)), mk((2, 3, 2)), mk((3,)), stat(mk, (3,)), pos(mk, (3,)), False,
+                          (True, False, False))), ref=aten("native_batch_norm_backward", bn_args))
+    LAYER_NORM.samples(cases(
+        lambda mk, mki: S(mk((3, 4, 2)), (4, 2), mk((4, 2)), mk((4, 2))),
+        lambda mk, mki: S(mk((4, 5)), (5,)),
+        lambda mk, mki: S(mk((3, 5), noncontiguous=True), [5], mk((5,)), None, 1e-3).named("noncontiguous")),
+        ref=f + "layer_norm")
+    LAYER_NORM_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((3, 4, 2)), mk((3, 4, 2)), (4, 2), stat(mk, (3,)), pos(mk, (3,)), mk((4, 2)), mask),
+        lambda mk, mki: S(mk((4, 5)), mk((4, 5)), (5,), stat(mk, (4,)), pos(mk, (4,)), None, (True, False, True))),
+        ref=aten("native_layer_norm_backward", ln_args))
+    GROUP_NORM.samples(cases(
+        lambda mk, mki: S(mk((2, 6, 3)), 3, mk((6,)), mk((6,))),
+        lambda mk, mki: S(mk((2, 4, 2, 2)), 2),
+        lambda mk, mki: S(mk((3, 4), noncontiguous=True), 4, mk((4,)), None, 1e-3).named("noncontiguous")),
+        ref=f + "group_norm")
+    GROUP_NORM_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((2, 6, 3)), mk((2, 6, 3)), 3, stat(mk, (2, 3)), pos(mk, (2, 3)), mk((6,)), mask),
+        lambda mk, mki: S(mk((2, 4, 2, 2)), mk((2, 4, 2, 2)), 2, stat(mk, (2, 2)), pos(mk, (2, 2)), None,
+                          (True, False, True))), ref=aten("native_group_norm_backward", gn_args))
+
+
+_declare_samples()

@@ -488,3 +488,62 @@ def adaptive_max_pool1d(input: Tensor, output_size, return_indices: bool = False
     out, idx = adaptive_max_pool2d(x, size, True, _checked=True)
     out, idx = _drop(out, 1), _drop(idx, 1)
     return (out, idx) if return_indices else out
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._samples import FLOAT, FLOAT_INT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    def torch_op(name):
+        """``torch.ops.aten.<name>`` called with a zero tensor of ``input_size`` for the input (the
+        backward operators take the input's size, torch's the input)."""
+        def ref(g, size, *args):
+            import torch
+
+            return getattr(torch.ops.aten, name)(g, torch.zeros(tuple(size), dtype=g.dtype), *args)
+
+        return ref
+
+    def max_backward_ref(g, indices, size):
+        import torch
+
+        size = tuple(size)
+        flat = torch.zeros(size, dtype=g.dtype).flatten(-2)
+        return flat.scatter_add(-1, indices.flatten(-2), g.flatten(-2)).reshape(size)
+
+    f = "nn.functional."
+    MAX_POOL2D_WITH_INDICES.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 4, 5)), (2, 2)),
+        lambda mk, mki: S(mk((2, 5, 4)), (3, 2), (2, 1), (1, 1), (1, 2), True).named("ceil dilation"),
+        lambda mk, mki: S(mk((1, 1, 7, 5), noncontiguous=True), 3, 2, 1, 2).named("noncontiguous")),
+        dtypes=FLOAT_INT, ref=f + "max_pool2d_with_indices")
+    MAX_POOL2D_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 2, 2)), mki((1, 2, 2, 2), 20), (1, 2, 4, 5)),
+        lambda mk, mki: S(mk((2, 3, 2)), mki((2, 3, 2), 12), (2, 4, 3)).named("repeated indices")),
+        ref=max_backward_ref)
+    AVG_POOL2D.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 4, 5)), (2, 2)),
+        lambda mk, mki: S(mk((2, 5, 4)), (3, 2), (2, 1), (1, 1), True, False).named("ceil no pad count"),
+        lambda mk, mki: S(mk((1, 1, 5, 6), noncontiguous=True), 3, 2, 1, False, True, 5).named("divisor")),
+        dtypes=FLOAT_INT, ref=f + "avg_pool2d")
+    AVG_POOL2D_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 2, 2)), (1, 2, 4, 5), (2, 2), (2, 2), (0, 0), False, True, None),
+        lambda mk, mki: S(mk((2, 3, 5)), (2, 5, 4), (3, 2), (2, 1), (1, 1), True, False, None).named("ceil"),
+        lambda mk, mki: S(mk((1, 1, 3, 3)), (1, 1, 5, 6), (3, 3), (2, 2), (1, 1), False, True, 5).named("divisor")),
+        ref=torch_op("avg_pool2d_backward"))
+    ADAPTIVE_AVG_POOL2D.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 5, 4)), (3, 2)),
+        lambda mk, mki: S(mk((2, 4, 5), noncontiguous=True), 3).named("noncontiguous")),
+        ref=f + "adaptive_avg_pool2d")
+    ADAPTIVE_AVG_POOL2D_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 3, 2)), (1, 2, 5, 4)),
+        lambda mk, mki: S(mk((2, 3, 3)), (2, 4, 5))),
+        ref=torch_op("_adaptive_avg_pool2d_backward"))
+    ADAPTIVE_MAX_POOL2D.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 5, 4)), (3, 2)),
+        lambda mk, mki: S(mk((2, 4, 5), noncontiguous=True), 3, True).named("indices")),
+        dtypes=FLOAT, ref=f + "adaptive_max_pool2d")
+
+
+_declare_samples()

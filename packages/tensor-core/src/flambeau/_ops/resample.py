@@ -219,6 +219,46 @@ for _f in (upsample_nearest1d_backward, upsample_nearest2d_backward, upsample_li
     _f.__doc__ = _BACKWARD_DOC.format(fwd=_f.__name__[:-9])
 
 
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _declare_samples():
+    from flambeau._ops._samples import SampleInput as S
+    from flambeau._ops._samples import cases
+
+    def aten(name):
+        def ref(*args, **kwargs):
+            import torch
+
+            return getattr(torch.ops.aten, name)(*args, **kwargs)
+
+        return ref
+
+    def add(op, *builders):
+        op.samples(cases(*builders), ref=aten(op.name))
+
+    add(NEAREST1D, lambda mk, mki: S(mk((1, 2, 5)), (8,)), lambda mk, mki: S(mk((2, 2, 3)), (7,), 2.5).named("scale"),
+        lambda mk, mki: S(mk((2, 2, 6)), (3,)).named("down"))
+    add(NEAREST2D, lambda mk, mki: S(mk((1, 2, 3, 4)), (5, 7)), lambda mk, mki: S(mk((1, 2, 3, 2)), (6, 4)),
+        lambda mk, mki: S(mk((1, 1, 3, 4), noncontiguous=True), (4, 9), 1.5, 2.3).named("scales"))
+    add(LINEAR1D, lambda mk, mki: S(mk((1, 2, 5)), (8,), False), lambda mk, mki: S(mk((2, 2, 4)), (7,), True),
+        lambda mk, mki: S(mk((1, 2, 5)), (3,), False, 1.7).named("scale"))
+    add(BILINEAR2D, lambda mk, mki: S(mk((1, 2, 3, 4)), (5, 7), False),
+        lambda mk, mki: S(mk((1, 2, 3, 4), noncontiguous=True), (4, 6), True).named("align noncontiguous"),
+        lambda mk, mki: S(mk((1, 1, 3, 4)), (4, 9), False, 1.5, 2.3).named("scales"))
+    add(NEAREST1D_BACKWARD, lambda mk, mki: S(mk((1, 2, 8)), (8,), (1, 2, 5)),
+        lambda mk, mki: S(mk((2, 2, 7)), (7,), (2, 2, 3), 2.5).named("scale"))
+    add(NEAREST2D_BACKWARD, lambda mk, mki: S(mk((1, 2, 5, 7)), (5, 7), (1, 2, 3, 4)),
+        lambda mk, mki: S(mk((1, 1, 4, 9)), (4, 9), (1, 1, 3, 4), 1.5, 2.3).named("scales"))
+    add(LINEAR1D_BACKWARD, lambda mk, mki: S(mk((1, 2, 8)), (8,), (1, 2, 5), False),
+        lambda mk, mki: S(mk((2, 2, 7)), (7,), (2, 2, 4), True),
+        lambda mk, mki: S(mk((1, 2, 3)), (3,), (1, 2, 5), False, 1.7).named("scale"))
+    add(BILINEAR2D_BACKWARD, lambda mk, mki: S(mk((1, 2, 5, 7)), (5, 7), (1, 2, 3, 4), False),
+        lambda mk, mki: S(mk((1, 2, 4, 6)), (4, 6), (1, 2, 3, 4), True),
+        lambda mk, mki: S(mk((1, 1, 4, 9)), (4, 9), (1, 1, 3, 4), False, 1.5, 2.3).named("scales"))
+
+
+_declare_samples()
+
+
 # --- pixel shuffle (composites of reshape and permute) ------------------------------------------------
 PIXEL_SHUFFLE = declare("pixel_shuffle(Tensor input, int upscale_factor) -> Tensor", category="resampling",
                         method=False, composite=True)

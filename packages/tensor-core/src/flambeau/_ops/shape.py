@@ -17,13 +17,17 @@ Kernel convention for the copying operators (arrays in, array out; every device;
     reshape (the copy made when no view is possible): ``kernel(array, shape) -> C-contiguous array``;
     cat: ``kernel(arrays, dim, np_dtype) -> array``;  stack: same.
     repeat: ``kernel(array, repeats)``;  repeat_interleave: ``kernel(array, repeats, dim)`` with
-    ``repeats`` an int or an int64 array (``dim`` None flattens);  flip: ``kernel(array, dims)``;
+    ``repeats`` an int or an int64 array (``dim`` None flattens; negative repeats are refused by the
+    front on the CPU, by the kernel elsewhere);  flip: ``kernel(array, dims)``;
     roll: ``kernel(array, shifts, dims)``;  rot90: ``kernel(array, k, dims)``;
     tril/triu: ``kernel(array, diagonal)``;  pad: ``kernel(array, pad_pairs, mode, value)`` with
-    ``pad_pairs`` one (before, after) pair per dimension;  one_hot: ``kernel(array, num_classes)``;
+    ``pad_pairs`` one (before, after) pair per dimension;  one_hot: ``kernel(array, num_classes)``
+    (off the CPU ``num_classes`` may be -1, inferred by the kernel, and the kernel checks the classes);
     sort: ``kernel(array, dim, descending, stable) -> (values, indices)``;
     unique: ``kernel(array, sorted, return_inverse, return_counts, dim) -> (values, inverse, counts)``
-    and unique_consecutive the same without ``sorted``.
+    and unique_consecutive the same without ``sorted``. The output size of unique, unique_consecutive
+    and repeat_interleave with a tensor of repeats depends on the data: their CUDA kernels read it with
+    one host synchronisation, as torch's do.
 """
 
 from __future__ import annotations
@@ -1177,7 +1181,7 @@ def repeat_interleave(input: Tensor, repeats=None, dim=None, *, output_size=None
         if reps.shape[0] != n and reps.shape[0] != 1:
             raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
                                f"{reps.shape[0]} and input.size({0 if d is None else d}) = {n}")
-        if reps.size and int(np.asarray(backend(dev.type).to_numpy(reps)).min()) < 0:
+        if dev is CPU and reps.size and int(reps.min()) < 0:  # off the CPU: the kernel's one synchronisation
             raise RuntimeError("repeats can not be negative")
     elif reps < 0:
         raise RuntimeError("repeats can not be negative")
@@ -1382,11 +1386,17 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """
     if tensor.dtype is not _int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    host = backend(tensor._device.type).to_numpy(tensor._data)
-    if host.size == 0:
-        if num_classes == -1:
-            raise RuntimeError("Can not infer total number of classes from empty tensor.")
-    else:
+    num_classes = int(num_classes)
+    if tensor._data.size == 0 and num_classes == -1:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
+    if tensor._device is not CPU:
+        # No host copy: the kernel infers -1 (one synchronisation, as torch) and reports classes out
+        # of range through the device error flag.
+        if num_classes < -1:
+            raise RuntimeError(f"num_classes should be positive or -1, got {num_classes}")
+        return _wrap(ONE_HOT.kernel(tensor._device.type)(tensor._data, num_classes), tensor._device, dtype=_int64)
+    host = tensor._data
+    if host.size:
         lo, hi = int(host.min()), int(host.max())
         if lo < 0:
             raise RuntimeError("Class values must be non-negative.")
@@ -1602,7 +1612,7 @@ def _declare_samples():
     add("triu", lambda mk, mki: S(mk((4, 5))), lambda mk, mki: S(mk((2, 4, 3)), 1))
     add("pad", lambda mk, mki: S(mk((2, 3)), (1, 2)), lambda mk, mki: S(mk((2, 3, 4)), (1, 0, 2, 1), value=1.0),
         lambda mk, mki: S(mk((1, 2, 5)), (2, 2), "reflect"), lambda mk, mki: S(mk((1, 2, 5)), (1, 2), "replicate"),
-        dtypes=FLOAT, ref="nn.functional.pad")
+        lambda mk, mki: S(mk((1, 2, 5)), (1, 2), "circular"), dtypes=FLOAT, ref="nn.functional.pad")
     add("one_hot", lambda mk, mki: S(mki((5,), 4)), lambda mk, mki: S(mki((2, 3), 3), 5), dtypes=("int64",),
         ref="nn.functional.one_hot")
     add("sort", lambda mk, mki: S(mk((3, 5))), lambda mk, mki: S(mk((3, 5)), 0, True), dtypes=FLOAT)

@@ -33,12 +33,12 @@ __all__ = ["ERR_INDEX", "ERR_VALUE", "MESSAGES", "error_flag", "raise_device_err
            "host_sync_count", "set_sync_debug_mode", "get_sync_debug_mode"]
 
 ERR_INDEX = 1  # an index (value) outside [-bound, bound) or [0, bound)
-ERR_VALUE = 2  # a value outside what the operator accepts (value, bound)
+ERR_VALUE = 2  # an input element outside [0, bound] (value: its flat index), e.g. binary_cross_entropy's
 
 # error code -> message, formatted with the value and the bound the kernel recorded.
 MESSAGES = {
     ERR_INDEX: "index {value} is out of bounds for dimension with size {bound}",
-    ERR_VALUE: "a value the operator does not accept: {value} (limit {bound})",
+    ERR_VALUE: "all elements of input should be between 0 and {bound} (element {value} is not)",
 }
 
 _flags: dict = {}  # device index -> the device's error flag

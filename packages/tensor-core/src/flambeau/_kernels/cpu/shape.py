@@ -107,7 +107,8 @@ def _cpu_sort(arr, dim, descending, stable):
 def _cpu_unique(arr, sorted, return_inverse, return_counts, dim):
     if dim is None:
         flat = arr.reshape(-1)
-        values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        # equal_nan=False: every NaN is its own value, as in torch
+        values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True, equal_nan=False)
         inverse = inverse.reshape(arr.shape)
     else:
         values, inverse, counts = np.unique(arr, return_inverse=True, return_counts=True, axis=dim)

@@ -31,3 +31,7 @@ from flambeau._kernels.cuda import (
 # The family modules, for tests that walk every kernel (PTX compilation).
 FAMILIES = (core, elementwise, activation, reduction, linalg, indexing, shape, loss, nn_ops, normalization,
             pooling, resample, conv, attention, rnn, random)
+
+# Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
+# the operator table against it, and the operator reference in docs/ prints the reasons).
+NOT_ON_CUDA: dict[str, str] = {}

@@ -1,4 +1,4 @@
-"""cuBLAS through cffi (ABI mode), loaded lazily from the nvidia-cublas-cu12 wheel or the system.
+"""cuBLAS through cffi (ABI mode), loaded lazily from wherever cuda-pathfinder or numba-cuda finds it.
 
 Never required: :func:`available` is False without a real GPU, cffi or libcublas, and matrix
 products (:mod:`flambeau._kernels.cuda.linalg`) then use the numba kernel. One handle per
@@ -6,19 +6,20 @@ products (:mod:`flambeau._kernels.cuda.linalg`) then use the numba kernel. One h
 ordered with flambeau's kernels.
 
 Row-major ``C = A @ B`` is computed as column-major ``C^T = B^T A^T``: with C-contiguous (or
-transposed) operands no copy is needed.
+transposed) operands no copy is needed. :func:`gemm` computes ``C = alpha * A @ B + beta * C``
+(the caller pre-fills ``C`` for ``beta != 0``): float32 and float64 through
+``cublas[SD]gemmStridedBatched``, float16 through ``cublasGemmStridedBatchedEx`` computing in
+float32. Batch dimensions a strided-batched call cannot express (more than one after merging)
+become one call per index of the outer ones, all queued on the stream.
 """
 
 from __future__ import annotations
 
 import ctypes.util
-import glob
-import os
-import site
-import sys
+import math
 import threading
 
-__all__ = ["available", "find_library", "matmul_into", "CublasUnavailable"]
+__all__ = ["available", "find_library", "supports", "gemm", "CublasUnavailable"]
 
 _CDEF = """
 typedef void* cublasHandle_t;
@@ -32,9 +33,17 @@ int cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int
 int cublasDgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m, int n, int k,
     const double *alpha, const double *A, int lda, long long strideA, const double *B, int ldb,
     long long strideB, const double *beta, double *C, int ldc, long long strideC, int batchCount);
+int cublasGemmStridedBatchedEx(cublasHandle_t handle, int transa, int transb, int m, int n, int k,
+    const void *alpha, const void *A, int Atype, int lda, long long strideA, const void *B, int Btype,
+    int ldb, long long strideB, const void *beta, void *C, int Ctype, int ldc, long long strideC,
+    int batchCount, int computeType, int algo);
 """
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+CUDA_R_16F = 2  # cudaDataType
+CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
+CUBLAS_GEMM_DEFAULT = -1
+_INT_MAX = 2**31 - 1
 
 
 class CublasUnavailable(RuntimeError):
@@ -46,14 +55,26 @@ _tls = threading.local()
 
 
 def find_library() -> str | None:
-    """Path of libcublas: the nvidia-cublas-cu12 wheel first, then the system's; None if absent."""
-    roots = list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path
-    for root in roots:
-        if not isinstance(root, str):
-            continue
-        hits = sorted(glob.glob(os.path.join(root, "nvidia", "cublas", "lib", "libcublas.so*")))
-        if hits:
-            return hits[0]
+    """Path of libcublas as cuda-pathfinder finds it (NVIDIA wheels of any CUDA major, conda, the
+    system), else numba-cuda's search of the toolkit; None if absent."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = load_nvidia_dynamic_lib("cublas").abs_path
+        if path:
+            return path
+    except Exception:  # cuda-pathfinder missing or the library not found: try numba-cuda's search
+        pass
+    try:
+        import os
+
+        from numba.cuda.cudadrv.libs import get_cudalib
+
+        path = get_cudalib("cublas")
+        if os.path.isabs(path) and os.path.exists(path):
+            return path
+    except Exception:
+        pass
     return ctypes.util.find_library("cublas")
 
 
@@ -68,7 +89,7 @@ def _lib():
 
         path = find_library()
         if path is None:
-            raise CublasUnavailable("libcublas not found (install flambeau-tensor-core[cuda])")
+            raise CublasUnavailable("libcublas not found (pip install nvidia-cublas-cu12, or a CUDA toolkit)")
         ffi = cffi.FFI()
         ffi.cdef(_CDEF)
         lib = ffi.dlopen(path)
@@ -117,39 +138,73 @@ def _layout(rs: int, cs: int, rows: int, cols: int):
     return None
 
 
-def matmul_into(out, a, b, ash, ast, bsh, bst, abst, bbst, batch, M, N, K, be, stream) -> bool:
-    """``out[z] = a[z] @ b[z]`` with cuBLAS; False when the layout needs the numba kernel.
+def _plan(dtype, ars, acs, brs, bcs, M, N, K):
+    """The (op, ld) layouts of both operands for :func:`gemm`, or None when cuBLAS cannot take them."""
+    import numpy as np
 
-    ``out`` is C-contiguous ``batch + (M, N)``; batch strides must be uniform (one batch dim, or
-    none) for the strided-batched call.
+    if dtype not in (np.float16, np.float32, np.float64) or max(M, N, K) > _INT_MAX:
+        return None
+    la = _layout(ars, acs, M, K)
+    lb = _layout(brs, bcs, K, N)
+    if la is None or lb is None or max(la[1], lb[1], N) > _INT_MAX:
+        return None
+    return la, lb
+
+
+def supports(dtype, ars, acs, brs, bcs, M, N, K) -> bool:
+    """Whether :func:`gemm` takes an ``M x K`` by ``K x N`` product of ``dtype`` with these row and
+    column strides (elements)."""
+    return _plan(dtype, ars, acs, brs, bcs, M, N, K) is not None
+
+
+def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
+    """``out[z] = alpha * a[z] @ b[z] + beta * out[z]`` with cuBLAS; False when it cannot (the
+    caller then uses the numba kernel), before anything is queued.
+
+    ``out`` is C-contiguous ``batch + (M, N)``; ``A = (batch strides, row stride, column stride,
+    element offset)`` describes ``a`` in elements (likewise ``B``); batch strides are 0 where a
+    batch dimension broadcasts. ``a``, ``b`` and ``out`` have one dtype: float16, float32 or float64.
     """
     import numpy as np
 
-    if a.dtype != b.dtype or a.dtype != out.dtype or len(batch) > 1:
+    dt = out.dtype
+    abst, ars, acs, aoff = A
+    bbst, brs, bcs, boff = B
+    plan = _plan(dt, ars, acs, brs, bcs, M, N, K) if a.dtype == dt and b.dtype == dt else None
+    if plan is None:
         return False
-    la = _layout(ast[-2], ast[-1], M, K)
-    lb = _layout(bst[-2], bst[-1], K, N)
-    if la is None or lb is None:
-        return False
+    la, lb = plan
+    nb = len(batch)
+    cbst = [math.prod(batch[d + 1:]) * M * N for d in range(nb)]
+    Z = batch[-1] if nb else 1
+    outer = batch[:-1] if nb else ()
     ffi, lib = _lib()
     from flambeau.cuda._streams import current_device
 
     h = _handle(current_device())
     sv = int(stream) if hasattr(type(stream), "__int__") else 0  # numba stream -> CUstream handle
     lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
-    Z = batch[0] if batch else 1
-    sa = abst[0] if batch else 0
-    sb = bbst[0] if batch else 0
-    f32 = out.dtype == np.float32
-    ctype = "float" if f32 else "double"
-    one = ffi.new(f"{ctype} *", 1.0)
-    zero = ffi.new(f"{ctype} *", 0.0)
-    pa = ffi.cast(f"{ctype} *", be.data_ptr(a))
-    pb = ffi.cast(f"{ctype} *", be.data_ptr(b))
-    pc = ffi.cast(f"{ctype} *", be.data_ptr(out))
-    gemm = lib.cublasSgemmStridedBatched if f32 else lib.cublasDgemmStridedBatched
-    # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M)
-    rc = gemm(h, lb[0], la[0], N, M, K, one, pb, lb[1], sb, pa, la[1], sa, zero, pc, N, M * N, Z)
-    if rc != 0:
-        raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
+    half = dt == np.float16
+    ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32
+    pal = ffi.new(f"{ctype} *", alpha)
+    pbe = ffi.new(f"{ctype} *", beta)
+    item = dt.itemsize
+    a0, b0, c0 = be.data_ptr(a) + aoff * item, be.data_ptr(b) + boff * item, be.data_ptr(out)
+    sa, sb, sc = (abst[-1], bbst[-1], cbst[-1]) if nb else (0, 0, 0)
+    for idx in np.ndindex(*outer):
+        pa = a0 + sum(i * s for i, s in zip(idx, abst)) * item
+        pb = b0 + sum(i * s for i, s in zip(idx, bbst)) * item
+        pc = c0 + sum(i * s for i, s in zip(idx, cbst)) * item
+        # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M)
+        if half:
+            rc = lib.cublasGemmStridedBatchedEx(
+                h, lb[0], la[0], N, M, K, pal, ffi.cast("void *", pb), CUDA_R_16F, lb[1], sb,
+                ffi.cast("void *", pa), CUDA_R_16F, la[1], sa, pbe, ffi.cast("void *", pc), CUDA_R_16F, N, sc, Z,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+        else:
+            fn = lib.cublasSgemmStridedBatched if ctype == "float" else lib.cublasDgemmStridedBatched
+            rc = fn(h, lb[0], la[0], N, M, K, pal, ffi.cast(f"{ctype} *", pb), lb[1], sb,
+                    ffi.cast(f"{ctype} *", pa), la[1], sa, pbe, ffi.cast(f"{ctype} *", pc), N, sc, Z)
+        if rc != 0:
+            raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
     return True

@@ -1,12 +1,465 @@
-"""CUDA kernels of the normalization operators (being written; see flambeau._kernels.cpu.normalization)."""
+"""CUDA kernels of the normalisation operators (the CPU kernels: ``flambeau._kernels.cpu.normalization``).
+
+Conventions: those of ``flambeau._ops.normalization`` (the CPU kernels'). Every operator views its
+(C-contiguous) input as *rows* that share a statistic: layer_norm's rows are the normalised trailing
+dims, group_norm's the ``(n, group)`` blocks, batch_norm's the channels (strided: ``N`` runs of
+``L = H * W``). One element ``k`` of row ``r`` is at ``(k // inner) * ostride + r * rstride + k % inner``,
+so four kernel templates serve the three operators:
+
+- ``stats``: one block per row; each thread runs Welford's algorithm over its elements, the block
+  merges the ``(count, mean, M2)`` triples in shared memory (a tree), and thread 0 writes the mean and
+  ``1 / sqrt(var + eps)``; in training it also updates batch_norm's running statistics in place on the
+  device (momentum, unbiased variance), with no host synchronisation.
+- ``affine``: one thread per element, ``(x - mean[s]) * rstd[s] * w[a] + b[a]`` with the statistic
+  and affine indices ``s``, ``a`` computed from the flat index.
+- ``grad_sums``: one block per row, the tree-reduced sums of ``g * w`` and ``g * w * xhat`` (with
+  ``xhat = (x - mean) * rstd`` and per-element statistic and weight indices): the per-row sums of
+  the input gradient, and, over columns (layer_norm) or channels, ``grad_weight`` and ``grad_bias``.
+- ``grad_input``: one thread per element, ``rstd * (g * w - c * sum1 - xhat * c * sum2)`` (the
+  weight outside the bracket for batch_norm; ``c = 0`` in evaluation mode).
+
+So every backward is two or three launches, deterministic (no atomics). Sums accumulate in the
+compute dtype: float32 (float16 inputs compute in float32, as on the CPU) or float64.
+"""
 
 from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from flambeau._kernels.cuda._launch import (
+    CACHE,
+    REDUCE_BLOCK,
+    be,
+    bind_numba_cuda,
+    c_elem_strides,
+    launch_1d,
+    sim,
+    stream,
+)
+from flambeau._kernels.cuda.core import copy_into
+from flambeau._kernels.cuda.pooling import cast_back, compute_input
+from flambeau._ops._registry import kernel
 
 __all__ = ["ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
 
+# --- kernel templates ------------------------------------------------------------------------------------
+def _stats_py(acc, B=REDUCE_BLOCK):
+    """Per row: mean and 1 / sqrt(biased variance + eps) (Welford per thread, merged in shared memory);
+    with ``update``, ``rm[r]`` and ``rv[r]`` move towards the mean and the unbiased variance."""
+    bind_numba_cuda(globals())
+
+    def stats(mean_out, rstd_out, x, K, inner, ostride, rstride, eps, rm, rv, momentum, update):
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        sc = cuda.shared.array(B, acc)
+        sm = cuda.shared.array(B, acc)
+        sq = cuda.shared.array(B, acc)
+        c = acc(0)
+        m = acc(0)
+        q = acc(0)
+        k = t
+        while k < K:
+            v = acc(x[(k // inner) * ostride + r * rstride + k % inner])
+            c += acc(1)
+            d = v - m
+            m += d / c
+            q += d * (v - m)
+            k += B
+        sc[t] = c
+        sm[t] = m
+        sq[t] = q
+        cuda.syncthreads()
+        width = B // 2
+        while width > 0:
+            if t < width:
+                ca = sc[t]
+                cb = sc[t + width]
+                n = ca + cb
+                if cb > acc(0):
+                    d = sm[t + width] - sm[t]
+                    sm[t] = sm[t] + d * (cb / n)
+                    sq[t] = sq[t] + sq[t + width] + d * d * (ca * cb / n)
+                    sc[t] = n
+            cuda.syncthreads()
+            width //= 2
+        if t == 0:
+            mean = sm[0]
+            var = sq[0] / acc(K)
+            mean_out[r] = mean
+            rstd_out[r] = acc(1) / math.sqrt(var + acc(eps))
+            if update:
+                rm[r] = (1.0 - momentum) * rm[r] + momentum * mean
+                unbiased = var * acc(K) / acc(K - 1) if K > 1 else acc(math.nan)
+                rv[r] = (1.0 - momentum) * rv[r] + momentum * unbiased
+
+    return stats
+
+
+def _affine_py():
+    bind_numba_cuda(globals())
+
+    def affine(out, x, mean, rstd, w, b, has_w, has_b, sdiv, smod, adiv, amod, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            s = (i // sdiv) % smod
+            a = (i // adiv) % amod
+            y = (x[i] - mean[s]) * rstd[s]
+            if has_w:
+                y = y * w[a]
+            if has_b:
+                y = y + b[a]
+            out[i] = y
+            i += step
+
+    return affine
+
+
+def _grad_sums_py(acc, B=REDUCE_BLOCK):
+    """Per row ``r``: ``s1[r] = sum(g * w)``, ``s2[r] = sum(g * w * (x - mean[si]) * rstd[si])``, the
+    statistic index ``si = (k // sdiv_k) * smul_k + r // sdiv_r`` and the weight index
+    ``(k // wdiv) % wmod + (r % wrmod) * wrmul`` of element ``k``."""
+    bind_numba_cuda(globals())
+
+    def grad_sums(s1, s2, g, x, mean, rstd, w, has_w, K, inner, ostride, rstride, sdiv_k, smul_k, sdiv_r,
+                  wdiv, wmod, wrmod, wrmul):
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        b1 = cuda.shared.array(B, acc)
+        b2 = cuda.shared.array(B, acc)
+        a1 = acc(0)
+        a2 = acc(0)
+        k = t
+        while k < K:
+            off = (k // inner) * ostride + r * rstride + k % inner
+            si = (k // sdiv_k) * smul_k + r // sdiv_r
+            gv = acc(g[off])
+            if has_w:
+                gv = gv * acc(w[(k // wdiv) % wmod + (r % wrmod) * wrmul])
+            a1 += gv
+            a2 += gv * ((acc(x[off]) - acc(mean[si])) * acc(rstd[si]))
+            k += B
+        b1[t] = a1
+        b2[t] = a2
+        cuda.syncthreads()
+        width = B // 2
+        while width > 0:
+            if t < width:
+                b1[t] += b1[t + width]
+                b2[t] += b2[t + width]
+            cuda.syncthreads()
+            width //= 2
+        if t == 0:
+            s1[r] = b1[0]
+            s2[r] = b2[0]
+
+    return grad_sums
+
+
+def _grad_input_py():
+    bind_numba_cuda(globals())
+
+    def grad_input(dx, g, x, mean, rstd, s1, s2, w, has_w, w_inside, c, sdiv, smod, adiv, amod, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            s = (i // sdiv) % smod
+            a = (i // adiv) % amod
+            rs = rstd[s]
+            gv = g[i]
+            if has_w and w_inside:
+                gv = gv * w[a]
+            y = rs * (gv - c * s1[s] - (x[i] - mean[s]) * rs * c * s2[s])
+            if has_w and not w_inside:
+                y = y * w[a]
+            dx[i] = y
+            i += step
+
+    return grad_input
+
+
+def _eval_stats_py():
+    bind_numba_cuda(globals())
+
+    def eval_stats(mean_out, invstd_out, rm, rv, eps, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            mean_out[i] = rm[i]
+            invstd_out[i] = 1.0 / math.sqrt(float(rv[i]) + eps)
+            i += step
+
+    return eval_stats
+
+
+_PY = {"stats": _stats_py, "grad_sums": _grad_sums_py, "affine": _affine_py, "grad_input": _grad_input_py,
+       "eval_stats": _eval_stats_py}
+
+
+@functools.cache
+def _kernel(which: str, acc: str = "", block: int = 0):
+    bind_numba_cuda(globals())
+    py = _PY[which](np.dtype(acc).type, block) if block else _PY[which]()
+    return cuda.jit(cache=CACHE)(py)
+
+
+def _block() -> int:
+    return 8 if sim() else REDUCE_BLOCK
+
+
+# --- launchers -----------------------------------------------------------------------------------------
+def _copied(a, t) -> bool:
+    """Whether :func:`_vec_t` copies ``a``."""
+    return a.dtype != t or not be().is_c_contiguous(a)
+
+
+def _vec_t(a, t):
+    """``a`` as a 1-D contiguous array of dtype ``t`` (a view of it when it is one: writes go through), or a
+    dummy of one element if None."""
+    if a is None:
+        return be().empty((1,), t)
+    if not _copied(a, t):
+        return be().flat_view(a)
+    out = be().empty(a.shape, t)
+    copy_into(out, a)
+    return be().flat_view(out)
+
+
+def _shaped(a, shape):
+    """The C-contiguous array ``a`` viewed with ``shape`` (as many elements)."""
+    return be().as_strided(be().flat_view(a), tuple(shape), c_elem_strides(tuple(shape)), 0)
+
+
+def _flat(a):
+    return be().flat_view(a)
+
+
+def _stats(x, rows, layout, eps, t, running=None):
+    """``(mean, rstd)`` of every row of ``x`` (``layout`` = ``(K, inner, ostride, rstride)``); ``running``:
+    ``(rm, rv, momentum)`` to update in place (arrays of ``t``, or None)."""
+    backend = be()
+    mean = backend.empty((rows,), t)
+    rstd = backend.empty((rows,), t)
+    rm, rv, momentum = running if running is not None else (None, None, 0.0)
+    dummy = backend.empty((rows,), t)
+    B = _block()
+    _kernel("stats", t.name, B)[rows, B, stream()](
+        mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
+        float(momentum), running is not None)
+    return mean, rstd
+
+
+def _affine(x, mean, rstd, w, b, index, t):
+    backend = be()
+    out = backend.empty(x.shape, t)
+    n = x.size
+    grid, block = launch_1d(n)
+    _kernel("affine")[grid, block, stream()](_flat(out), _flat(x), mean, rstd, _vec_t(w, t), _vec_t(b, t),
+                                             w is not None, b is not None, *index, n)
+    return out
+
+
+def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
+    backend = be()
+    s1 = backend.empty((rows,), t)
+    s2 = backend.empty((rows,), t)
+    B = _block()
+    _kernel("grad_sums", t.name, B)[rows, B, stream()](
+        s1, s2, _flat(g), _flat(x), mean, rstd, _vec_t(w, t), w is not None, *layout, *stat_index, *w_index)
+    return s1, s2
+
+
+def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
+    backend = be()
+    dx = backend.empty(x.shape, t)
+    n = x.size
+    grid, block = launch_1d(n)
+    _kernel("grad_input")[grid, block, stream()](_flat(dx), _flat(g), _flat(x), mean, rstd, s1, s2,
+                                                 _vec_t(w, t), w is not None, bool(w_inside), t.type(c),
+                                                 *index, n)
+    return cast_back(dx, back)
+
+
+def _zeros(shape, t):
+    return be().full(tuple(shape), 0, t)
+
+
+def _empty_backward(x, mask, wshape, t):
+    return (_zeros(x.shape, x.dtype) if mask[0] else None, _zeros(wshape, t) if mask[1] else None,
+            _zeros(wshape, t) if mask[2] else None)
+
+
+def _backward_inputs(grad, x, mask, wshape):
+    """``((x, grad, t, back), None)``: ``x`` and ``grad`` in the compute dtype ``t`` and the dtype to cast the
+    input gradient back to; or ``(None, result)`` for an empty ``x``."""
+    xc, back = compute_input(x)
+    t = xc.dtype
+    if x.size == 0:
+        return None, _empty_backward(x, mask, wshape, t)
+    return (xc, compute_input(grad)[0], t, back), None
+
+
+def _ncl(shape) -> tuple:
+    L = 1
+    for s in shape[2:]:
+        L *= s
+    return shape[0], shape[1], L
+
+
+# --- batch_norm ---------------------------------------------------------------------------------------
+@kernel("batch_norm", "cuda")
+def batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
+    """Training: batch statistics, running statistics updated in place on the device; evaluation: the
+    running statistics."""
+    N, C, L = _ncl(x.shape)
+    xc, back = compute_input(x)
+    t = xc.dtype
+    if x.size == 0:
+        return be().empty(x.shape, x.dtype), _zeros((C,), t), _zeros((C,), t)
+    w = None if weight is None else _vec_t(weight, t)
+    b = None if bias is None else _vec_t(bias, t)
+    if training:
+        rm = None if running_mean is None else _vec_t(running_mean, t)
+        rv = None if running_var is None else _vec_t(running_var, t)
+        mean, invstd = _stats(xc, C, (N * L, L, C * L, L), eps, t,
+                              None if rm is None and rv is None else (rm, rv, momentum))
+        for orig, upd in ((running_mean, rm), (running_var, rv)):
+            if orig is not None and _copied(orig, t):
+                copy_into(orig, upd)  # a running statistic of another dtype or layout was updated in a copy
+    else:
+        backend = be()
+        mean = backend.empty((C,), t)
+        invstd = backend.empty((C,), t)
+        grid, block = launch_1d(C)
+        _kernel("eval_stats")[grid, block, stream()](mean, invstd, _vec_t(running_mean, t),
+                                                     _vec_t(running_var, t), float(eps), C)
+    out = _affine(xc, mean, invstd, w, b, (L, C, L, C), t)
+    return cast_back(out, back), mean, invstd
+
+
+@kernel("batch_norm_backward", "cuda")
+def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, mask):
+    N, C, L = _ncl(x.shape)
+    inputs, empty = _backward_inputs(grad, x, mask, (C,))
+    if inputs is None:
+        return empty
+    xc, gc, t, back = inputs
+    mean, invstd = _vec_t(save_mean, t), _vec_t(save_invstd, t)
+    w = None if weight is None else _vec_t(weight, t)
+    s1 = s2 = None
+    if mask[1] or mask[2] or (mask[0] and training):  # sum(g), sum(g * xhat) per channel
+        s1, s2 = _grad_sums(gc, xc, mean, invstd, None, C, (N * L, L, C * L, L), (N * L, 0, 1), (1, 1, 1, 0), t)
+    dx = None
+    if mask[0]:
+        if s1 is None:  # evaluation mode: the sums are not used (c = 0)
+            s1 = s2 = _zeros((C,), t)
+        dx = _grad_input(gc, xc, mean, invstd, s1, s2, w, False,
+                         1.0 / (N * L) if training else 0.0, (L, C, L, C), t, back)
+    return dx, (s2 if mask[1] else None), (s1 if mask[2] else None)
+
+
+# --- layer_norm ---------------------------------------------------------------------------------------
+def _rows(x, k) -> tuple:
+    n = math.prod(x.shape[x.ndim - k:])
+    return math.prod(x.shape[:x.ndim - k]), n
+
+
+@kernel("layer_norm", "cuda")
+def layer_norm(x, k, weight, bias, eps):
+    rows, n = _rows(x, k)
+    xc, back = compute_input(x)
+    t = xc.dtype
+    if x.size == 0:
+        return be().empty(x.shape, x.dtype), _zeros((rows,), t), _zeros((rows,), t)
+    mean, rstd = _stats(xc, rows, (n, n, 0, n), eps, t)
+    out = _affine(xc, mean, rstd, weight, bias, (n, rows, 1, n), t)
+    return cast_back(out, back), mean, rstd
+
+
+@kernel("layer_norm_backward", "cuda")
+def layer_norm_backward(grad, x, k, mean, rstd, weight, mask):
+    rows, n = _rows(x, k)
+    wshape = tuple(x.shape[x.ndim - k:])
+    inputs, empty = _backward_inputs(grad, x, mask, wshape)
+    if inputs is None:
+        return empty
+    xc, gc, t, back = inputs
+    mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
+    w = None if weight is None else _vec_t(weight, t)
+    dx = dw = db = None
+    if mask[0]:
+        s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (n, n, 0, n), (n, 0, 1), (1, n, 1, 0), t)
+        dx = _grad_input(gc, xc, mean, rstd, s1, s2, w, True, 1.0 / n, (n, rows, 1, n), t, back)
+    if mask[1] or mask[2]:  # over the columns: sum(g * xhat), sum(g)
+        sb, sw = _grad_sums(gc, xc, mean, rstd, None, n, (rows, 1, n, 1), (1, 1, n), (1, 1, 1, 0), t)
+        dw = _shaped(sw, wshape) if mask[1] else None
+        db = _shaped(sb, wshape) if mask[2] else None
+    return dx, dw, db
+
+
+# --- group_norm ---------------------------------------------------------------------------------------
+@kernel("group_norm", "cuda")
+def group_norm(x, groups, weight, bias, eps):
+    N, C, L = _ncl(x.shape)
+    xc, back = compute_input(x)
+    t = xc.dtype
+    if x.size == 0:
+        return be().empty(x.shape, x.dtype), _zeros((N, groups), t), _zeros((N, groups), t)
+    K = (C // groups) * L
+    rows = N * groups
+    mean, rstd = _stats(xc, rows, (K, K, 0, K), eps, t)
+    w = None if weight is None else _vec_t(weight, t)
+    b = None if bias is None else _vec_t(bias, t)
+    out = _affine(xc, mean, rstd, w, b, (K, rows, L, C), t)
+    return cast_back(out, back), _shaped(mean, (N, groups)), _shaped(rstd, (N, groups))
+
+
+@kernel("group_norm_backward", "cuda")
+def group_norm_backward(grad, x, groups, mean, rstd, weight, mask):
+    N, C, L = _ncl(x.shape)
+    inputs, empty = _backward_inputs(grad, x, mask, (C,))
+    if inputs is None:
+        return empty
+    xc, gc, t, back = inputs
+    per = C // groups
+    K = per * L
+    rows = N * groups
+    mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
+    w = None if weight is None else _vec_t(weight, t)
+    dx = dw = db = None
+    if mask[0]:
+        s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (K, K, 0, K), (K, 0, 1), (L, per, groups, per), t)
+        dx = _grad_input(gc, xc, mean, rstd, s1, s2, w, True, 1.0 / K, (K, rows, L, C), t, back)
+    if mask[1] or mask[2]:  # per channel over (N, L): sum(g * xhat), sum(g)
+        sb, sw = _grad_sums(gc, xc, mean, rstd, None, C, (N * L, L, C * L, L), (L, groups, per), (1, 1, 1, 0), t)
+        dw = sw if mask[1] else None
+        db = sb if mask[2] else None
+    return dx, dw, db
+
+
+# --- concrete signatures (PTX test) ---------------------------------------------------------------------
 def ptx_cases(ndim: int = 2) -> list:
-    """``(label, python_function, signature)`` of this family's kernels, for the PTX compilation test."""
-    return []
+    """``(label, python_function, signature)`` of the normalisation kernels for float32 and float64."""
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    i64, f64, b = types.int64, types.float64, types.boolean
+    cases = []
+    for dn in ("float32", "float64"):
+        t = from_dtype(np.dtype(dn))
+        ct = np.dtype(dn).type
+        arr = types.Array(t, 1, "C")
+        cases += [
+            (f"norm_stats:{dn}", _stats_py(ct), (arr, arr, arr) + (i64,) * 4 + (f64, arr, arr, f64, b)),
+            (f"norm_affine:{dn}", _affine_py(), (arr,) * 6 + (b, b) + (i64,) * 5),
+            (f"norm_grad_sums:{dn}", _grad_sums_py(ct), (arr,) * 7 + (b,) + (i64,) * 11),
+            (f"norm_grad_input:{dn}", _grad_input_py(), (arr,) * 8 + (b, b, t) + (i64,) * 5),
+            (f"norm_eval_stats:{dn}", _eval_stats_py(), (arr,) * 4 + (f64, i64)),
+        ]
+    return cases
