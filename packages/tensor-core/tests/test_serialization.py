@@ -210,7 +210,9 @@ VALID = _valid_bytes()
 
 
 def test_not_a_flambeau_file():
-    for raw, msg in [(b"", "empty"), (b"PK\x03\x04 a zip", "bad magic"), (pickle.dumps({"a": 1}), "bad magic"),
+    with pytest.raises(RuntimeError, match="not a valid PyTorch checkpoint: not a valid zip archive"):
+        _load_bytes(b"PK\x03\x04 a zip")  # a zip archive is read as torch.save's format
+    for raw, msg in [(b"", "empty"), (pickle.dumps({"a": 1}), "bad magic"),
                      (b"FLAMB", "truncated"), (b"FLAMBEAX" + VALID[8:], "bad magic")]:
         with pytest.raises(RuntimeError, match=f"not a valid flambeau file: .*{msg}"):
             _load_bytes(raw)

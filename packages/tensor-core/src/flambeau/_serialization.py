@@ -161,7 +161,7 @@ def _write_all(f, chunks) -> None:
         f.write(c)
 
 
-def save(obj, f) -> None:
+def save(obj, f, format: str = "flambeau", **kwargs) -> None:
     """Save ``obj`` (tensors, state dicts, nested dicts/lists/tuples of them and Python scalars) to ``f``.
 
     Args:
@@ -170,10 +170,22 @@ def save(obj, f) -> None:
             ``float``, ``str``, ``bytes``, dtypes and devices.
         f: a path (``str`` or ``os.PathLike``) or a binary file object with ``write``.
 
+        format: ``"flambeau"`` (the default: the format described in :mod:`flambeau._serialization`,
+            which holds no code) or ``"torch"`` (the zip archive ``torch.save`` writes, which
+            ``torch.load(f, weights_only=True)`` reads; tensors are saved from the CPU).
+        kwargs: torch.save's ``pickle_module``, ``pickle_protocol`` and
+            ``_use_new_zipfile_serialization`` are accepted and ignored.
+
     Tensors keep their dtype, shape, values, ``requires_grad`` and device name; tensors that share
-    a storage (views, tied weights) are saved once and come back sharing memory. The format is
-    described in :mod:`flambeau._serialization`; it holds no code.
+    a storage (views, tied weights) are saved once and come back sharing memory.
     """
+    if format == "torch":
+        from flambeau._torch_format import save_torch
+
+        save_torch(obj, f)
+        return
+    if format != "flambeau":
+        raise ValueError(f"flambeau.save: format must be 'flambeau' or 'torch', got {format!r}")
     w = _Writer()
     root = w.node(obj)
     header = json.dumps({"storages": w.storages, "root": root}, separators=(",", ":"),
@@ -402,7 +414,8 @@ def _read_bytes(f) -> tuple[bytes, str]:
 
 
 def load(f, map_location=None, weights_only: bool = True, **kwargs):
-    """Load an object saved by :func:`save`.
+    """Load an object saved by :func:`save`, or by ``torch.save`` (read as ``torch.load(weights_only=True)``
+    reads it: Note [Reading torch checkpoints safely] in ``flambeau._torch_format``).
 
     Args:
         f: a path (``str`` or ``os.PathLike``) or a binary file object with ``read``.
@@ -424,6 +437,13 @@ def load(f, map_location=None, weights_only: bool = True, **kwargs):
     """
     raw, name = _read_bytes(f)
     try:
+        if raw[:4] == b"PK\x03\x04":  # a zip archive: torch.save's format
+            from flambeau._torch_format import load_torch
+
+            try:
+                return load_torch(raw, map_location, name, _Reader, _Bad)
+            except _Bad as e:
+                raise RuntimeError(f"flambeau.load: {name} is not a valid PyTorch checkpoint: {e}") from None
         return _decode(raw, map_location, name)
     except _Bad as e:
         raise RuntimeError(f"flambeau.load: {name} is not a valid flambeau file: {e}") from None

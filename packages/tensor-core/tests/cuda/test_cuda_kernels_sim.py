@@ -239,9 +239,12 @@ def test_zero_dim_and_empty(shape):
 
 
 def test_unsupported_dtype_error_names_op():
-    g = fl.tensor([1.0, 2.0], dtype=fl.float16, device="cuda")
-    with pytest.raises(RuntimeError, match="not implemented for 'Half'"):
-        g + g
+    g = fl.tensor([True, False], device="cuda")
+    with pytest.raises(RuntimeError, match="\"hypot_cuda\" not implemented for 'Bool'"):
+        fl._OPS["hypot"].kernel("cuda")(g._data, g._data, fl.bool)  # the kernel's own check, under the front's
+    h = fl.tensor([1.0, 2.5], dtype=fl.float16)
+    _check(h.cuda() + h.cuda(), h + h)  # float16 computes in float32
+    _check(fl.exp(h.cuda()) > 3, fl.exp(h) > 3)
 
 
 # --- reductions -----------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def _sdpa_composite(g, s):
         scores = scores.masked_fill(mask.logical_not(), -_INF) if mask.dtype is fl.bool else scores + mask
     if s.is_causal:
         n_l, n_s = scores.shape[-2:]
-        scores = scores.masked_fill(fl.ones(n_l, n_s, dtype=fl.bool).tril().logical_not(), -_INF)
+        scores = scores.masked_fill(fl.ones(n_l, n_s, dtype=fl.bool, device=scores.device).tril().logical_not(), -_INF)
     dead = scores.amax(-1, keepdim=True) == -_INF
     attn = fl.softmax(scores.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
     drop = s.get("dropout_mask")
@@ -139,7 +139,7 @@ def _lstm_cell_grads(g, s, need):
     gh, gc = g
     h, c = s.hx
     out = s.output
-    res = fl._lstm_layer_backward(fl.zeros(out.shape, dtype=out.dtype), _as_state(gh), _as_state(gc), _cell_input(s),
+    res = fl._lstm_layer_backward(fl.zeros_like(out), _as_state(gh), _as_state(gc), _cell_input(s),
                                   _as_state(h), _as_state(c), s.w_ih, s.w_hh, out, s.gates, s.cells, s.tanh_cells,
                                   False, _has_bias(s))
     gx, gh0, gc0 = res[0].reshape(s.input_shape), res[1].reshape(h.shape), res[2].reshape(c.shape)
@@ -152,7 +152,7 @@ def _lstm_cell_grads(g, s, need):
 def _gru_cell_grads(g, s, need):
     _no_double("gru_cell")
     out = s.output
-    res = fl._gru_layer_backward(fl.zeros(out.shape, dtype=out.dtype), _as_state(g), _cell_input(s), _as_state(s.hx),
+    res = fl._gru_layer_backward(fl.zeros_like(out), _as_state(g), _cell_input(s), _as_state(s.hx),
                                  s.w_ih, s.w_hh, out, s.gates, False, _has_bias(s))
     res = (res[0].reshape(s.input_shape), res[1].reshape(s.hx_shape)) + tuple(res[2:])
     return _pick(need, ("input", "hx", "w_ih", "w_hh", "b_ih", "b_hh"), res)
@@ -162,7 +162,7 @@ def _rnn_cell_grads(nonlinearity):
     def compute(g, s, need):
         _no_double(f"rnn_{nonlinearity}_cell")
         out = s.output
-        res = fl._rnn_layer_backward(fl.zeros(out.shape, dtype=out.dtype), _as_state(g), _cell_input(s),
+        res = fl._rnn_layer_backward(fl.zeros_like(out), _as_state(g), _cell_input(s),
                                      _as_state(s.hx), s.w_ih, s.w_hh, out, nonlinearity, False, _has_bias(s))
         res = (res[0].reshape(s.input_shape), res[1].reshape(s.hx_shape)) + tuple(res[2:])
         return _pick(need, ("input", "hx", "w_ih", "w_hh", "b_ih", "b_hh"), res)

@@ -2,7 +2,8 @@
 hardswish, hardsigmoid, prelu, log_sigmoid, threshold, hardshrink, softshrink, and the derivatives
 gelu_backward, silu_backward, mish_backward, hardswish_backward. Their CPU kernels live in
 ``flambeau._kernels.cpu.activation``, with the fused numba kernels of gelu and silu (declared in
-``elementwise.py``), mish, hardswish and the ``*_backward`` operators (Note [Fused activations]).
+``elementwise.py``), mish, hardswish and the ``*_backward`` operators (Note [Fused activations]); their
+CUDA kernels (one launch each, forward and backward) in ``flambeau._kernels.cuda.activation``.
 
 ``flambeau.nn.functional`` and the activation modules build on these (relu, gelu, silu, softplus,
 sigmoid and tanh live in ``elementwise.py``). Each takes a floating tensor and returns one of the
@@ -391,7 +392,7 @@ def _check_backward_args(name, grad_output, input):
     if grad_output.shape != input.shape:
         raise RuntimeError(f"{name}(): grad_output of shape {list(grad_output.shape)} does not match "
                            f"input of shape {list(input.shape)}")
-    common_device(grad_output, input)  # the fused kernels read both as host arrays
+    common_device(grad_output, input)  # the fused kernels read both in one pass, on one device
 
 
 GELU_BACKWARD = declare("gelu_backward(Tensor grad_output, Tensor input, *, str approximate='none') -> Tensor",
@@ -477,5 +478,16 @@ def _declare_samples():
     add("hardshrink", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 1.0), ref=f + "hardshrink")
     add("softshrink", lambda mk, mki: S(mk((3, 4))), lambda mk, mki: S(mk((3, 4)), 1.0), ref=f + "softshrink")
     add("prelu", lambda mk, mki: S(mk((2, 3, 4)), mk((3,))), lambda mk, mki: S(mk((2, 3)), mk((1,))), ref=f + "prelu")
+    # the derivatives: (grad_output, input), contiguous and transposed
+    aten = "ops.aten."
+    grad_input = (lambda mk, mki: S(mk((3, 4)), mk((3, 4))),
+                  lambda mk, mki: S(mk((4, 3), noncontiguous=True), mk((4, 3), noncontiguous=True)).named("strided"))
+    for name in ("silu_backward", "mish_backward", "hardswish_backward"):
+        add(name, *grad_input, ref=aten + name)
+    add("gelu_backward", *grad_input, lambda mk, mki: S(mk((3, 4)), mk((3, 4)), approximate="tanh").named("tanh"),
+        ref=aten + "gelu_backward")
+    add("hardtanh_backward", lambda mk, mki: S(mk((3, 4)), mk((3, 4)), -1.0, 1.0),
+        lambda mk, mki: S(mk((3, 4)), mk((3, 4), noncontiguous=True), 0.0, 6.0).named("relu6"),
+        ref=aten + "hardtanh_backward")
 
 _declare_samples()

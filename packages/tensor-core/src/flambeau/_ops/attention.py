@@ -10,7 +10,8 @@ masked-softmax pass) are in ``flambeau/_kernels/cpu/attention.py``.
 Kernel convention (every device; arrays in, arrays out):
     scaled_dot_product_attention: ``kernel(q, k, v, mask, drop, is_causal, scale) -> (out, attn)``;
         ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)`` with broadcastable batch dims,
-        ``mask`` None or an additive mask of ``q``'s dtype broadcastable to ``(..., L, S)``,
+        ``mask`` None or an additive mask of ``q``'s dtype broadcastable to ``(..., L, S)`` (on
+        devices other than the CPU, a boolean mask is passed as it is: True means take part),
         ``drop`` None or the dropout factors (0 or ``1 / (1 - p)``) of ``attn``'s shape;
         ``attn`` is the softmax before dropout.
     _scaled_dot_product_attention_backward: ``kernel(grad, q, k, v, attn, drop, scale) ->
@@ -110,7 +111,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     mask_arr = None
     if attn_mask is not None:
         check_tensor(attn_mask, "attn_mask", "scaled_dot_product_attention")
-        if attn_mask.dtype is dt.bool:
+        if attn_mask.dtype is dt.bool and attn_mask._device.type != "cpu":
+            mask_arr = attn_mask._data  # the CUDA kernel reads a boolean mask itself (no host work)
+        elif attn_mask.dtype is dt.bool:
             mask_arr = np.where(attn_mask._data, npdt.type(0), npdt.type(-np.inf)).astype(npdt, copy=False)
         elif attn_mask.dtype.is_floating_point:
             mask_arr = attn_mask._data
@@ -185,3 +188,44 @@ def _scaled_dot_product_attention_backward(grad: Tensor, query: Tensor, key: Ten
     res = SDPA_BACKWARD.kernel(dev.type)(grad._data, query._data, key._data, value._data, attn._data,
                                          None if dropout_mask is None else dropout_mask._data, float(scale))
     return tuple(_wrap(r, dev) for r in res)
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+_KEEP = np.array([[True, False, True, True, False], [False, False, True, False, False],
+                  [True, True, True, True, True]])  # a boolean mask with a key kept in every row
+
+
+def _sdpa_samples(device, dtype, requires_grad):
+    from functools import partial
+
+    import flambeau as fl
+    from flambeau._ops._samples import SampleInput as S
+    from flambeau._ops._samples import make_tensor
+
+    mk = partial(make_tensor, device=device, dtype=dtype, requires_grad=requires_grad, low=-2, high=2)
+    yield S(mk((2, 3, 4)), mk((2, 5, 4)), mk((2, 5, 3))).named("plain")
+    yield S(mk((2, 3, 4)), mk((2, 5, 4)), mk((2, 5, 3)), is_causal=True).named("causal")
+    yield S(mk((2, 3, 4)), mk((2, 5, 4)), mk((2, 5, 3)), fl.tensor(_KEEP, device=device)).named("bool mask")
+    yield S(mk((1, 3, 2)), mk((2, 1, 5, 2)), mk((2, 1, 5, 3)), mk((2, 1, 3, 5)), scale=0.5).named("float mask")
+    yield S(mk((2, 4, 3), noncontiguous=True), mk((2, 5, 3)), mk((2, 5, 2))).named("noncontiguous")
+
+
+def _sdpa_backward_samples(device, dtype, requires_grad):
+    from functools import partial
+
+    import flambeau as fl
+    from flambeau._ops._samples import SampleInput as S
+    from flambeau._ops._samples import make_tensor
+
+    mk = partial(make_tensor, device=device, dtype=dtype, low=-2, high=2)
+    for name, drop in (("plain", None), ("dropout", np.array([[0.0, 2.0, 2.0, 0.0, 2.0]] * 3))):
+        q, k, v, g = mk((2, 3, 4)), mk((2, 5, 4)), mk((2, 5, 3)), mk((2, 3, 3))
+        s = q.numpy().astype(np.float64) @ np.swapaxes(k.numpy(), -1, -2) * 0.5
+        e = np.exp(s - s.max(-1, keepdims=True))
+        attn = fl.tensor(e / e.sum(-1, keepdims=True), dtype=dtype, device=device)
+        d = None if drop is None else fl.tensor(np.broadcast_to(drop, (2, 3, 5)).copy(), dtype=dtype, device=device)
+        yield S(g, q, k, v, attn, d, 0.5).named(name)
+
+
+SDPA.samples(_sdpa_samples, dtypes=("float32", "float64"), ref="nn.functional.scaled_dot_product_attention")
+SDPA_BACKWARD.samples(_sdpa_backward_samples, dtypes=("float32", "float64"), ref=None)

@@ -475,3 +475,47 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias=None, stride=1, padding
         ``H_out = (H - 1) * stride - 2 * padding + dilation * (KH - 1) + output_padding + 1`` (likewise ``W_out``).
     """
     return _conv_t("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _conv_bw_weight_ref(g, x, weight_size, stride, padding, dilation, transposed, output_padding, groups):
+    """PyTorch's weight gradient of a convolution (``aten.convolution_backward``, weight only)."""
+    import torch
+
+    w = torch.zeros(tuple(weight_size), dtype=x.dtype)
+    return torch.ops.aten.convolution_backward(g, x, w, None, list(stride), list(padding), list(dilation),
+                                               bool(transposed), list(output_padding), groups,
+                                               [False, True, False])[1]
+
+
+def _declare_samples():
+    from flambeau._ops._samples import FLOAT, cases
+    from flambeau._ops._samples import SampleInput as S
+
+    p2, z2 = [1, 1], [0, 0]
+    CONVOLUTION.samples(cases(
+        lambda mk, mki: S(mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), mk((3,)), p2, z2, p2, False, z2, 1).named("plain"),
+        lambda mk, mki: S(mk((1, 2, 4, 4), noncontiguous=True), mk((3, 2, 2, 2)), None, p2, z2, p2, False, z2,
+                          1).named("noncontiguous"),
+        lambda mk, mki: S(mk((1, 4, 3, 3)), mk((4, 2, 2, 2)), None, [2, 2], p2, p2, False, z2, 2).named("groups"),
+        lambda mk, mki: S(mk((2, 2, 4, 3)), mk((2, 1, 2, 2)), mk((2,)), [2, 1], [1, 0], [1, 2], False, z2,
+                          2).named("depthwise"),
+        lambda mk, mki: S(mk((1, 2, 3, 3)), mk((2, 3, 2, 2)), mk((3,)), [2, 2], [1, 0], p2, True, [1, 0],
+                          1).named("transposed"),
+        lambda mk, mki: S(mk((1, 2, 3, 3)), mk((2, 1, 3, 3)), None, [2, 2], p2, p2, True, p2,
+                          2).named("transposed depthwise"),
+        lambda mk, mki: S(mk((2, 2, 5)), mk((3, 2, 2)), mk((3,)), [2], [1], [2], False, [0], 1).named("1d"),
+    ), dtypes=FLOAT)
+    CONVOLUTION_BACKWARD_WEIGHT.samples(cases(
+        lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), [3, 2, 2, 2], p2, z2, p2, False, z2, 1).named("plain"),
+        lambda mk, mki: S(mk((2, 4, 2, 2)), mk((2, 4, 3, 3)), [4, 2, 2, 2], [2, 2], p2, p2, False, z2,
+                          2).named("groups"),
+        lambda mk, mki: S(mk((1, 2, 4, 4)), mk((1, 2, 4, 4)), [2, 1, 3, 3], p2, p2, p2, False, z2,
+                          2).named("depthwise"),
+        lambda mk, mki: S(mk((1, 3, 3, 4)), mk((1, 2, 2, 2)), [2, 3, 2, 2], [2, 2], [1, 0], p2, True, [1, 0],
+                          1).named("transposed"),
+        lambda mk, mki: S(mk((2, 3, 3)), mk((2, 2, 5)), [3, 2, 2], [2], [1], [2], False, [0], 1).named("1d"),
+    ), dtypes=FLOAT, ref=_conv_bw_weight_ref)
+
+
+_declare_samples()

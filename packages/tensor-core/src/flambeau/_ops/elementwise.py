@@ -756,7 +756,8 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: b
         raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol}")
     broadcast_shapes(input._data.shape, other._data.shape)
     dev = common_device(input, other)
-    return _wrap(np.asarray(ISCLOSE.kernel(dev.type)(input._data, other._data, rtol, atol, equal_nan)), dev)
+    r = ISCLOSE.kernel(dev.type)(input._data, other._data, rtol, atol, equal_nan)
+    return _wrap(np.asarray(r) if isinstance(r, np.generic) else r, dev)  # numpy gives 0-dim results as scalars
 
 
 ALLCLOSE = declare("allclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) "
@@ -838,10 +839,6 @@ FLOAT_POWER.samples(binary_samples(0.5, 3, 0, 3))
 XLOGY.samples(binary_samples(other_low=0.1, other_high=5))
 for _name in ("bitwise_left_shift", "bitwise_right_shift"):
     OPS[_name].samples(binary_samples(0, 100, 0, 5))
-# CUDA kernels of these reject bool inputs that their CPU kernels (and torch's CUDA kernels) take
-for _name in ("bitwise_not", "fmax", "fmin", "maximum", "minimum", "isfinite", "isinf", "isnan", "isneginf",
-              "isposinf", "sign", "signbit"):
-    OPS[_name].sample_options(xfail={"cuda@bool": f'"{_name}_cuda" not implemented for bool (the CPU kernel takes it)'})
 del _name, _lo, _hi
 
 
@@ -862,9 +859,7 @@ RSUB.samples(_add_samples, dtypes=FLOAT_INT)
 
 
 @DIV.samples(dtypes=FLOAT_INT, xfail={
-    "grad:floor": "div(rounding_mode='floor') of a tensor requiring grad does not require grad (torch: zero gradient)",
-    "cuda:trunc@float32": "div(rounding_mode='trunc') of floats on CUDA calls trunc, which has no CUDA kernel",
-    "cuda:trunc@float64": "div(rounding_mode='trunc') of floats on CUDA calls trunc, which has no CUDA kernel"})
+    "grad:floor": "div(rounding_mode='floor') of a tensor requiring grad does not require grad (torch: zero gradient)"})
 def _div_samples(device, dtype, requires_grad):
     yield from binary_samples()(device, dtype, requires_grad)
     mk = _mk(device, dtype, requires_grad)

@@ -270,9 +270,20 @@ def _cell_args(name, input, hs, w_ih, w_hh, b_ih, b_hh, gates):
         raise RuntimeError(f"{name}(): b_ih and b_hh must both be given or both be None")
     _check_weights(name, input.dtype, input.shape[:-1], input.shape[-1], hs, w_ih, w_hh, b_ih, b_hh, gates)
     common_device(input, w_ih)
-    x = input._data
-    x = x[None, None] if x.ndim == 1 else x[None]
-    return x, tuple(h._data if h.ndim == 2 else h._data[None] for h in hs)
+    x = _lead(input._data, 3 - input.ndim, input)
+    return x, tuple(h._data if h.ndim == 2 else _lead(h._data, 1, h) for h in hs)
+
+
+def _lead(a, k: int, t: Tensor):
+    """Array ``a`` (the data of ``t``) with ``k`` leading dimensions of size 1, a view on any device (a
+    numba device array takes no ``None`` index)."""
+    if isinstance(a, np.ndarray):
+        return a[(None,) * k]
+    from flambeau._backends import backend
+
+    be = backend(t._device.type)
+    item = a.dtype.itemsize
+    return be.as_strided(be.flat_view(a), (1,) * k + tuple(a.shape), (0,) * k + tuple(s // item for s in a.strides), 0)
 
 
 @LSTM_CELL.front
@@ -352,3 +363,108 @@ def _rnn_cell(op, nonlinearity):
 
 rnn_tanh_cell = _rnn_cell(RNN_TANH_CELL, "tanh")
 rnn_relu_cell = _rnn_cell(RNN_RELU_CELL, "relu")
+
+
+# --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _layer_ref(cell, n_states):
+    """A PyTorch reference of a layer operator: ``cell`` (``torch.lstm_cell`` ...) over the sequence."""
+
+    def ref(x, *args, reverse=False):
+        import torch
+
+        hs, rest = args[:n_states], args[n_states:]
+        steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+        outs = [None] * x.shape[0]
+        state = hs if n_states > 1 else hs[0]
+        for t in steps:
+            state = getattr(torch, cell)(x[t], state, *rest)
+            outs[t] = state[0] if n_states > 1 else state
+        return (torch.stack(outs), *state) if n_states > 1 else (torch.stack(outs), state)
+
+    return ref
+
+
+def _rnn_layer_ref(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, nonlinearity="tanh", reverse=False):
+    return _layer_ref(f"rnn_{nonlinearity}_cell", 1)(x, h0, w_ih, w_hh, b_ih, b_hh, reverse=reverse)
+
+
+_T, _B, _I, _H = 3, 2, 3, 4  # sample sizes: seq, batch, input, hidden
+
+
+def _weights(mk, gates, bias):
+    w = (mk((gates * _H, _I), low=-1, high=1), mk((gates * _H, _H), low=-1, high=1))
+    return w + ((mk((gates * _H,), low=-1, high=1), mk((gates * _H,), low=-1, high=1)) if bias else ())
+
+
+def _layer_samples(gates, n_states, extra=()):
+    def samples(device, dtype, requires_grad):
+        from functools import partial
+
+        from flambeau._ops._samples import SampleInput as S
+        from flambeau._ops._samples import make_tensor
+
+        mk = partial(make_tensor, device=device, dtype=dtype, requires_grad=requires_grad, low=-1, high=1)
+        for bias, reverse in ((True, False), (False, True)):
+            hs = tuple(mk((_B, _H)) for _ in range(n_states))
+            kw = {"reverse": True} if reverse else {}
+            args = hs + _weights(mk, gates, bias) + ((None, None) if not bias else ())
+            for e in extra or (None,):
+                yield S(mk((_T, _B, _I)), *args, *(() if e is None else (e,)), **kw).named(
+                    f"{'bias' if bias else 'no bias'}{' reverse' if reverse else ''}{'' if e is None else ' ' + e}")
+
+    return samples
+
+
+def _backward_samples(layer, gates, n_states, extra=None):
+    """Samples of a backward operator: the forward (CPU kernel) run on sample inputs for its workspace."""
+
+    def samples(device, dtype, requires_grad):
+        from functools import partial
+
+        import flambeau as fl
+        from flambeau._ops._samples import SampleInput as S
+        from flambeau._ops._samples import make_tensor
+
+        mk = partial(make_tensor, device="cpu", dtype=dtype, low=-1, high=1)
+        for bias, reverse in ((True, False), (False, True)):
+            x, hs, w = mk((_T, _B, _I)), tuple(mk((_B, _H)) for _ in range(n_states)), _weights(mk, gates, True)
+            ws = w if bias else w[:2] + (None, None)
+            args = [a.numpy() if a is not None else None for a in (x, *hs, *ws)]
+            res = layer.kernel("cpu")(*args, *(() if extra is None else (extra,)), reverse)
+            work = [fl.tensor(r, device=device) for r in res]
+            grads = [mk((_T, _B, _H)).to(device)] + [mk((_B, _H)).to(device) for _ in range(n_states)]
+            saved = [work[0]] + (work[3:] if layer is LSTM_LAYER else work[2:])
+            tail = (() if extra is None else (extra,)) + (reverse, bias)
+            yield S(*grads, x.to(device), *(h.to(device) for h in hs), w[0].to(device), w[1].to(device), *saved,
+                    *tail).named(f"{'bias' if bias else 'no bias'}{' reverse' if reverse else ''}")
+
+    return samples
+
+
+def _cell_samples(gates, n_states):
+    def samples(device, dtype, requires_grad):
+        from functools import partial
+
+        from flambeau._ops._samples import SampleInput as S
+        from flambeau._ops._samples import make_tensor
+
+        mk = partial(make_tensor, device=device, dtype=dtype, requires_grad=requires_grad, low=-1, high=1)
+        for bias in (True, False):
+            hs = tuple(mk((_B, _H)) for _ in range(n_states))
+            hx = hs if n_states > 1 else hs[0]
+            yield S(mk((_B, _I)), hx, *_weights(mk, gates, bias)).named("bias" if bias else "no bias")
+
+    return samples
+
+
+_FLOAT = ("float32", "float64")
+LSTM_LAYER.samples(_layer_samples(4, 2), dtypes=_FLOAT, ref=_layer_ref("lstm_cell", 2))
+GRU_LAYER.samples(_layer_samples(3, 1), dtypes=_FLOAT, ref=_layer_ref("gru_cell", 1))
+RNN_LAYER.samples(_layer_samples(1, 1, ("tanh", "relu")), dtypes=_FLOAT, ref=_rnn_layer_ref)
+LSTM_LAYER_BACKWARD.samples(_backward_samples(LSTM_LAYER, 4, 2), dtypes=_FLOAT, ref=None)
+GRU_LAYER_BACKWARD.samples(_backward_samples(GRU_LAYER, 3, 1), dtypes=_FLOAT, ref=None)
+RNN_LAYER_BACKWARD.samples(_backward_samples(RNN_LAYER, 1, 1, "tanh"), dtypes=_FLOAT, ref=None)
+LSTM_CELL.samples(_cell_samples(4, 2), dtypes=_FLOAT)
+GRU_CELL.samples(_cell_samples(3, 1), dtypes=_FLOAT)
+RNN_TANH_CELL.samples(_cell_samples(1, 1), dtypes=_FLOAT)
+RNN_RELU_CELL.samples(_cell_samples(1, 1), dtypes=_FLOAT)

@@ -12,11 +12,33 @@ Conventions (the CPU kernels' of the same operators; arrays are numba device arr
     binary: ``kernel(a, b, dtype, out=None) -> array`` (``a``/``b`` device arrays or scalars,
         broadcast, strided); unary: ``kernel(a, dtype, out=None) -> array``. ``dtype`` is the
         compute dtype; predicates (:data:`BOOL_OUT`) give bool. 8/16-bit integers compute in int64
-        (wrap-around results are the same once stored); a dtype outside the operator's kinds raises
-        torch's ``"<op>_cuda" not implemented for '<Type>'``.
+        (wrap-around results are the same once stored), float16 in float32 (stored back as float16);
+        a dtype outside the operator's kinds raises torch's ``"<op>_cuda" not implemented for '<Type>'``.
 
 The copy kernel of ``flambeau._kernels.cuda.core`` is the unary template over the identity
 (:func:`unary_into`), which is not an operator: it lives in ``_TABLES["unary"]`` only.
+
+Operators with scalar parameters or a third operand (Note [Ternary template]) are scalar
+functions of :data:`NARY` run by one strided ternary template (:func:`nary`); their launchers,
+at the end of the module, follow the calling conventions of ``flambeau._ops.elementwise``.
+
+Note [Ternary template]
+    One strided template serves every operator that is not a plain unary or binary one: three
+    operands, each a device array (broadcast, strided) or a scalar, and a tuple ``p`` of three
+    scalar parameters, all in the compute dtype; it stores ``f(x, y, z, p)``. A scalar function
+    of arity 1 (``f(x, p)``: leaky_relu's slope, clamp's bounds, round's scale) or 2
+    (``f(x, y, p)``: the ``*_backward`` operators, prelu, isclose) is wrapped to that shape
+    (:func:`nary_device`), so an operator is a small scalar function and a table entry. float16
+    operands compute in float32 where an operator allows it (``half``); the store casts back.
+
+Note [Device helpers]
+    A device function can only call device functions, so scalar functions that share a helper
+    (``_silu`` calls ``sigmoid``, ``_frac`` calls ``trunc``) call it through a module global
+    named ``_d_<helper>``, None until :func:`bind_helpers` sets it to the jitted helper (each
+    device function builder binds the helpers into its scalar function's module first). The
+    templates address their operands through one such helper, ``_d_offsets``; NVVM inlines them.
+    Scalar functions write float constants as ``c(v)`` with ``c = type(x)``: a bare float literal is
+    float64 in numba and would turn float32 arithmetic into float64.
 """
 
 from __future__ import annotations
@@ -26,15 +48,19 @@ import math
 
 import numpy as np
 
+from flambeau import _dtype as _fdt
 from flambeau._dtype import scalar_name
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
-__all__ = ["BINARY", "UNARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "dtypes_for", "binary_kernel", "unary_kernel",
-           "binary_launcher", "unary_launcher", "unary_into", "ptx_cases"]
+__all__ = ["BINARY", "UNARY", "NARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "BOOL_VARIANTS", "dtypes_for",
+           "binary_kernel", "unary_kernel", "binary_launcher", "unary_launcher", "unary_into", "compute_dtype",
+           "bind_helpers", "nary_device", "nary_kernel", "nary", "nary_ptx_cases", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
+# device helpers once bound (Note [Device helpers])
+_d_sigmoid = _d_trunc = _d_rint = _d_maximum = _d_minimum = _d_offsets = None
 
 
 # --- scalar functions --------------------------------------------------------------------------
@@ -339,10 +365,11 @@ def _tanh(x):
 
 
 def _sigmoid(x):
+    one = type(x)(1)  # constants of x's type keep float32 math in float32 (a float literal is float64)
     if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
+        return one / (one + math.exp(-x))
     e = math.exp(x)
-    return e / (1.0 + e)
+    return e / (one + e)
 
 
 def _relu(x):
@@ -352,7 +379,7 @@ def _relu(x):
 
 
 def _silu(x):
-    return x * _sigmoid(x)
+    return x * _d_sigmoid(x)
 
 
 def _erf(x):
@@ -403,13 +430,191 @@ def _identity(x):
     return x
 
 
+def _not(x):
+    return not x
+
+
+def _false(x):
+    return False
+
+
+def _true(x):
+    return True
+
+
+def _is_negative(x):
+    return x < 0
+
+
+def _float_power(x, y):
+    return x ** y
+
+
+def _lshift(x, y):
+    if y < 0 or y > 63:  # torch: shifting out every bit gives 0
+        return x - x
+    return x << y
+
+
+def _rshift(x, y):
+    if y < 0 or y > 63:  # the sign bit fills every bit
+        return x >> 63
+    return x >> y
+
+
+# Rounding: NaN, infinities and |x| >= 2**52 are integers already; the others go through int64 (exact in x's
+# type: the result has no more significant bits than x), and copysign restores the sign of zero results
+# (ceil(-0.5) is -0.0, as in numpy).
+def _floor(x):
+    c = type(x)
+    if not abs(x) < c(4503599627370496.0):
+        return x
+    return math.copysign(c(math.floor(x)), x)
+
+
+def _ceil(x):
+    c = type(x)
+    if not abs(x) < c(4503599627370496.0):
+        return x
+    return math.copysign(c(math.ceil(x)), x)
+
+
+def _trunc(x):
+    c = type(x)
+    if not abs(x) < c(4503599627370496.0):
+        return x
+    return math.copysign(c(int(x)), x)
+
+
+def _rint(x):
+    """Round half to even (numpy's rint): below 2**(p-1), p the precision of x's type, adding and
+    subtracting 2**(p-1) leaves the integer IEEE rounding chose (float32: p = 24, float64: p = 53)."""
+    c = type(x)
+    m = c(8388608.0) if c(16777217.0) == c(16777216.0) else c(4503599627370496.0)  # float32 or float64
+    a = abs(x)
+    if not a < m:
+        return x
+    return math.copysign((a + m) - m, x)
+
+
+def _frac(x):
+    return x - _d_trunc(x)
+
+
+def _erfinv(y):
+    if not -1.0 < y < 1.0:
+        if y == 1.0:
+            return math.inf
+        if y == -1.0:
+            return -math.inf
+        return math.nan
+    # Winitzki's closed form (a = 0.147, relative error 2e-3) refined by two Halley steps on erf
+    # (cubic convergence): f = erf(x) - y, f' = d, f'' = -2 x d give x -= f / (d + x f).
+    c = type(y)
+    w = math.log((c(1) - y) * (c(1) + y))
+    t = c(4.330746750799873) + c(0.5) * w  # 2 / (pi a) + w / 2
+    x = math.copysign(math.sqrt(math.sqrt(t * t - w / c(0.147)) - t), y)
+    for _ in range(2):
+        e = math.erf(x) - y
+        x -= e / (c(1.1283791670955126) * math.exp(-x * x) + x * e)
+    return x
+
+
+# --- scalar functions of the ternary template (Note [Ternary template]): f(x, p), f(x, y, p), f(x, y, z, p)
+def _round(x, p):
+    # numpy's round: scale by p[0] = 10 ** |decimals| (multiply for decimals >= 0: p[1] == 1)
+    if p[1]:
+        return _d_rint(x * p[0]) / p[0]
+    return _d_rint(x / p[0]) * p[0]
+
+
+# Scalar functions write their constants as ``c(v)`` with ``c = type(x)``: float32 math stays in float32.
+def _gelu(x, p):
+    c = type(x)
+    return x * (c(0.5) + c(0.5) * math.erf(x * c(0.7071067811865476)))
+
+
+def _gelu_tanh(x, p):
+    c = type(x)
+    return c(0.5) * x * (c(1) + math.tanh(c(0.7978845608028654) * (x + c(0.044715) * x * x * x)))
+
+
+def _softplus(x, p):
+    # p = (beta, threshold)
+    z = x * p[0]
+    if z > p[1]:
+        return x
+    return math.log1p(math.exp(z)) / p[0]
+
+
+def _logit(x, p):
+    # p = (eps, whether eps was given)
+    one = type(x)(1)
+    if p[1]:
+        if x < p[0]:
+            x = p[0]
+        elif x > one - p[0]:
+            x = one - p[0]
+    return math.log(x / (one - x))
+
+
+def _nan_to_num(x, p):
+    # p = (nan, posinf, neginf) replacements
+    if x != x:
+        return p[0]
+    if x == math.inf:
+        return p[1]
+    if x == -math.inf:
+        return p[2]
+    return x
+
+
+def _clamp(x, lo, hi, p):
+    # p = (whether min is given, whether max is given); NaN bounds propagate (numpy's maximum/minimum)
+    if p[0]:
+        x = _d_maximum(x, lo)
+    if p[1]:
+        x = _d_minimum(x, hi)
+    return x
+
+
+def _where(c, x, y, p):
+    return x if c else y
+
+
+def _lerp(x, e, w, p):
+    # torch's formula: exact at both ends
+    d = e - x
+    if abs(w) < 0.5:
+        return x + w * d
+    return e - d * (type(x)(1) - w)
+
+
+def _addcmul(x, y, z, p):
+    return x + y * z * p[0]
+
+
+def _addcdiv(x, y, z, p):
+    return x + y / z * p[0]
+
+
+def _isclose(x, y, p):
+    # p = (rtol, atol, equal_nan)
+    if x == y:
+        return True
+    if x != x or y != y:
+        return p[2] != 0 and x != x and y != y
+    err = abs(x - y)
+    return err != math.inf and err <= p[1] + abs(p[0] * y)
+
+
 
 # operator -> (scalar function, dtype kinds the kernel supports: "f" float, "i" int, "b" bool). Each
 # name registers as that operator's CUDA kernel; aliases (``true_divide``, ``negative``) dispatch to
 # their operator's kernel and need no entry.
 BINARY = {
     "add": (_add, "fib"), "sub": (_sub, "fi"), "mul": (_mul, "fib"), "div": (_div, "f"), "pow": (_pow, "fi"),
-    "maximum": (_maximum, "fi"), "minimum": (_minimum, "fi"), "fmax": (_fmax, "fi"), "fmin": (_fmin, "fi"),
+    "maximum": (_maximum, "fib"), "minimum": (_minimum, "fib"), "fmax": (_fmax, "fib"), "fmin": (_fmin, "fib"),
     "eq": (_eq, "fib"), "ne": (_ne, "fib"), "lt": (_lt, "fib"), "le": (_le, "fib"), "gt": (_gt, "fib"),
     "ge": (_ge, "fib"), "logical_and": (_logical_and, "fib"), "logical_or": (_logical_or, "fib"),
     "logical_xor": (_logical_xor, "fib"), "bitwise_and": (_bitwise_and, "ib"),
@@ -417,6 +622,7 @@ BINARY = {
     "hypot": (_hypot, "f"), "copysign": (_copysign, "f"),
     "logaddexp": (_logaddexp, "f"), "logaddexp2": (_logaddexp2, "f"), "xlogy": (_xlogy, "f"),
     "floor_divide": (_floor_divide, "fi"), "remainder": (_remainder, "fi"), "fmod": (_fmod, "fi"),
+    "float_power": (_float_power, "f"), "bitwise_left_shift": (_lshift, "i"), "bitwise_right_shift": (_rshift, "i"),
 }
 
 UNARY = {
@@ -427,25 +633,63 @@ UNARY = {
     "atan": (_atan, "f"), "sinh": (_sinh, "f"), "cosh": (_cosh, "f"), "tanh": (_tanh, "f"),
     "sigmoid": (_sigmoid, "f"), "relu": (_relu, "fi"), "silu": (_silu, "f"), "erf": (_erf, "f"),
     "erfc": (_erfc, "f"), "reciprocal": (_reciprocal, "f"), "square": (_square, "fi"),
-    "sign": (_sign, "fi"), "logical_not": (_logical_not, "fib"), "bitwise_not": (_bitwise_not, "i"),
-    "isnan": (_isnan, "fi"), "isinf": (_isinf, "fi"), "isfinite": (_isfinite, "fi"),
-    "acosh": (_acosh, "f"), "asinh": (_asinh, "f"), "atanh": (_atanh, "f"), "deg2rad": (_deg2rad, "f"),
-    "rad2deg": (_rad2deg, "f"), "signbit": (_signbit, "fi"), "isposinf": (_isposinf, "fi"),
-    "isneginf": (_isneginf, "fi"), "positive": (_identity, "fi"),
+    "sign": (_sign, "fib"), "sgn": (_sign, "fib"), "logical_not": (_logical_not, "fib"),
+    "bitwise_not": (_bitwise_not, "ib"), "isnan": (_isnan, "fib"), "isinf": (_isinf, "fib"),
+    "isfinite": (_isfinite, "fib"), "acosh": (_acosh, "f"), "asinh": (_asinh, "f"), "atanh": (_atanh, "f"),
+    "deg2rad": (_deg2rad, "f"), "rad2deg": (_rad2deg, "f"), "signbit": (_signbit, "fib"),
+    "isposinf": (_isposinf, "fib"), "isneginf": (_isneginf, "fib"), "positive": (_identity, "fi"),
+    "erfinv": (_erfinv, "f"), "floor": (_floor, "fi"), "ceil": (_ceil, "fi"), "trunc": (_trunc, "fi"),
+    "frac": (_frac, "f"),
 }
 
 # The scalar functions of the templates: the operators', plus the copy kernel's identity (any dtype).
 _TABLES = {"binary": BINARY, "unary": {**UNARY, "identity": (_identity, "fib")}}
 
-# Integer versions of functions whose float version does not suit integers.
-INT_VARIANTS = {"fmod": _fmod_int}
+# Integer and bool versions of functions whose float version does not suit them.
+INT_VARIANTS = {"fmod": _fmod_int, "floor": _identity, "ceil": _identity, "trunc": _identity,
+                "signbit": _is_negative}
+BOOL_VARIANTS = {"bitwise_not": _not, "signbit": _false, "isnan": _false, "isinf": _false, "isposinf": _false,
+                 "isneginf": _false, "isfinite": _true}
+
+def _offsets(i, shape, s0, s1, s2, s3):
+    """Element offsets of flat C-order index ``i`` of ``shape`` in four operands of element strides ``s0`` to
+    ``s3`` (the templates' addressing; offsets a template does not use are dead code once inlined)."""
+    r = i
+    o0 = 0
+    o1 = 0
+    o2 = 0
+    o3 = 0
+    for d in range(len(shape) - 1, -1, -1):
+        ext = shape[d]
+        k = r % ext
+        r = r // ext
+        o0 += k * s0[d]
+        o1 += k * s1[d]
+        o2 += k * s2[d]
+        o3 += k * s3[d]
+    return o0, o1, o2, o3
+
+
+# Helpers other scalar functions call (Note [Device helpers]).
+_HELPERS = {"_d_sigmoid": _sigmoid, "_d_trunc": _trunc, "_d_rint": _rint, "_d_maximum": _maximum,
+            "_d_minimum": _minimum, "_d_offsets": _offsets}
+
+# Operators of the ternary template (Note [Ternary template]): label -> (scalar function, arity, kinds,
+# float16 computes in float32). The launchers at the end of the module pick the label.
+NARY = {
+    "round": (_round, 1, "f", True), "gelu": (_gelu, 1, "f", True), "gelu_tanh": (_gelu_tanh, 1, "f", True),
+    "softplus": (_softplus, 1, "f", True), "logit": (_logit, 1, "f", True),
+    "nan_to_num": (_nan_to_num, 1, "f", True), "clamp": (_clamp, 3, "fib", True), "where": (_where, 3, "fib", True),
+    "lerp": (_lerp, 3, "f", True), "addcmul": (_addcmul, 3, "fi", True), "addcdiv": (_addcdiv, 3, "f", True),
+    "isclose": (_isclose, 2, "f", True),
+}
 
 # Compute dtypes of the elementwise kernels per kind (8/16-bit integers compute in int64).
 KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",)}
 
 # Ops whose result is bool whatever the compute dtype.
 BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-            "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf"}
+            "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "isclose"}
 
 
 def dtypes_for(kinds: str) -> tuple:
@@ -455,41 +699,45 @@ def dtypes_for(kinds: str) -> tuple:
 
 # --- device functions and templates (numba.cuda, built on first launch) ---------------------------
 @functools.cache
+def _helper(name: str):
+    bind_numba_cuda(globals())
+    return cuda.jit(device=True)(_HELPERS[name])  # helpers call no helpers
+
+
+def bind_helpers(namespace: dict) -> None:
+    """Set the ``_d_<helper>`` globals of a kernel module to the jitted helpers (Note [Device helpers])."""
+    for name in _HELPERS:
+        if namespace.get(name, 0) is None:
+            namespace[name] = _helper(name)
+
+
+@functools.cache
+def device(fn):
+    """``fn`` as a device function, its module's helpers bound first."""
+    bind_numba_cuda(globals())
+    bind_helpers(fn.__globals__)
+    return cuda.jit(device=True)(fn)
+
+
 def _device_fn(table: str, name: str, kind: str = "f"):
     """The device function of ``name`` in ``_TABLES[table]``; ``kind`` is the compute dtype's numpy kind."""
-    bind_numba_cuda(globals())
     fn = _TABLES[table][name][0]
     if kind in "iu" and name in INT_VARIANTS:
         fn = INT_VARIANTS[name]
-    if fn in (_silu,):
-        sig = cuda.jit(device=True)(_sigmoid)
-
-        def silu(x):
-            return x * sig(x)
-
-        return cuda.jit(device=True)(silu)
-    return cuda.jit(device=True)(fn)
+    elif kind == "b" and name in BOOL_VARIANTS:
+        fn = BOOL_VARIANTS[name]
+    return device(fn)
 
 
 def _binary_py(f, ct):
     """The Python function of the strided binary kernel over device function ``f``, computing in ``ct``."""
     bind_numba_cuda(globals())
+    bind_helpers(globals())
     def binary(out, ost, a, ast, sa, use_sa, b, bst, sb, use_sb, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < n:
-            r = i
-            oo = 0
-            oa = 0
-            ob = 0
-            for d in range(nd - 1, -1, -1):
-                ext = shape[d]
-                c = r % ext
-                r = r // ext
-                oo += c * ost[d]
-                oa += c * ast[d]
-                ob += c * bst[d]
+            oo, oa, ob, _ = _d_offsets(i, shape, ost, ast, bst, bst)
             x = sa if use_sa else ct(a[oa])
             y = sb if use_sb else ct(b[ob])
             out[oo] = f(x, y)
@@ -501,24 +749,61 @@ def _binary_py(f, ct):
 def _unary_py(f, ct):
     """The Python function of the strided unary kernel over device function ``f``, computing in ``ct``."""
     bind_numba_cuda(globals())
+    bind_helpers(globals())
     def unary(out, ost, a, ast, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < n:
-            r = i
-            oo = 0
-            oa = 0
-            for d in range(nd - 1, -1, -1):
-                ext = shape[d]
-                c = r % ext
-                r = r // ext
-                oo += c * ost[d]
-                oa += c * ast[d]
+            oo, oa, _, _ = _d_offsets(i, shape, ost, ast, ast, ast)
             out[oo] = f(ct(a[oa]))
             i += step
 
     return unary
+
+
+def _nary_py(f, ct):
+    """The Python function of the strided ternary kernel over device function ``f(x, y, z, p)``, computing
+    in ``ct`` (Note [Ternary template]); an operand is an array, or the scalar beside it when its flag is set."""
+    bind_numba_cuda(globals())
+    bind_helpers(globals())
+    def nary(out, ost, a, ast, sa, use_sa, b, bst, sb, use_sb, c, cst, sc, use_sc, p, shape, n):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < n:
+            oo, oa, ob, oc = _d_offsets(i, shape, ost, ast, bst, cst)
+            x = sa if use_sa else ct(a[oa])
+            y = sb if use_sb else ct(b[ob])
+            z = sc if use_sc else ct(c[oc])
+            out[oo] = f(x, y, z, p)
+            i += step
+
+    return nary
+
+
+@functools.cache
+def nary_device(fn, arity: int):
+    """The device function ``g(x, y, z, p)`` of scalar function ``fn`` of ``arity`` operands."""
+    bind_numba_cuda(globals())
+    f = device(fn)
+    if arity == 3:
+        return f
+    if arity == 2:
+        def binary_p(x, y, z, p):
+            return f(x, y, p)
+
+        return cuda.jit(device=True)(binary_p)
+
+    def unary_p(x, y, z, p):
+        return f(x, p)
+
+    return cuda.jit(device=True)(unary_p)
+
+
+@functools.cache
+def nary_kernel(fn, arity: int, compute: str):
+    """The strided ternary kernel of scalar function ``fn`` computing in numpy dtype ``compute`` (cached)."""
+    bind_numba_cuda(globals())
+    return cuda.jit(cache=CACHE)(_nary_py(nary_device(fn, arity), np.dtype(compute).type))
 
 
 @functools.cache
@@ -541,13 +826,26 @@ def unary_kernel(name: str, compute: str):
 _WIDE = np.dtype(np.int64)
 
 
-def _kind_check(name: str, compute: np.dtype, kinds: str) -> np.dtype:
+_HALF, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _kind_check(name: str, compute: np.dtype, kinds: str, half: bool = False) -> np.dtype:
     """The dtype the kernel computes in: ``compute``, or int64 for 8/16-bit integers (wrap-around
-    results are the same once stored); RuntimeError like torch's if the op does not support it."""
+    results are the same once stored), float32 for float16 where ``half``; RuntimeError like
+    torch's if the op does not support it."""
     k = _WIDE if compute.kind in "iu" and compute.itemsize < 4 else compute
+    if half and k == _HALF and "f" in kinds:
+        return _F32
     if k.name not in dtypes_for(kinds):
         raise RuntimeError(f'"{name}_cuda" not implemented for \'{scalar_name(compute)}\'')
     return k
+
+
+def compute_dtype(label: str, dtype, name: str | None = None, table: dict | None = None) -> np.dtype:
+    """The compute dtype of entry ``label`` of ``table`` (default :data:`NARY`) for flambeau or numpy dtype
+    ``dtype`` (errors name operator ``name``, default ``label``)."""
+    _, _, kinds, half = (NARY if table is None else table)[label]
+    return _kind_check(name or label, np.dtype(getattr(dtype, "np", dtype)), kinds, half)
 
 
 def binary_launcher(name: str):
@@ -557,7 +855,7 @@ def binary_launcher(name: str):
 
     def launch(a, b, dtype, out=None):
         compute = np.dtype(dtype.np)
-        kdt = _kind_check(name, compute, kinds)
+        kdt = _kind_check(name, compute, kinds, half=True)
         aa, ba = is_array(a), is_array(b)
         shape = broadcast_shapes(a.shape if aa else (), b.shape if ba else ())
         backend = be()
@@ -590,7 +888,7 @@ def unary_launcher(name: str):
 
     def launch(a, dtype, out=None):
         compute = np.dtype(dtype.np)
-        kdt = _kind_check(name, compute, kinds)
+        kdt = _kind_check(name, compute, kinds, half=True)
         if out is None:
             out = be().empty(a.shape, np.bool_ if bool_out else compute)
         unary_into(name, kdt, out, a)
@@ -613,12 +911,128 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
                              strides_for(a, shape), shape if shape else (1,), n)
 
 
+def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (), out_dtype=None, out=None):
+    """``out[...] = fn(*operands, p)`` by the ternary template (Note [Ternary template]), on the current stream.
+
+    ``operands``: ``arity`` device arrays (broadcast together, strided) or scalars; ``params``: up to
+    three scalars; all cast to ``compute``. The result is a new array of the broadcast shape and
+    ``out_dtype`` (default ``compute``), or ``out`` (which the operands broadcast to) when given.
+    """
+    backend = be()
+    arrays = [x for x in operands if is_array(x)]
+    if out is None:
+        shape = broadcast_shapes(*(x.shape for x in arrays))
+        out = backend.empty(shape, compute if out_dtype is None else out_dtype)
+    shape = tuple(out.shape)
+    n = out.size
+    if n == 0:
+        return out
+    ct = compute.type
+    ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
+    zeros = (0,) * max(len(shape), 1)
+    args = []
+    for x in tuple(operands) + (0,) * (3 - arity):
+        if is_array(x):
+            args += [backend.flat_view(x), strides_for(x, shape), ct(0), False]
+        else:
+            args += [ref, zeros, ct(x), True]
+    p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
+    k = nary_kernel(fn, arity, compute.name)
+    grid, block = launch_1d(n)
+    k[grid, block, stream()](backend.flat_view(out), strides_for(out, shape), *args, p, shape if shape else (1,), n)
+    return out
+
+
 # --- registration: every name of the tables (Note [One kernel table]) ------------------------------
 for _name in BINARY:
     kernel(_name, "cuda")(binary_launcher(_name))
 for _name in UNARY:
     kernel(_name, "cuda")(unary_launcher(_name))
 del _name
+
+
+# --- operators of the ternary template (conventions of flambeau._ops.elementwise) ---------------------
+def _run(label: str, dtype, operands: tuple, params: tuple = (), out=None, name: str | None = None):
+    """Operator ``label`` of :data:`NARY` in flambeau dtype ``dtype`` (its storage dtype for the result)."""
+    fn, arity, _, _ = NARY[label]
+    compute = compute_dtype(label, dtype, name)
+    return nary(fn, arity, compute, operands, params, np.dtype(dtype.np), out)
+
+
+def _copy(a, dtype, out=None):
+    """``a`` cast to ``dtype`` (a new array, or written into ``out``): the integer cases of rounding."""
+    if out is None:
+        out = be().empty(a.shape, dtype.np)
+    unary_into("identity", np.dtype(dtype.np), out, a)
+    return out
+
+
+@kernel("round", "cuda")
+def _k_round(a, dtype, *params, out=None):
+    decimals = params[0] if params else 0
+    if not dtype.is_floating_point:
+        return _copy(a, dtype, out)
+    return _run("round", dtype, (a,), (10.0 ** abs(decimals), decimals >= 0), out)
+
+
+@kernel("gelu", "cuda")
+def _k_gelu(a, dtype, approximate, out=None):
+    return _run("gelu_tanh" if approximate == "tanh" else "gelu", dtype, (a,), (), out, "gelu")
+
+
+@kernel("softplus", "cuda")
+def _k_softplus(a, dtype, *params, out=None):
+    return _run("softplus", dtype, (a,), params, out)
+
+
+@kernel("logit", "cuda")
+def _k_logit(a, dtype, *params, out=None):
+    eps = params[0] if params else None
+    return _run("logit", dtype, (a,), (0.0 if eps is None else eps, eps is not None), out)
+
+
+@kernel("nan_to_num", "cuda")
+def _k_nan_to_num(a, dtype, nan, posinf, neginf, out=None):
+    if not dtype.is_floating_point:
+        return _copy(a, dtype, out)
+    fi = np.finfo(dtype.np)
+    return _run("nan_to_num", dtype, (a,), (nan, fi.max if posinf is None else posinf,
+                                            fi.min if neginf is None else neginf), out)
+
+
+@kernel("clamp", "cuda")
+def _k_clamp(a, lo, hi, dtype, out=None):
+    return _run("clamp", dtype, (a, 0 if lo is None else lo, 0 if hi is None else hi),
+                (lo is not None, hi is not None), out)
+
+
+@kernel("where", "cuda")
+def _k_where(cond, a, b, dtype):
+    return _run("where", dtype, (cond, a, b))
+
+
+@kernel("lerp", "cuda")
+def _k_lerp(a, e, w, dtype, out=None):
+    return _run("lerp", dtype, (a, e, w), (), out)
+
+
+@kernel("addcmul", "cuda")
+def _k_addcmul(a, t1, t2, value, dtype, out=None):
+    return _run("addcmul", dtype, (a, t1, t2), (value,), out)
+
+
+@kernel("addcdiv", "cuda")
+def _k_addcdiv(a, t1, t2, value, dtype, out=None):
+    return _run("addcdiv", dtype, (a, t1, t2), (value,), out)
+
+
+@kernel("isclose", "cuda")
+def _k_isclose(a, b, rtol, atol, equal_nan):
+    dt = np.dtype(a.dtype)
+    if dt.kind == "b":
+        return binary_launcher("eq")(a, b, _fdt.bool)
+    compute = compute_dtype("isclose", dt if dt.kind == "f" else np.float64)
+    return nary(_isclose, 2, compute, (a, b), (rtol, atol, equal_nan), np.bool_)
 
 
 # --- concrete signatures (PTX test) ---------------------------------------------------------------
@@ -632,15 +1046,42 @@ def ptx_cases(ndim: int = 2) -> list:
     cases = []
     for table, template in (("binary", _binary_py), ("unary", _unary_py)):
         for name, (_, kinds) in _TABLES[table].items():
-            for dn in dtypes_for(kinds):
-                dt = np.dtype(dn)
+            half = ("float16",) if "f" in kinds and name != "identity" else ()
+            for dn in dtypes_for(kinds) + half:
+                storage = np.dtype(dn)
+                dt = _kind_check(name, storage, kinds, half=True)  # float16 operands compute in float32
                 t = from_dtype(dt)
-                arr = types.Array(t, 1, "C")
-                outt = types.Array(types.boolean if name in BOOL_OUT else t, 1, "C")
+                arr = types.Array(from_dtype(storage), 1, "C")
+                outt = types.Array(types.boolean if name in BOOL_OUT else from_dtype(storage), 1, "C")
                 py = template(_device_fn(table, name, dt.kind), dt.type)
                 if table == "binary":
                     sig = (outt, idx, arr, idx, t, types.boolean, arr, idx, t, types.boolean, idx, types.int64)
                 else:
                     sig = (outt, idx, arr, idx, idx, types.int64)
                 cases.append((f"{table}:{name}:{dn}", py, sig))
+    return cases + nary_ptx_cases(NARY, ndim)
+
+
+def nary_ptx_cases(table: dict, ndim: int = 2) -> list:
+    """``(label, python_function, signature)`` of the ternary template for every entry of ``table``
+    (label -> (function, arity, kinds, half)) and storage dtype it is launched with: operands and
+    result in the storage dtype (where's condition bool, predicates' result bool), scalars and
+    parameters in the compute dtype."""
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    idx = types.UniTuple(types.int64, ndim)
+    cases = []
+    for label, (fn, arity, kinds, half) in table.items():
+        for dn in dtypes_for(kinds) + (("float16",) if half and "f" in kinds else ()):
+            storage = np.dtype(dn)
+            compute = _kind_check(label, storage, kinds, half)
+            t = from_dtype(compute)
+            arr = types.Array(from_dtype(storage), 1, "C")
+            barr = types.Array(types.boolean, 1, "C")
+            ops = []
+            for j in range(3):
+                ops += [barr if (label == "where" and j == 0) else arr, idx, t, types.boolean]
+            sig = (barr if label in BOOL_OUT else arr, idx, *ops, types.UniTuple(t, 3), idx, types.int64)
+            cases.append((f"nary:{label}:{dn}", _nary_py(nary_device(fn, arity), compute.type), sig))
     return cases

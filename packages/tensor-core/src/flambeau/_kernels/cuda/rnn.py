@@ -1,12 +1,469 @@
-"""CUDA kernels of the rnn operators (being written; see flambeau._kernels.cpu.rnn)."""
+"""CUDA kernels of the recurrent layers and cells declared in ``flambeau/_ops/rnn.py``.
+
+Conventions: those of the CPU kernels (``flambeau/_kernels/cpu/rnn.py``); float32 and float64.
+A layer's input projection of every step is one batched GEMM (``linalg.matmul``); each step adds
+one ``h @ W_hh^T`` GEMM and ONE fused kernel (one thread per (batch row, hidden unit)) that adds
+the biases, applies the gate nonlinearities and updates the state, saving the activated gates
+(and LSTM's cells and their tanh) for the backward. The backward runs the steps in reverse, one
+fused kernel and one GEMM per step, and finishes with one GEMM per weight (the bias gradients are
+``ones @ dG``: column sums in a fixed order). A cell runs its layer's kernel over a one-step
+sequence. Step ``t`` of a ``(T, B, n)`` array is addressed by its element offset ``t * B * n``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["ptx_cases"]
+import functools
+import math
+
+import numpy as np
+
+from flambeau._dtype import from_numpy_dtype
+from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream
+from flambeau._kernels.cuda.conv import contig, mT, view
+from flambeau._kernels.cuda.core import copy_into
+from flambeau._kernels.cuda.elementwise import binary_launcher
+from flambeau._kernels.cuda.linalg import matmul
+from flambeau._ops._registry import kernel
+
+__all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward", "rnn_layer",
+           "rnn_layer_backward", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
 
+# --- fused step kernels ----------------------------------------------------------------------------------
+def _get3(a, i, H):
+    """The three gate values of unit ``i`` in a row of gates ``[r | z | n]`` (each ``H`` long)."""
+    return a[i], a[i + H], a[i + 2 * H]
+
+
+def _get4(a, i, H):
+    return a[i], a[i + H], a[i + 2 * H], a[i + 3 * H]
+
+
+def _put3(a, i, H, v0, v1, v2):
+    a[i] = v0
+    a[i + H] = v1
+    a[i + 2 * H] = v2
+
+
+def _sigmoid(x, one):
+    return one / (one + math.exp(-x))
+
+
+@functools.cache
+def _device_fns():
+    """The device functions of the step kernels: get3, get4, put3, put4, sigmoid."""
+    bind_numba_cuda(globals())
+    put3 = cuda.jit(device=True)(_put3)
+
+    def put4(a, i, H, v0, v1, v2, v3):
+        put3(a, i, H, v0, v1, v2)
+        a[i + 3 * H] = v3
+
+    return (cuda.jit(device=True)(_get3), cuda.jit(device=True)(_get4), put3, cuda.jit(device=True)(put4),
+            cuda.jit(device=True)(_sigmoid))
+
+
+def _lstm_fwd_py(acc):
+    """``gates[t]`` holds the input projection; it becomes the activated i, f, g, o; writes c_t, tanh c_t, h_t."""
+    bind_numba_cuda(globals())
+    _, get4, _, put4, sigmoid = _device_fns()
+
+    def lstm_fwd(gates, goff, gh, bih, bhh, has_bias, cprev, cpoff, out, cells, tcs, ooff, H, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        one = acc(1)
+        while idx < n:
+            b = idx // H
+            j = idx - b * H
+            gb = goff + b * 4 * H + j
+            v0, v1, v2, v3 = get4(gates, gb, H)
+            if has_bias:
+                b0, b1, b2, b3 = get4(bih, j, H)
+                c0, c1, c2, c3 = get4(bhh, j, H)
+                v0, v1, v2, v3 = v0 + (b0 + c0), v1 + (b1 + c1), v2 + (b2 + c2), v3 + (b3 + c3)
+            h0, h1, h2, h3 = get4(gh, b * 4 * H + j, H)
+            i = sigmoid(v0 + h0, one)
+            f = sigmoid(v1 + h1, one)
+            g = math.tanh(v2 + h2)
+            o = sigmoid(v3 + h3, one)
+            c = f * cprev[cpoff + idx] + i * g
+            tc = math.tanh(c)
+            put4(gates, gb, H, i, f, g, o)
+            cells[ooff + idx] = c
+            tcs[ooff + idx] = tc
+            out[ooff + idx] = o * tc
+            idx += step
+
+    return lstm_fwd
+
+
+def _lstm_bwd_py(acc):
+    """``dh = mm + g_out[t]``; writes the pre-activation gradients ``dg[t]`` and updates ``dc`` to c_{t-1}'s."""
+    bind_numba_cuda(globals())
+    _, get4, _, put4, _ = _device_fns()
+
+    def lstm_bwd(gates, goff, tcs, cprev, cpoff, mm, gout, ooff, dc, dg, H, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        one = acc(1)
+        while idx < n:
+            b = idx // H
+            gb = goff + b * 4 * H + idx - b * H
+            i, f, g, o = get4(gates, gb, H)
+            t = tcs[ooff + idx]
+            dh = mm[idx] + gout[ooff + idx]
+            dct = dc[idx] + dh * o * (one - t * t)
+            put4(dg, gb, H, dct * g * i * (one - i), dct * cprev[cpoff + idx] * f * (one - f),
+                 dct * i * (one - g * g), dh * t * o * (one - o))
+            dc[idx] = dct * f
+            idx += step
+
+    return lstm_bwd
+
+
+def _gru_fwd_py(acc):
+    """GRU step from the input projection ``gx[t]`` and ``gh = h @ W_hh^T``; ``acts[t]`` = r, z, n, W_hn h + b_hn."""
+    bind_numba_cuda(globals())
+    get3, _, _, put4, sigmoid = _device_fns()
+
+    def gru_fwd(gx, xoff, gh, bih, bhh, has_bias, hprev, hpoff, out, ooff, acts, aoff, H, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        one = acc(1)
+        while idx < n:
+            b = idx // H
+            j = idx - b * H
+            x0, x1, x2 = get3(gx, xoff + b * 3 * H + j, H)
+            h0, h1, h2 = get3(gh, b * 3 * H + j, H)
+            if has_bias:
+                b0, b1, b2 = get3(bih, j, H)
+                c0, c1, c2 = get3(bhh, j, H)
+                x0, x1, x2, h0, h1, h2 = x0 + b0, x1 + b1, x2 + b2, h0 + c0, h1 + c1, h2 + c2
+            r = sigmoid(x0 + h0, one)
+            z = sigmoid(x1 + h1, one)
+            nn = math.tanh(x2 + r * h2)
+            put4(acts, aoff + b * 4 * H + j, H, r, z, nn, h2)
+            out[ooff + idx] = (one - z) * nn + z * hprev[hpoff + idx]
+            idx += step
+
+    return gru_fwd
+
+
+def _gru_bwd_py(acc):
+    """``d = dz + mm + g_out[t]``; writes ``dgx[t]``, ``dgh[t]`` and ``dz = d * z`` (h_{t-1}'s direct part)."""
+    bind_numba_cuda(globals())
+    _, get4, put3, _, _ = _device_fns()
+
+    def gru_bwd(acts, aoff, hprev, gout, ooff, dz, mm, dgx, dgh, xoff, H, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        one = acc(1)
+        while idx < n:
+            b = idx // H
+            j = idx - b * H
+            r, z, nn, hn = get4(acts, aoff + b * 4 * H + j, H)
+            d = dz[idx] + mm[idx] + gout[ooff + idx]
+            dpn = d * (one - z) * (one - nn * nn)
+            dpr = dpn * hn * r * (one - r)
+            dpz = d * (hprev[ooff + idx] - nn) * z * (one - z)
+            xb = xoff + b * 3 * H + j
+            put3(dgx, xb, H, dpr, dpz, dpn)
+            put3(dgh, xb, H, dpr, dpz, dpn * r)
+            dz[idx] = d * z
+            idx += step
+
+    return gru_bwd
+
+
+def _rnn_fwd_py(acc):
+    """Elman step in place: ``pre[t] = tanh|relu(pre[t] + b_ih + b_hh + mm)``."""
+    bind_numba_cuda(globals())
+
+    def rnn_fwd(pre, poff, mm, bih, bhh, has_bias, relu, H, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while idx < n:
+            j = idx % H
+            v = pre[poff + idx]
+            if has_bias:
+                v += bih[j] + bhh[j]
+            v += mm[idx]
+            if relu:
+                v = v if v > 0 else acc(0)
+            else:
+                v = math.tanh(v)
+            pre[poff + idx] = v
+            idx += step
+
+    return rnn_fwd
+
+
+def _rnn_bwd_py(acc):
+    """``dp[t] = (mm + g_out[t]) * act'`` from the step's output."""
+    bind_numba_cuda(globals())
+
+    def rnn_bwd(out, ooff, mm, gout, relu, dp, n):
+        idx = cuda.grid(1)
+        step = cuda.gridsize(1)
+        one = acc(1)
+        while idx < n:
+            d = mm[idx] + gout[ooff + idx]
+            o = out[ooff + idx]
+            if relu:
+                dp[ooff + idx] = d if o > 0 else acc(0)
+            else:
+                dp[ooff + idx] = d * (one - o * o)
+            idx += step
+
+    return rnn_bwd
+
+
+_TEMPLATES = {"lstm_fwd": _lstm_fwd_py, "lstm_bwd": _lstm_bwd_py, "gru_fwd": _gru_fwd_py, "gru_bwd": _gru_bwd_py,
+              "rnn_fwd": _rnn_fwd_py, "rnn_bwd": _rnn_bwd_py}
+
+
+@functools.cache
+def _kernel(name: str, dtype: str):
+    bind_numba_cuda(globals())
+    return cuda.jit(cache=CACHE)(_TEMPLATES[name](np.dtype(dtype).type))
+
+
+def _step(name: str, dtype, n: int, *args) -> None:
+    if n:
+        grid, block = launch_1d(n)
+        _kernel(name, np.dtype(dtype).name)[grid, block, stream()](*args, n)
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+def _steps(t, reverse):
+    return range(t - 1, -1, -1) if reverse else range(t)
+
+
+def _state(a, t, B, H):
+    """Step ``t`` of a contiguous ``(T, B, H)`` array, as a ``(B, H)`` view."""
+    return view(a, (B, H), (H, 1), t * B * H)
+
+
+def _prev(t, nt, reverse):
+    """The step before ``t`` in the direction's order, or None at its start."""
+    p = t + 1 if reverse else t - 1
+    return p if 0 <= p < nt else None
+
+
+def _bias_args(b_ih, b_hh, like):
+    flat = be().flat_view
+    if b_ih is None:
+        return flat(like), flat(like), False
+    return flat(contig(b_ih)), flat(contig(b_hh)), True
+
+
+def _previous_states(h0, out, reverse):
+    """``h_{t-1}`` for every step t, in time order (``h0`` where the direction starts), contiguous."""
+    nt, B, H = out.shape
+    hprev = be().empty(out.shape, out.dtype)
+    if nt:
+        copy_into(_state(hprev, nt - 1 if reverse else 0, B, H), h0)
+    if nt > 1:
+        shape, st = (nt - 1, B, H), (B * H, H, 1)
+        src, dst = (B * H, 0) if reverse else (0, B * H)
+        copy_into(view(hprev, shape, st, dst), view(out, shape, st, src))
+    return hprev
+
+
+def _weight_grads(dgx, dgh, x, hprev, has_bias):
+    """``(g_w_ih, g_w_hh, g_b_ih, g_b_hh)`` from the pre-activation gradients ``(T, B, G)`` of every step."""
+    nt, nb, G = dgx.shape
+    R = nt * nb
+    x = contig(x)
+    gx2, gh2 = view(dgx, (R, G), (G, 1)), view(dgh, (R, G), (G, 1))
+    gw_ih = matmul(mT(gx2), view(x, (R, x.shape[2]), (x.shape[2], 1)))
+    gw_hh = matmul(mT(gh2), view(hprev, (R, hprev.shape[2]), (hprev.shape[2], 1)))
+    if not has_bias:
+        return gw_ih, gw_hh, None, None
+    ones = be().full((R,), 1, dgx.dtype)
+    gb_ih = matmul(ones, gx2)
+    return gw_ih, gw_hh, gb_ih, gb_ih if dgh is dgx else matmul(ones, gh2)
+
+
+def _projection(x, w_ih):
+    """``x @ w_ih^T`` for every step: ``(T, B, G)`` contiguous."""
+    return matmul(x, mT(w_ih))
+
+
+# --- kernels of the table -----------------------------------------------------------------------------------
+@kernel("_lstm_layer", "cuda")
+@kernel("lstm_cell", "cuda")
+def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
+    """CUDA LSTM layer: ``(out, h_n, c_n, gates, cells, tanh_cells)``."""
+    backend = be()
+    nt, nb, _ = x.shape
+    H = w_hh.shape[1]
+    dtype = np.dtype(x.dtype)
+    flat = backend.flat_view
+    gates = _projection(x, w_ih)
+    out = backend.empty((nt, nb, H), dtype)
+    cells = backend.empty((nt, nb, H), dtype)
+    tcs = backend.empty((nt, nb, H), dtype)
+    h0, c0 = contig(h0), contig(c0)
+    bih, bhh, has_bias = _bias_args(b_ih, b_hh, gates)
+    whT = mT(w_hh)
+    n = nb * H
+    for t in _steps(nt, reverse):
+        p = _prev(t, nt, reverse)
+        h = h0 if p is None else _state(out, p, nb, H)
+        cprev, cpoff = (c0, 0) if p is None else (cells, p * n)
+        gh = matmul(h, whT)
+        _step("lstm_fwd", dtype, n, flat(gates), t * 4 * n, flat(gh), bih, bhh, has_bias, flat(cprev), cpoff,
+              flat(out), flat(cells), flat(tcs), t * n, H)
+    if nt == 0:
+        return out, _copy(h0), _copy(c0), gates, cells, tcs
+    last = 0 if reverse else nt - 1
+    return out, _copy(_state(out, last, nb, H)), _copy(_state(cells, last, nb, H)), gates, cells, tcs
+
+
+def _copy(a):
+    out = be().empty(a.shape, a.dtype)
+    copy_into(out, a)
+    return out
+
+
+@kernel("_lstm_layer_backward", "cuda")
+def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cells, tcs, reverse, has_bias):
+    """CUDA backward of the LSTM layer: ``(g_x, g_h0, g_c0, g_w_ih, g_w_hh, g_b_ih, g_b_hh)``."""
+    backend = be()
+    flat = backend.flat_view
+    nt, nb, H = out.shape
+    dtype = np.dtype(out.dtype)
+    n = nb * H
+    g_out, gates, cells, tcs = contig(g_out), contig(gates), contig(cells), contig(tcs)
+    c0 = contig(c0)
+    dg = backend.empty((nt, nb, 4 * H), dtype)
+    mm = contig(g_h)
+    dc = _copy(g_c)
+    for t in reversed(list(_steps(nt, reverse))):
+        p = _prev(t, nt, reverse)
+        cprev, cpoff = (c0, 0) if p is None else (cells, p * n)
+        _step("lstm_bwd", dtype, n, flat(gates), t * 4 * n, flat(tcs), flat(cprev), cpoff, flat(mm), flat(g_out),
+              t * n, flat(dc), flat(dg), H)
+        mm = matmul(view(dg, (nb, 4 * H), (4 * H, 1), t * 4 * n), w_hh)
+    gx = matmul(dg, w_ih)
+    gw_ih, gw_hh, gb, _ = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
+    return gx, mm if nt else _copy(mm), dc, gw_ih, gw_hh, gb, gb
+
+
+@kernel("_gru_layer", "cuda")
+@kernel("gru_cell", "cuda")
+def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
+    """CUDA GRU layer: ``(out, h_n, gates)`` (``gates`` r, z, n and ``W_hn h + b_hn``)."""
+    backend = be()
+    flat = backend.flat_view
+    nt, nb, _ = x.shape
+    H = w_hh.shape[1]
+    dtype = np.dtype(x.dtype)
+    n = nb * H
+    gx = _projection(x, w_ih)
+    out = backend.empty((nt, nb, H), dtype)
+    acts = backend.empty((nt, nb, 4 * H), dtype)
+    h0 = contig(h0)
+    bih, bhh, has_bias = _bias_args(b_ih, b_hh, gx)
+    whT = mT(w_hh)
+    for t in _steps(nt, reverse):
+        p = _prev(t, nt, reverse)
+        hprev, hpoff = (h0, 0) if p is None else (out, p * n)
+        gh = matmul(h0 if p is None else _state(out, p, nb, H), whT)
+        _step("gru_fwd", dtype, n, flat(gx), t * 3 * n, flat(gh), bih, bhh, has_bias, flat(hprev), hpoff,
+              flat(out), t * n, flat(acts), t * 4 * n, H)
+    last = 0 if reverse else nt - 1
+    return out, _copy(h0 if nt == 0 else _state(out, last, nb, H)), acts
+
+
+_add = binary_launcher("add")
+
+
+@kernel("_gru_layer_backward", "cuda")
+def gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has_bias):
+    """CUDA backward of the GRU layer: ``(g_x, g_h0, g_w_ih, g_w_hh, g_b_ih, g_b_hh)``."""
+    backend = be()
+    flat = backend.flat_view
+    nt, nb, H = out.shape
+    dtype = np.dtype(out.dtype)
+    n = nb * H
+    g_out, acts = contig(g_out), contig(acts)
+    hprev = _previous_states(contig(h0), out, reverse)
+    dgx = backend.empty((nt, nb, 3 * H), dtype)
+    dgh = backend.empty((nt, nb, 3 * H), dtype)
+    dz = _copy(g_h)
+    mm = backend.full((nb, H), 0, dtype)
+    for t in reversed(list(_steps(nt, reverse))):
+        _step("gru_bwd", dtype, n, flat(acts), t * 4 * n, flat(hprev), flat(g_out), t * n, flat(dz), flat(mm),
+              flat(dgx), flat(dgh), t * 3 * n, H)
+        mm = matmul(view(dgh, (nb, 3 * H), (3 * H, 1), t * 3 * n), w_hh)
+    _add(dz, mm, from_numpy_dtype(dtype), out=dz)
+    gx = matmul(dgx, w_ih)
+    gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dgx, dgh, x, hprev, has_bias)
+    return gx, dz, gw_ih, gw_hh, gb_ih, gb_hh
+
+
+@kernel("_rnn_layer", "cuda")
+@kernel("rnn_tanh_cell", "cuda")
+@kernel("rnn_relu_cell", "cuda")
+def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
+    """CUDA Elman RNN layer (tanh or relu): ``(out, h_n)``."""
+    flat = be().flat_view
+    nt, nb, _ = x.shape
+    H = w_hh.shape[1]
+    dtype = np.dtype(x.dtype)
+    n = nb * H
+    pre = _projection(x, w_ih)
+    h0 = contig(h0)
+    bih, bhh, has_bias = _bias_args(b_ih, b_hh, pre)
+    whT = mT(w_hh)
+    relu = nonlinearity == "relu"
+    for t in _steps(nt, reverse):
+        p = _prev(t, nt, reverse)
+        mm = matmul(h0 if p is None else _state(pre, p, nb, H), whT)
+        _step("rnn_fwd", dtype, n, flat(pre), t * n, flat(mm), bih, bhh, has_bias, relu, H)
+    last = 0 if reverse else nt - 1
+    return pre, _copy(h0 if nt == 0 else _state(pre, last, nb, H))
+
+
+@kernel("_rnn_layer_backward", "cuda")
+def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse, has_bias):
+    """CUDA backward of the Elman RNN layer: ``(g_x, g_h0, g_w_ih, g_w_hh, g_b_ih, g_b_hh)``."""
+    backend = be()
+    flat = backend.flat_view
+    nt, nb, H = out.shape
+    dtype = np.dtype(out.dtype)
+    n = nb * H
+    g_out, out = contig(g_out), contig(out)
+    dp = backend.empty((nt, nb, H), dtype)
+    mm = contig(g_h)
+    relu = nonlinearity == "relu"
+    for t in reversed(list(_steps(nt, reverse))):
+        _step("rnn_bwd", dtype, n, flat(out), t * n, flat(mm), flat(g_out), relu, flat(dp))
+        mm = matmul(_state(dp, t, nb, H), w_hh)
+    gx = matmul(dp, w_ih)
+    gw_ih, gw_hh, gb, _ = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)
+    return gx, mm if nt else _copy(mm), gw_ih, gw_hh, gb, gb
+
+
 def ptx_cases(ndim: int = 2) -> list:
-    """``(label, python_function, signature)`` of this family's kernels, for the PTX compilation test."""
-    return []
+    """``(label, python_function, signature)`` of every step kernel for float32 and float64."""
+    from numba import types
+    from numba.np.numpy_support import from_dtype
+
+    i64, b = types.int64, types.boolean
+    cases = []
+    for dn in ("float32", "float64"):
+        a = types.Array(from_dtype(np.dtype(dn)), 1, "C")
+        sigs = {"lstm_fwd": (a, i64, a, a, a, b, a, i64, a, a, a, i64, i64, i64),
+                "lstm_bwd": (a, i64, a, a, i64, a, a, i64, a, a, i64, i64),
+                "gru_fwd": (a, i64, a, a, a, b, a, i64, a, i64, a, i64, i64, i64),
+                "gru_bwd": (a, i64, a, a, i64, a, a, a, a, i64, i64, i64),
+                "rnn_fwd": (a, i64, a, a, a, b, b, i64, i64),
+                "rnn_bwd": (a, i64, a, a, b, a, i64)}
+        for name, sig in sigs.items():
+            cases.append((f"rnn:{name}:{dn}", _TEMPLATES[name](np.dtype(dn).type), sig))
+    return cases

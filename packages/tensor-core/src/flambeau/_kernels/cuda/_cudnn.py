@@ -1,0 +1,297 @@
+"""cuDNN convolutions through cffi (ABI mode), loaded lazily from wherever cuda-pathfinder finds libcudnn.
+
+Never required: :func:`available` is False under the simulator, without cffi or libcudnn (``pip install
+nvidia-cudnn-cu12``), or with ``FLAMBEAU_CUDNN=0``; the convolution kernels of
+:mod:`flambeau._kernels.cuda.conv` then use their numba path. Each entry point returns None when cuDNN
+cannot take the call (dtype, empty or too large shapes, no algorithm), before anything is queued, and
+raises :class:`CudnnUnavailable` on a failing status (the caller falls back to numba). One handle per
+(device, thread); each call sets its stream to the current stream, so cuDNN work is ordered with
+flambeau's kernels.
+
+The legacy (v7) convolution API, present in cuDNN 8 and 9: NCHW float32 and float64 tensors,
+symmetric padding, groups; float32 runs with ``CUDNN_FMA_MATH`` (no TF32: results agree with the CPU
+to float32 rounding). The algorithm is the first the heuristics (``cudnnGet*Algorithm_v7``) rate
+usable whose workspace fits :data:`MAX_WORKSPACE`, preferring deterministic ones.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
+
+_PERF = "typedef struct { int algo; int status; float time; size_t memory; int determinism; int mathType; " \
+        "int reserved[3]; } %s;\n"
+_CDEF = "".join(_PERF % n for n in ("fwdPerf_t", "bwdDataPerf_t", "bwdFilterPerf_t")) + """
+typedef void* cudnnHandle_t;
+typedef void* cudaStream_t;
+typedef void* cudnnTensorDescriptor_t;
+typedef void* cudnnFilterDescriptor_t;
+typedef void* cudnnConvolutionDescriptor_t;
+size_t cudnnGetVersion(void);
+int cudnnCreate(cudnnHandle_t *handle);
+int cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId);
+int cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *desc);
+int cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t desc);
+int cudnnSetTensorNdDescriptor(cudnnTensorDescriptor_t desc, int dataType, int nbDims, const int dimA[],
+    const int strideA[]);
+int cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *desc);
+int cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc);
+int cudnnSetFilterNdDescriptor(cudnnFilterDescriptor_t desc, int dataType, int format, int nbDims,
+    const int filterDimA[]);
+int cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *desc);
+int cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t desc);
+int cudnnSetConvolutionNdDescriptor(cudnnConvolutionDescriptor_t desc, int arrayLength, const int padA[],
+    const int filterStrideA[], const int dilationA[], int mode, int computeType);
+int cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t desc, int groupCount);
+int cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, int mathType);
+int cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
+    cudnnFilterDescriptor_t wDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t yDesc,
+    int requestedAlgoCount, int *returnedAlgoCount, fwdPerf_t *perfResults);
+int cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
+    cudnnFilterDescriptor_t wDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t yDesc, int algo,
+    size_t *sizeInBytes);
+int cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc, const void *x,
+    cudnnFilterDescriptor_t wDesc, const void *w, cudnnConvolutionDescriptor_t convDesc, int algo, void *workSpace,
+    size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t yDesc, void *y);
+int cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc,
+    cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t dxDesc,
+    int requestedAlgoCount, int *returnedAlgoCount, bwdDataPerf_t *perfResults);
+int cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc,
+    cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t dxDesc, int algo,
+    size_t *sizeInBytes);
+int cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
+    const void *w, cudnnTensorDescriptor_t dyDesc, const void *dy, cudnnConvolutionDescriptor_t convDesc, int algo,
+    void *workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx);
+int cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
+    cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnFilterDescriptor_t dwDesc,
+    int requestedAlgoCount, int *returnedAlgoCount, bwdFilterPerf_t *perfResults);
+int cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
+    cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnFilterDescriptor_t gradDesc,
+    int algo, size_t *sizeInBytes);
+int cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
+    const void *x, cudnnTensorDescriptor_t dyDesc, const void *dy, cudnnConvolutionDescriptor_t convDesc, int algo,
+    void *workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw);
+"""
+
+_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
+CUDNN_TENSOR_NCHW = 0
+CUDNN_CROSS_CORRELATION = 1
+CUDNN_FMA_MATH = 3
+MAX_WORKSPACE = 1 << 30  # bytes
+_ALGOS = 8  # heuristics asked for
+_INT_MAX = 2**31 - 1
+
+
+class CudnnUnavailable(RuntimeError):
+    """cuDNN could not be loaded, or a call failed."""
+
+
+_state: dict = {}
+_tls = threading.local()
+
+
+def find_library() -> str | None:
+    """Path of libcudnn as cuda-pathfinder finds it (NVIDIA wheels, conda, the system), else the system's; None
+    if absent."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        path = load_nvidia_dynamic_lib("cudnn").abs_path
+        if path:
+            return path
+    except Exception:  # cuda-pathfinder missing, or the library not found by it
+        pass
+    return ctypes.util.find_library("cudnn")
+
+
+def _lib():
+    if "lib" in _state:
+        if _state["lib"] is None:
+            raise CudnnUnavailable(_state.get("why", "cuDNN unavailable"))
+        return _state["ffi"], _state["lib"]
+    try:
+        import cffi
+
+        path = find_library()
+        if path is None:
+            raise CudnnUnavailable("libcudnn not found (pip install nvidia-cudnn-cu12)")
+        ffi = cffi.FFI()
+        ffi.cdef(_CDEF)
+        lib = ffi.dlopen(path)
+        if lib.cudnnGetVersion() < 8000:
+            raise CudnnUnavailable(f"cuDNN {lib.cudnnGetVersion()} is too old (8 or later is needed)")
+    except Exception as e:
+        _state["lib"] = None
+        _state["why"] = str(e)
+        raise CudnnUnavailable(str(e)) from None
+    _state["ffi"], _state["lib"] = ffi, lib
+    return ffi, lib
+
+
+def available() -> bool:
+    """Whether cuDNN can be used (a real GPU, cffi and libcudnn present, ``FLAMBEAU_CUDNN`` not ``0``)."""
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM or os.environ.get("FLAMBEAU_CUDNN", "1") == "0":
+        return False
+    try:
+        _lib()
+    except CudnnUnavailable:
+        return False
+    return True
+
+
+def _check(rc, what):
+    if rc != 0:
+        raise CudnnUnavailable(f"{what} failed with cuDNN status {rc}")
+
+
+def _handle(ffi, lib, stream):
+    from flambeau.cuda._streams import current_device
+
+    handles = getattr(_tls, "handles", None)
+    if handles is None:
+        handles = _tls.handles = {}
+    dev = current_device()
+    h = handles.get(dev)
+    if h is None:
+        p = ffi.new("cudnnHandle_t *")
+        _check(lib.cudnnCreate(p), "cudnnCreate")
+        h = handles[dev] = p[0]
+    sv = int(stream) if hasattr(type(stream), "__int__") else 0  # numba stream -> CUstream handle
+    _check(lib.cudnnSetStream(h, ffi.cast("cudaStream_t", sv)), "cudnnSetStream")
+    return h
+
+
+class _Descriptors:
+    """The tensor, filter and convolution descriptors of one call (destroyed on exit)."""
+
+    def __init__(self, ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups):
+        self.ffi, self.lib, self.made = ffi, lib, []
+        dt = _DATA[np.dtype(dtype)]
+        self.x = self._tensor(dt, x_shape)
+        self.y = self._tensor(dt, y_shape)
+        p = ffi.new("cudnnFilterDescriptor_t *")
+        _check(lib.cudnnCreateFilterDescriptor(p), "cudnnCreateFilterDescriptor")
+        self.w = p[0]
+        self.made.append((lib.cudnnDestroyFilterDescriptor, self.w))
+        _check(lib.cudnnSetFilterNdDescriptor(self.w, dt, CUDNN_TENSOR_NCHW, 4, ffi.new("int[]", list(w_shape))),
+               "cudnnSetFilterNdDescriptor")
+        p = ffi.new("cudnnConvolutionDescriptor_t *")
+        _check(lib.cudnnCreateConvolutionDescriptor(p), "cudnnCreateConvolutionDescriptor")
+        self.conv = p[0]
+        self.made.append((lib.cudnnDestroyConvolutionDescriptor, self.conv))
+        _check(lib.cudnnSetConvolutionNdDescriptor(self.conv, 2, ffi.new("int[]", list(padding)),
+                                                   ffi.new("int[]", list(stride)), ffi.new("int[]", list(dilation)),
+                                                   CUDNN_CROSS_CORRELATION, dt), "cudnnSetConvolutionNdDescriptor")
+        _check(lib.cudnnSetConvolutionGroupCount(self.conv, groups), "cudnnSetConvolutionGroupCount")
+        _check(lib.cudnnSetConvolutionMathType(self.conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType")
+
+    def _tensor(self, dt, shape):
+        ffi, lib = self.ffi, self.lib
+        p = ffi.new("cudnnTensorDescriptor_t *")
+        _check(lib.cudnnCreateTensorDescriptor(p), "cudnnCreateTensorDescriptor")
+        self.made.append((lib.cudnnDestroyTensorDescriptor, p[0]))
+        strides = [int(np.prod(shape[i + 1:])) for i in range(4)]
+        _check(lib.cudnnSetTensorNdDescriptor(p[0], dt, 4, ffi.new("int[]", list(shape)), ffi.new("int[]", strides)),
+               "cudnnSetTensorNdDescriptor")
+        return p[0]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for destroy, d in reversed(self.made):
+            destroy(d)
+
+
+def _pick(ffi, get_algos, perf_type):
+    """The algorithm to run: the first the heuristics rate usable within MAX_WORKSPACE, deterministic first."""
+    perf = ffi.new(f"{perf_type}[{_ALGOS}]")
+    n = ffi.new("int *")
+    _check(get_algos(_ALGOS, n, perf), "cudnnGet*Algorithm_v7")
+    ok = [perf[i] for i in range(n[0]) if perf[i].status == 0 and perf[i].memory <= MAX_WORKSPACE]
+    if not ok:
+        raise CudnnUnavailable("no cuDNN algorithm fits")
+    return next((p for p in ok if p.determinism == 1), ok[0]).algo
+
+
+def _supported(dtype, *shapes) -> bool:
+    return np.dtype(dtype) in _DATA and all(0 < int(np.prod(s)) <= _INT_MAX and min(s) > 0 for s in shapes)
+
+
+def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, a, b, out):
+    """One cuDNN call: ``kind`` is ``forward`` (a = x, b = w, out = y), ``data`` (a = w, b = dy, out = dx) or
+    ``filter`` (a = x, b = dy, out = dw)."""
+    from flambeau._kernels.cuda._launch import be, stream
+
+    ffi, lib = _lib()
+    backend = be()
+    h = _handle(ffi, lib, stream())
+    ctype = "double" if np.dtype(dtype) == np.float64 else "float"
+    one, zero = ffi.new(f"{ctype} *", 1.0), ffi.new(f"{ctype} *", 0.0)
+    ptr = lambda arr: ffi.cast("void *", backend.data_ptr(arr))  # noqa: E731
+    with _Descriptors(ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups) as d:
+        size = ffi.new("size_t *")
+        if kind == "forward":
+            algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
+                                                                                         k, n, p), "fwdPerf_t")
+            _check(lib.cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, size), "workspace")
+        elif kind == "data":
+            algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                h, d.w, d.y, d.conv, d.x, k, n, p), "bwdDataPerf_t")
+            _check(lib.cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, size),
+                   "workspace")
+        else:
+            algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                h, d.x, d.y, d.conv, d.w, k, n, p), "bwdFilterPerf_t")
+            _check(lib.cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, size),
+                   "workspace")
+        nbytes = int(size[0])
+        ws = backend.empty((max(nbytes, 1),), np.uint8)
+        if kind == "forward":
+            rc = lib.cudnnConvolutionForward(h, one, d.x, ptr(a), d.w, ptr(b), d.conv, algo, ptr(ws), nbytes, zero,
+                                             d.y, ptr(out))
+        elif kind == "data":
+            rc = lib.cudnnConvolutionBackwardData(h, one, d.w, ptr(a), d.y, ptr(b), d.conv, algo, ptr(ws), nbytes,
+                                                  zero, d.x, ptr(out))
+        else:
+            rc = lib.cudnnConvolutionBackwardFilter(h, one, d.x, ptr(a), d.y, ptr(b), d.conv, algo, ptr(ws), nbytes,
+                                                    zero, d.w, ptr(out))
+        _check(rc, f"cudnnConvolution {kind}")
+    return out
+
+
+def forward(x, w, y_shape, stride, padding, dilation, groups):
+    """``y = conv(x, w)`` (x and w C-contiguous, one float dtype), or None when cuDNN does not take it."""
+    if not _supported(x.dtype, x.shape, w.shape, y_shape):
+        return None
+    from flambeau._kernels.cuda._launch import be
+
+    y = be().empty(y_shape, x.dtype)
+    return _run("forward", x.dtype, x.shape, w.shape, y_shape, stride, padding, dilation, groups, x, w, y)
+
+
+def backward_data(dy, w, x_shape, stride, padding, dilation, groups):
+    """The input gradient ``dx`` of ``x_shape`` (the transposed convolution of ``dy``), or None."""
+    if not _supported(dy.dtype, dy.shape, w.shape, x_shape):
+        return None
+    from flambeau._kernels.cuda._launch import be
+
+    dx = be().empty(x_shape, dy.dtype)
+    return _run("data", dy.dtype, x_shape, w.shape, dy.shape, stride, padding, dilation, groups, w, dy, dx)
+
+
+def backward_filter(dy, x, w_shape, stride, padding, dilation, groups):
+    """The weight gradient ``dw`` of ``w_shape``, or None."""
+    if not _supported(dy.dtype, dy.shape, x.shape, w_shape):
+        return None
+    from flambeau._kernels.cuda._launch import be
+
+    dw = be().empty(w_shape, dy.dtype)
+    return _run("filter", dy.dtype, x.shape, w_shape, dy.shape, stride, padding, dilation, groups, x, dy, dw)
