@@ -412,3 +412,15 @@ def test_fused_backward_composite_fallback(name, monkeypatch):
     assert out.grad_fn is not None and out.grad_fn.name() != opname  # recorded through its primitives
     np.testing.assert_allclose(out.detach().numpy(), fused, rtol=1e-12, atol=1e-14)
     assert gradgradcheck(fb, (g, x))
+
+
+def test_shrink_and_threshold_keep_nan_and_prelu_ignores_infinite_weights_for_positive_inputs():
+    import torch
+
+    x = [float("nan"), 1.0, -1.0, 0.2, 0.5, -0.5]
+    for name, args in (("threshold", (0.5, 9.0)), ("hardshrink", (0.5,)), ("softshrink", (0.5,))):
+        got = getattr(fl, name)(fl.tensor(x), *args).numpy()
+        want = getattr(torch.nn.functional, name)(torch.tensor(x), *args).numpy()
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    got = fl.prelu(fl.tensor([2.0, -1.0]), fl.tensor([float("inf")])).numpy()
+    np.testing.assert_array_equal(got, [2.0, -float("inf")])

@@ -156,6 +156,16 @@ def _float_only(name: str, d, what: str = "could not infer output dtype. Input d
         raise RuntimeError(f"{name}(): {what}: {d.scalar_name}")
 
 
+def _copy(a, dev, np_dtype=None):
+    """A fresh copy of device or host array ``a`` on ``dev``, cast to ``np_dtype`` (any device)."""
+    return OPS["to_copy"].kernel(dev.type)(a, np.dtype(np_dtype or a.dtype), dev, dev, False)
+
+
+def _zero_index(dev):
+    """A 0-dim int64 zero on ``dev`` (the index of a 0-dim input's only element)."""
+    return full((), 0, dtype=_int64, device=dev)._data
+
+
 def _rec(op, input, inputs, attrs, out):
     if grad_state.enabled and input._requires_grad:
         record(op, inputs, attrs, out)
@@ -290,7 +300,7 @@ def _extreme_op(name: str, elementwise: str, rtype):
             return out
         d = wrap_dim(dim, a.ndim)
         if a.ndim == 0:
-            vals, idx = a.copy(), np.zeros((), np.int64)
+            vals, idx = _copy(a, dev), _zero_index(dev)
         else:
             _nonempty(name, a, (d,))
             vals, idx = op.kernel(dev.type)(a, d, keepdim)
@@ -495,7 +505,7 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     a = input._data
     dims = _axes(dim, a.ndim)
     if not input.dtype.is_floating_point:
-        a = a.astype(dt.get_default_dtype().np)
+        a = _copy(a, input._device, dt.get_default_dtype().np)
     out = _wrap(LOGSUMEXP.kernel(input._device.type)(a, dims, keepdim), input._device)
     _rec(LOGSUMEXP, input, (input, dims, keepdim), {}, out)
     return out
@@ -583,7 +593,7 @@ def _cum_op(name, what):
         d = wrap_dim(dim, a.ndim)
         out_dtype = _exact_dtype(input.dtype) if dtype is None else dt.to_dtype(dtype)
         if a.ndim == 0:
-            arr = a.astype(out_dtype.np)
+            arr = _copy(a, input._device, out_dtype.np)
         else:
             arr = op.kernel(input._device.type)(a, d, out_dtype)
         out = _wrap(arr, input._device)
@@ -615,7 +625,7 @@ def _cum_extreme_op(name, rtype):
         d = wrap_dim(dim, a.ndim)
         dev = input._device
         if a.ndim == 0:
-            vals, idx = a.copy(), np.zeros((), np.int64)
+            vals, idx = _copy(a, dev), _zero_index(dev)
         else:
             vals, idx = op.kernel(dev.type)(a, d)
         out = rtype(_wrap(vals, dev), _wrap(idx, dev))
@@ -658,7 +668,7 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
         return out
     d = wrap_dim(dim, a.ndim)
     if a.ndim == 0:
-        vals, idx = a.copy(), np.zeros((), np.int64)
+        vals, idx = _copy(a, dev), _zero_index(dev)
     else:
         _nonempty("median", a, (d,))
         vals, idx = MEDIAN.kernel(dev.type)(a, d, keepdim)
@@ -683,7 +693,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     d = wrap_dim(dim, a.ndim)
     dev = input._device
     if a.ndim == 0:
-        vals, idx = a.copy(), np.zeros((), np.int64)
+        vals, idx = _copy(a, dev), _zero_index(dev)
     else:
         _nonempty("mode", a, (d,))
         vals, idx = MODE.kernel(dev.type)(a, d, keepdim)

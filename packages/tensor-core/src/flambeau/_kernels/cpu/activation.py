@@ -133,28 +133,28 @@ def _k_log_sigmoid(a, out=None):
 
 @kernel("threshold", "cpu")
 def _k_threshold(a, threshold, value, out=None):
-    return _store(np.where(a > _sc(a, threshold), a, _sc(a, value)), out)
+    return _store(np.where(a <= _sc(a, threshold), _sc(a, value), a), out)  # NaN is kept, as torch
 
 
 @kernel("hardshrink", "cpu")
 def _k_hardshrink(a, lambd, out=None):
-    return _store(np.where(np.abs(a) > _sc(a, lambd), a, _sc(a, 0)), out)
+    return _store(np.where(np.abs(a) <= _sc(a, lambd), _sc(a, 0), a), out)  # NaN is kept, as torch
 
 
 @kernel("softshrink", "cpu")
 def _k_softshrink(a, lambd, out=None):
     lam = _sc(a, lambd)
-    return _store(np.where(a > lam, a - lam, np.where(a < -lam, a + lam, _sc(a, 0))), out)
+    with np.errstate(invalid="ignore"):  # NaN * 0 stays NaN, as torch
+        return _store(np.where(a > lam, a - lam, np.where(a < -lam, a + lam, a * _sc(a, 0))), out)
 
 
 @kernel("prelu", "cpu")
 def _k_prelu(a, w):
     if a.ndim == 0:
         return _k_prelu(a.reshape(1), w).reshape(())
-    with np.errstate(all="ignore"):  # max(x, 0) + min(x, 0) w: fast passes where np.where is slow
-        r = np.minimum(a, a.dtype.type(0))
-        r *= w
-        r += np.maximum(a, a.dtype.type(0))
+    with np.errstate(all="ignore"):  # x where x > 0, else w x (an infinite w leaves positive x alone, as torch)
+        r = np.multiply(a, w)
+        np.copyto(r, np.broadcast_to(a, r.shape), where=a > 0)
         return r
 
 

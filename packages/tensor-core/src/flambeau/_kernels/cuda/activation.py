@@ -76,12 +76,12 @@ def _log_sigmoid(x, p):
     return min(x, type(x)(0)) - math.log1p(math.exp(-abs(x)))
 
 
-def _threshold(x, p):
-    return x if x > p[0] else p[1]
+def _threshold(x, p):  # (NaN is kept, as torch: it is not <= the threshold)
+    return p[1] if x <= p[0] else x
 
 
 def _hardshrink(x, p):
-    return x if abs(x) > p[0] else type(x)(0)
+    return type(x)(0) if -p[0] <= x <= p[0] else x
 
 
 def _softshrink(x, p):
@@ -89,7 +89,7 @@ def _softshrink(x, p):
         return x - p[0]
     if x < -p[0]:
         return x + p[0]
-    return type(x)(0)
+    return x * type(x)(0)  # NaN stays NaN
 
 
 def _prelu(x, w, p):
