@@ -303,3 +303,18 @@ def test_cublas_products_match_cpu(monkeypatch):
     big, bigc = _pair(300, 700)
     _check(bigc @ bigc.t(), big @ big.t(), rtol=1e-3, atol=1e-3)
     fl.cuda.synchronize()
+
+
+def test_tiled_kernels_on_many_tiles(monkeypatch):
+    # Under the simulator products beyond a few outputs take the per-element kernel (Note [GEMMs under the
+    # simulator]); here the tiled kernels run a product spanning several tiles in every direction.
+    from flambeau._kernels.cuda import linalg
+
+    monkeypatch.setattr(linalg, "_SIM_TILED_OUT", 10**9)
+    monkeypatch.setattr(linalg, "_SIM_TILED_K", 10**9)
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal(s) for s in ((2, 9, 7), (2, 7, 6), (9, 6)))
+    ga, gb, gc = (fl.tensor(v).to("cuda") for v in (a, b, c))
+    np.testing.assert_allclose((ga @ gb).cpu().numpy(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(fl.baddbmm(gc, ga, gb, beta=0.5, alpha=2.0).cpu().numpy(), 0.5 * c + 2.0 * (a @ b),
+                               rtol=1e-12)

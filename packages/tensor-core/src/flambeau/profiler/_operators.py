@@ -12,6 +12,7 @@ stops. Stopping puts the front functions back.
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 
 from flambeau.profiler._state import active, now_ns, register_hook
@@ -131,11 +132,46 @@ def _rebind(owner, attribute: str, name: str, bound) -> None:
     setattr(owner, attribute, wrapper)
 
 
+def _held_elsewhere(labels: dict) -> None:
+    """Rebind the references to operator fronts that other flambeau modules hold as their own globals or
+    static methods (``conv2d = fl.conv2d`` in flambeau.nn.functional, ``Conv2d._conv_fn``): calls through
+    them are operator calls too. The operator modules themselves (``flambeau._ops``, ``flambeau._kernels``)
+    are left alone: a front calling another is one operator, as the program called it."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("flambeau.") or name.startswith(_OWN):
+            continue
+        for attribute, value in list(vars(module).items()):
+            label = labels.get(id(value))
+            if label is not None:
+                _rebind(module, attribute, label, value)
+            elif isinstance(value, type) and value.__module__ == name:
+                for cls_attr, member in list(vars(value).items()):
+                    if isinstance(member, staticmethod) and id(member.__func__) in labels:
+                        _rebind_static(value, cls_attr, labels[id(member.__func__)], member)
+
+
+_OWN = ("flambeau._ops", "flambeau._kernels", "flambeau.profiler")
+
+
+def _rebind_static(owner: type, attribute: str, name: str, member: staticmethod) -> None:
+    wrapper = _recording(member.__func__, name)
+    wrapper._profiled = True
+    _saved.append((owner, attribute, member))
+    setattr(owner, attribute, staticmethod(wrapper))
+
+
 def _start(recorder) -> None:
     import flambeau
     from flambeau._ops._registry import OPS
     from flambeau._tensor import Tensor
 
+    labels = {}
+    for op in OPS.values():
+        if op.fn is not None:
+            labels[id(op.fn)] = f"flambeau::{op.name}"
+        if op.inplace_fn is not None:
+            labels[id(op.inplace_fn)] = f"flambeau::{op.name}_"
+    _held_elsewhere(labels)
     for op in OPS.values():
         label = f"flambeau::{op.name}"
         for alias in (op.name, *op.aliases):
@@ -149,6 +185,9 @@ def _start(recorder) -> None:
         for dunder, fn in op.dunders.items():
             if callable(fn):  # (properties such as Tensor.mT run the operator they call: recorded there)
                 _rebind(Tensor, dunder, label, fn)
+        if op.fn is not None and not op.function and not op.method:
+            # internal operators (batch_norm_backward ...) are called as OPS[name].fn by the derivatives
+            _rebind(op, "fn", label, op.fn)
 
 
 def _stop() -> None:

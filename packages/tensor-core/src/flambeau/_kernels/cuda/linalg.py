@@ -27,7 +27,17 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, scalar_name
-from flambeau._kernels.cuda._launch import CACHE, REDUCE_BLOCK, TILE, be, bind_numba_cuda, c_elem_strides, sim, stream
+from flambeau._kernels.cuda._launch import (
+    CACHE,
+    REDUCE_BLOCK,
+    TILE,
+    be,
+    bind_numba_cuda,
+    c_elem_strides,
+    launch_1d,
+    sim,
+    stream,
+)
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
@@ -145,6 +155,44 @@ def _addmm_py(acc, T=TILE):
             c[(z * M + row) * N + col] = v
 
     return addmm
+
+
+def _gemm_each_py(acc, _unused=0):
+    """GEMM with the epilogue of :func:`_addmm_py`, one output element per thread in a grid-stride loop,
+    no shared memory. Note [GEMMs under the simulator]: the simulator runs every GPU thread as a
+    Python thread, and the tiled kernels' two barriers per tile make any product of more than a few
+    tiles crawl there (a tiny ResNet's step took minutes); so under the simulator products of more
+    than :data:`_SIM_TILED_OUT` outputs or :data:`_SIM_TILED_K` summed terms run through this kernel,
+    while the small ones of the linear-algebra tests keep exercising the tiled kernels. On a GPU it is
+    never used."""
+    bind_numba_cuda(globals())
+    unravel = _unravel_fn()
+
+    def gemm_each(c, a, abst, ars, acs, azs, b, bbst, brs, bcs, bzs, bshape, M, N, K, KZ,
+                  x, xbst, xrs, xcs, use_x, alpha, beta, total):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < total:
+            col = i % N
+            row = (i // N) % M
+            z = i // (M * N)
+            aoff = unravel(z, bshape, abst) + row * ars
+            boff = unravel(z, bshape, bbst) + col * bcs
+            s = acc(0)
+            for q in range(KZ):
+                for k in range(K):
+                    s += acc(a[aoff + q * azs + k * acs]) * acc(b[boff + q * bzs + k * brs])
+            v = alpha * s
+            if use_x:
+                v += beta * acc(x[unravel(z, bshape, xbst) + row * xrs + col * xcs])
+            c[i] = v
+            i += step
+
+    return gemm_each
+
+
+_SIM_TILED_OUT = 16  # outputs (batch included) and summed terms above which the simulator takes _gemm_each_py
+_SIM_TILED_K = 8
 
 
 def _rowdot_py(acc, B=REDUCE_BLOCK):
@@ -337,11 +385,21 @@ def _gemm(out, a, A, b, B, batch, M, N, K, x=None, X=None, alpha=1, beta=0, KZ=1
                            f"{_MAX_GRID_Z * T} rows, got {grid[2]} and {M}")
     bshape = tuple(cb) or (1,)
     fa, fb, fo = backend.flat_view(a), backend.flat_view(b), backend.flat_view(out)
+    use_x = x is not None and beta != 0
+    if sim() and (math.prod(cb) * M * N > _SIM_TILED_OUT or K * KZ > _SIM_TILED_K):  # Note [GEMMs under the ...]
+        xf, xbst, xrs, xcs = fo, (0,) * len(bshape), 0, 0
+        if use_x:
+            xf, xbst, xrs, xcs = backend.flat_view(x), tuple(xb[0]) or (0,), X[1], X[2]
+        total = math.prod(cb) * M * N
+        g, blk = launch_1d(total)
+        _compiled(_gemm_each_py, acc.name, 0)[g, blk, stream()](
+            fo, fa, tuple(abst) or (0,), A[1], A[2], zs[0], fb, tuple(bbst) or (0,), B[1], B[2], zs[1], bshape,
+            M, N, K, KZ, xf, xbst, xrs, xcs, use_x, acc.type(alpha), acc.type(beta), total)
+        return
     if not epi:
         matmul_kernel(acc.name, T)[grid, (T, T), stream()](
             fo, fa, tuple(abst) or (0,), A[1], A[2], fb, tuple(bbst) or (0,), B[1], B[2], bshape, M, N, K)
         return
-    use_x = x is not None and beta != 0
     xf, xbst, xrs, xcs = fo, (0,) * len(bshape), 0, 0
     if use_x:
         xf, xbst, xrs, xcs = backend.flat_view(x), tuple(xb[0]) or (0,), X[1], X[2]
@@ -815,6 +873,9 @@ def ptx_cases(ndim: int = 2) -> list:
         cases.append((f"addmm:{acc}:{dn}", _addmm_py(a_t),
                       (O, A, t1, i64, i64, i64, A, t1, i64, i64, i64, t1, i64, i64, i64, i64, O, t1, i64, i64, b1,
                        nb(acc), nb(acc))))
+        cases.append((f"gemm_each:{acc}:{dn}", _gemm_each_py(a_t),
+                      (O, A, t1, i64, i64, i64, A, t1, i64, i64, i64, t1, i64, i64, i64, i64, O, t1, i64, i64, b1,
+                       nb(acc), nb(acc), i64)))
     for acc, dn, on in _ROWDOT_TYPES:
         A, O = arr(dn), arr(on)
         cases.append((f"rowdot:{acc}:{dn}->{on}", _rowdot_py(np.dtype(acc).type),
