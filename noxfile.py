@@ -4,6 +4,7 @@
     nox -s demo    examples/train_digits.py: a small CNN trained on real handwritten digits
     nox -s docs    the sphinx site, warnings as errors (docs/_build/html)
     nox -s bench   benchmarks/*.py side by side with PyTorch; updates benchmarks/RESULTS.md
+    nox -s paper   the PyTorch paper's Table 1, ablations and Figures 1-2 for flambeau (docs/paper/)
     nox -s lint    ruff
     nox -s build   wheel and sdist of every package; each wheel installed alone and imported
 
@@ -109,6 +110,18 @@ def bench(session: nox.Session) -> None:
             session.error(f"no benchmarks/<name>.py for {names}")
     for script in scripts:
         session.run("python", script, *options)
+
+
+@nox.session
+def paper(session: nox.Session) -> None:
+    """The PyTorch paper's evaluation for flambeau: Table 1, the ablations, Figures 1 and 2 (docs/paper/).
+
+    ``nox -s paper -- --quick``: options go to each script. matplotlib draws the figures; it is a
+    dependency of this session only, not of any package.
+    """
+    session.install(*EDITABLE, TORCH, "matplotlib")
+    for script in ("table1.py", "ablations.py", "figure1.py", "figure2.py"):
+        session.run("python", f"benchmarks/paper/{script}", *session.posargs)
 
 
 @nox.session

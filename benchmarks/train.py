@@ -106,8 +106,14 @@ def _divisible(v, divisor=8):
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
-def mobilenet_v2(lib, width=0.5, num_classes=10):
-    """Sandler et al.'s MobileNetV2 (torchvision's layout: inverted residuals, ReLU6, depthwise 3x3)."""
+# MobileNetV2's inverted-residual stages: (expansion t, channels c, blocks n, first stride s)
+MOBILENET_V2_STAGES = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1))
+
+
+def mobilenet_v2(lib, width=0.5, num_classes=10, stages=MOBILENET_V2_STAGES):
+    """Sandler et al.'s MobileNetV2 (torchvision's layout: inverted residuals, ReLU6, depthwise 3x3);
+    ``stages`` shortens it for tests."""
     nn = lib.nn
 
     def conv_bn(cin, cout, kernel, stride, groups=1, act=True):
@@ -127,11 +133,9 @@ def mobilenet_v2(lib, width=0.5, num_classes=10):
         def forward(self, x):
             return x + self.conv(x) if self.use_residual else self.conv(x)
 
-    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
-                (6, 320, 1, 1)]
     cin, last = _divisible(32 * width), _divisible(1280 * max(1.0, width))
     features = conv_bn(3, cin, 3, 2)
-    for t, c, n, s in settings:
+    for t, c, n, s in stages:
         cout = _divisible(c * width)
         for i in range(n):
             features.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))

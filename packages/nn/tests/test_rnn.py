@@ -266,3 +266,23 @@ def test_lstm_trains(rng):
                 p -= 0.2 * p.grad
         losses.append(float(loss))
     assert losses[-1] < 0.3 * losses[0], losses
+
+
+def test_bias_gradients_do_not_share_memory_so_clipping_scales_each_once():
+    # the layer kernels compute one bias gradient for b_ih and b_hh; each .grad must own its memory
+    import torch
+
+    fl.manual_seed(0)
+    for fl_cls, th_cls in ((fl.nn.LSTM, torch.nn.LSTM), (fl.nn.RNN, torch.nn.RNN), (fl.nn.GRU, torch.nn.GRU)):
+        m, t = fl_cls(3, 4), th_cls(3, 4)
+        with torch.no_grad():
+            for name, p in t.named_parameters():
+                p.copy_(torch.tensor(getattr(m, name).detach().numpy()))
+        x = np.random.default_rng(0).standard_normal((5, 2, 3)).astype(np.float32)
+        m(fl.tensor(x))[0].sum().backward()
+        t(torch.tensor(x))[0].sum().backward()
+        fl.nn.utils.clip_grad_norm_(m.parameters(), 0.1)
+        torch.nn.utils.clip_grad_norm_(t.parameters(), 0.1)
+        for name, p in t.named_parameters():
+            np.testing.assert_allclose(getattr(m, name).grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-7,
+                                       err_msg=f"{fl_cls.__name__}.{name}")

@@ -10,6 +10,12 @@ import pytest
 
 
 def pytest_configure(config):
+    import sys
+
+    # numba's simulator runs every GPU thread as a Python thread and takes a lock around each device
+    # function call; with the default 5 ms switch interval a contended lock is handed over once per
+    # interval, which made a tiny MobileNet's training step take minutes. 0.1 ms: seconds.
+    sys.setswitchinterval(1e-4)
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped under the simulator or without CUDA)")
 
 

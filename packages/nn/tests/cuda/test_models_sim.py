@@ -32,7 +32,8 @@ TINY = {
               lambda rng: (rng.standard_normal((2, 1, 8, 8), dtype=np.float32), rng.integers(0, 3, 2))),
     "resnet18": ({"widths": (2, 2, 3, 3), "num_classes": 3},
                  lambda rng: (rng.standard_normal((2, 3, 8, 8), dtype=np.float32), rng.integers(0, 3, 2))),
-    "mobilenet_v2": ({"width": 0.1, "num_classes": 3},
+    # the first two stages: the stem, an inverted residual with and without its skip, depthwise convs, ReLU6
+    "mobilenet_v2": ({"width": 0.1, "num_classes": 3, "stages": ((1, 16, 1, 1), (6, 24, 2, 2))},
                      lambda rng: (rng.standard_normal((2, 3, 8, 8), dtype=np.float32), rng.integers(0, 3, 2))),
     "lstm_lm": ({"vocab": 7, "hidden": 4, "layers": 2},
                 lambda rng: (rng.integers(0, 7, (3, 2)), rng.integers(0, 7, 6))),

@@ -210,7 +210,7 @@ def _kernel(which: str, acc: str = "", block: int = 0):
 
 
 def _block() -> int:
-    return 8 if sim() else REDUCE_BLOCK
+    return 2 if sim() else REDUCE_BLOCK  # (the simulator runs each GPU thread as a Python thread)
 
 
 # --- launchers -----------------------------------------------------------------------------------------

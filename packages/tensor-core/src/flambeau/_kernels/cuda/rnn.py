@@ -20,6 +20,7 @@ import numpy as np
 from flambeau._dtype import from_numpy_dtype
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream
 from flambeau._kernels.cuda.conv import contig, mT, view
+from flambeau._kernels.cuda.core import contiguous as core_contiguous
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -284,7 +285,9 @@ def _weight_grads(dgx, dgh, x, hprev, has_bias):
         return gw_ih, gw_hh, None, None
     ones = be().full((R,), 1, dgx.dtype)
     gb_ih = matmul(ones, gx2)
-    return gw_ih, gw_hh, gb_ih, gb_ih if dgh is dgx else matmul(ones, gh2)
+    # the two bias gradients are equal when dgh is dgx, but each gets its own memory: they become two
+    # .grad tensors, and in-place updates of one (clip_grad_norm_'s mul_) must not reach the other
+    return gw_ih, gw_hh, gb_ih, core_contiguous(gb_ih) if dgh is dgx else matmul(ones, gh2)
 
 
 def _projection(x, w_ih):
