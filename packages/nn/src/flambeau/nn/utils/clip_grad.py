@@ -61,6 +61,8 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     norm_type = float(norm_type)
     if not tensors:
         return fl.tensor(0.0)
+    if tensors[0].device.type != "cpu":
+        return _device_total_norm(tensors, norm_type, error_if_nonfinite)
     norms = [_norm_np(t.numpy(force=True), norm_type) for t in tensors]
     total = _combine(norms, norm_type)
     if error_if_nonfinite and (math.isnan(total) or math.isinf(total)):
@@ -69,6 +71,19 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
                            "norm anyway, set `error_if_nonfinite=False`")
     dtype = tensors[0].dtype if tensors[0].dtype.is_floating_point else fl.float32
     return fl.tensor(total, dtype=dtype, device=tensors[0].device)
+
+
+def _device_total_norm(tensors, norm_type: float, error_if_nonfinite: bool) -> Tensor:
+    """The total norm computed on the tensors' device (a GPU): no value comes to the host, so the
+    training step does not wait for the device (only ``error_if_nonfinite`` has to look, as in torch)."""
+    with fl.no_grad():
+        norms = fl.stack([fl.norm(t.detach().reshape(-1), norm_type) for t in tensors])
+        total = fl.norm(norms, norm_type)
+    if error_if_nonfinite and not bool(total.isfinite().item()):
+        raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+                           "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+                           "norm anyway, set `error_if_nonfinite=False`")
+    return total
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
@@ -102,6 +117,13 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None, _grads: bool = False) -> None:
     """Scale the gradients of ``parameters`` by ``min(1, max_norm / (total_norm + 1e-6))`` in place."""
     grads = parameters if _grads else [p.grad for p in _as_list(parameters) if p.grad is not None]
+    if isinstance(total_norm, Tensor) and total_norm.device.type != "cpu":
+        # on a GPU the factor stays there, clamped at 1, as torch does: no host synchronisation
+        with fl.no_grad():
+            coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+            for g in grads:
+                g.mul_(coef.to(g.dtype))
+        return
     total = float(total_norm)
     coef = max_norm / (total + 1e-6)
     if coef >= 1.0:

@@ -323,7 +323,7 @@ def _k_lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, c
     gw_ih, gw_hh, gb, _ = _weight_grads(dg, dg, x, _previous_states(h0, out, reverse), has_bias)
     # the two bias gradients are equal, but each needs its own memory: autograd makes each a .grad, and an
     # in-place update of one (clip_grad_norm_'s mul_) must not reach the other
-    return gx, dh, dc, gw_ih, gw_hh, gb, gb.copy()
+    return gx, dh, dc, gw_ih, gw_hh, gb, None if gb is None else gb.copy()
 
 
 @kernel("_gru_layer", "cpu")
@@ -410,5 +410,5 @@ def _k_rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reve
             _matmul(dp[t], w_hh, out=dh)
     gx = _matmul(dp.reshape(nt * nb, nh), w_ih).reshape(x.shape)
     gw_ih, gw_hh, gb, _ = _weight_grads(dp, dp, x, _previous_states(h0, out, reverse), has_bias)
-    return gx, dh, gw_ih, gw_hh, gb, gb.copy()  # (own memory for each bias gradient, as in the LSTM's)
+    return gx, dh, gw_ih, gw_hh, gb, None if gb is None else gb.copy()  # (own memory for each, as the LSTM's)
 
