@@ -494,12 +494,14 @@ assert fl.tensor([1.5, 2], device="cuda").tolist() == [1.5, 2.0]
 assert fl.arange(4, device="cuda").tolist() == [0, 1, 2, 3]
 assert fl.zeros_like(z).device == z.device
 assert fl.empty_strided((2, 3), (1, 2), device="cuda").stride() == (1, 2)
-a = fl.randn(5, device="cuda", generator=fl.Generator().manual_seed(0)).tolist()
-b = fl.randn(5, generator=fl.Generator().manual_seed(0)).tolist()
+# CUDA draws from a CUDA generator (Philox on the device): a seed reproduces its numbers
+a = fl.randn(5, device="cuda", generator=fl.Generator("cuda").manual_seed(0)).tolist()
+b = fl.randn(5, device="cuda", generator=fl.Generator("cuda").manual_seed(0)).tolist()
 assert a == b, (a, b)
 v = z._version
-z.normal_(generator=fl.Generator().manual_seed(1))
-assert z._version == v + 1 and z.tolist() == fl.randn(2, 3, generator=fl.Generator().manual_seed(1)).tolist()
+z.normal_(generator=fl.Generator("cuda").manual_seed(1))
+want = fl.randn(2, 3, device="cuda", generator=fl.Generator("cuda").manual_seed(1)).tolist()
+assert z._version == v + 1 and z.tolist() == want
 assert "device='cuda:0'" in repr(z)
 print("OK")
 """

@@ -125,8 +125,8 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         found = _ALLOWED.get((module, name))
         if found is None:
-            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed: flambeau reads torch files as "
-                                         "torch.load(weights_only=True) does (tensors, containers and numbers only)")
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed: checkpoints are read with weights "
+                                         "only (tensors, containers and numbers; nothing that runs code)")
         return found
 
     def persistent_load(self, pid):
