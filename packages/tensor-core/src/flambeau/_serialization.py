@@ -208,6 +208,21 @@ def save(obj, f, format: str = "flambeau", **kwargs) -> None:
 
 
 # --- loading ---------------------------------------------------------------------------------------
+def finish_loaded(t: Tensor, requires_grad: bool, param: bool) -> Tensor:
+    """A loaded tensor as it was saved: a ``Parameter`` (when flambeau-nn is installed) or a tensor,
+    requiring grad or not."""
+    if param:
+        try:
+            from flambeau.nn.parameter import Parameter
+        except ImportError:  # pragma: no cover - flambeau-nn not installed
+            Parameter = None
+        if Parameter is not None:
+            return Parameter(t, requires_grad=requires_grad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
 class _Reader:
     def __init__(self, header: dict, data: memoryview, map_location, name: str):
         self.data = data
@@ -272,17 +287,7 @@ class _Reader:
         if not isinstance(saved_device, str):
             raise _Bad("malformed storage device")
         t = self._place(t, saved_device, sid)
-        requires_grad = node.get("requires_grad") is True and d.is_floating_point
-        if node.get("param") is True:
-            try:
-                from flambeau.nn.parameter import Parameter
-            except ImportError:  # pragma: no cover - flambeau-nn not installed
-                Parameter = None
-            if Parameter is not None:
-                return Parameter(t, requires_grad=requires_grad)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
+        return finish_loaded(t, node.get("requires_grad") is True and d.is_floating_point, node.get("param") is True)
 
     def _place(self, t: Tensor, saved_device: str, sid) -> Tensor:
         ml = self.map_location

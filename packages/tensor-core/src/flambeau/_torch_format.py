@@ -233,24 +233,13 @@ def _build_tensor(reader, sid: int, x: _PendingTensor, bad_error) -> Tensor:
         from flambeau._factories import tensor as make
 
         out = make(wide).to(bits.device)
-        if x.param or x.requires_grad:
-            return _finish_param(out, x)
-        return out
+        from flambeau._serialization import finish_loaded
+
+        return finish_loaded(out, x.requires_grad, x.param)
     itemsize = getattr(dt, x.dtype).itemsize
     return reader.tensor({"k": "tensor", "storage": sid, "dtype": x.dtype, "shape": list(x.size),
                           "strides": [s * itemsize for s in x.stride], "offset": x.offset * itemsize,
                           "requires_grad": x.requires_grad, "param": x.param})
-
-
-def _finish_param(t: Tensor, x: _PendingTensor) -> Tensor:
-    if x.param:
-        try:
-            from flambeau.nn.parameter import Parameter
-        except ImportError:  # pragma: no cover - flambeau-nn not installed
-            Parameter = None
-        if Parameter is not None:
-            return Parameter(t, requires_grad=x.requires_grad)
-    return t.requires_grad_(x.requires_grad)
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -320,6 +309,7 @@ class _Pickler(pickle._Pickler):
         buffer = t._storage._buffer if data is not None else None
         usable = (data is not None and buffer.flags.c_contiguous and all(s >= 0 for s in data.strides)
                   and all(s % itemsize == 0 for s in data.strides))
+        offset = 0  # in bytes from the storage's start
         if usable and data.size:
             offset = data.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]
             usable = offset >= 0 and offset % itemsize == 0
@@ -329,9 +319,8 @@ class _Pickler(pickle._Pickler):
                 raw = buffer.reshape(-1).view(np.uint8) if buffer.size else np.empty(0, np.uint8)
                 entry = self.storages[id(t._storage)] = (str(len(self.storages)), raw, t._storage)
             numel = entry[1].nbytes // itemsize
-            offset = (data.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]) // itemsize \
-                if data.size else 0
-            return _StorageRef(entry[0], t.dtype.name, numel), offset, tuple(s // itemsize for s in data.strides)
+            return (_StorageRef(entry[0], t.dtype.name, numel), offset // itemsize,
+                    tuple(s // itemsize for s in data.strides))
         arr = np.ascontiguousarray(t.detach().cpu().numpy())
         key = str(len(self.storages))
         self.storages[("copy", key)] = (key, arr.reshape(-1).view(np.uint8), arr)

@@ -305,24 +305,21 @@ def launch(kernel, p, g, bufs: tuple, *args) -> bool:
     sc_shape, needs = _SPECS[kernel]
     sc = args[0]
     if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
-        raise RuntimeError(f"sc: expected a {dtype} array of the kernel's {sc_shape[0]} scalars (see pack()), "
-                           f"got {sc!r}")
+        _bad_sc(dtype, sc_shape, sc)
     if len(bufs) != len(needs):
-        raise RuntimeError(f"bufs: expected {len(needs)} state tensors (None where unused), got {len(bufs)}")
+        _bad_bufs(needs, bufs)
     arrays = [pd.ravel(), gd.ravel()]  # (ravel: views, but copies a strided gradient)
     i = -1
     for b in bufs:  # (a loop: cheaper than a comprehension for a few items)
         i += 1
         if b is None:
             if needs[i] is None or args[needs[i]]:
-                raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the kernel reads it "
-                                   "with these flags), got None")
+                _missing_buf(i, shape)
             arrays.append(_EMPTY[dtype])
             continue
         a = b._data
         if a.shape != shape:
-            raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the parameter's), got "
-                               f"{list(b.shape)}; was the parameter's .data replaced after its state was created?")
+            _wrong_buf_shape(i, shape, b)
         if a.__class__ is not _ndarray or a.dtype != dtype:
             return False
         flags = a.flags
@@ -354,22 +351,19 @@ def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
     sc_shape, needs = _SPECS[kernel]
     sc = args[0]
     if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
-        raise RuntimeError(f"sc: expected a {dtype} array of the kernel's {sc_shape[0]} scalars (see pack()), "
-                           f"got {sc!r}")
+        _bad_sc(dtype, sc_shape, sc)
     if len(bufs) != len(needs):
-        raise RuntimeError(f"bufs: expected {len(needs)} state tensors (None where unused), got {len(bufs)}")
+        _bad_bufs(needs, bufs)
     arrays = []
     for i, b in enumerate(bufs):
         if b is None:
             if needs[i] is None or args[needs[i]]:
-                raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the kernel reads it "
-                                   "with these flags), got None")
+                _missing_buf(i, shape)
             arrays.append(None)
             continue
         a = b._data
         if tuple(a.shape) != tuple(shape):
-            raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the parameter's), got "
-                               f"{list(b.shape)}; was the parameter's .data replaced after its state was created?")
+            _wrong_buf_shape(i, shape, b)
         if b._device is not p._device or a.dtype != dtype or not ck.is_cuda_param(a):
             return False
         arrays.append(a)
@@ -379,6 +373,25 @@ def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
         if b is not None:
             b._storage._version += 1
     return True
+
+
+# The messages of launch()'s and _queue_cuda()'s checks (the checks stay inline: they run per parameter).
+def _bad_sc(dtype, sc_shape, sc) -> None:
+    raise RuntimeError(f"sc: expected a {dtype} array of the kernel's {sc_shape[0]} scalars (see pack()), got {sc!r}")
+
+
+def _bad_bufs(needs, bufs) -> None:
+    raise RuntimeError(f"bufs: expected {len(needs)} state tensors (None where unused), got {len(bufs)}")
+
+
+def _missing_buf(i: int, shape) -> None:
+    raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the kernel reads it with these "
+                       "flags), got None")
+
+
+def _wrong_buf_shape(i: int, shape, b) -> None:
+    raise RuntimeError(f"bufs[{i}]: expected a state tensor of shape {list(shape)} (the parameter's), got "
+                       f"{list(b.shape)}; was the parameter's .data replaced after its state was created?")
 
 
 def _bad_param(p) -> None:

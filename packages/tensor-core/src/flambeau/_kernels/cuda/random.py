@@ -84,6 +84,7 @@ def _lane(r0, r1, r2, r3, j):
 
 
 # --- distributions: (r0, r1, r2, r3, lane j, p0, p1) -> sample, for 32-bit (V=4) and 64-bit (V=2) --
+@functools.cache
 def _dists():
     """``{name: (fn32, fn64)}``: each ``fn(r0, r1, r2, r3, j, p0, p1)`` is the sample of lane ``j``.
 
@@ -212,16 +213,11 @@ def _philox_device():
 
 
 @functools.cache
-def _dists_cached():
-    return _dists()
-
-
-@functools.cache
 def _sample_kernel(kind: str, wide: bool):
     bind_numba_cuda(globals())
     if kind == "integers":
         return cuda.jit(cache=CACHE)(_integers_py())
-    fn32, fn64 = _dists_cached()[kind]
+    fn32, fn64 = _dists()[kind]
     return cuda.jit(cache=CACHE)(_sample_py(fn64 if wide else fn32, 2 if wide else 4))
 
 
@@ -285,7 +281,7 @@ def ptx_cases(ndim: int = 2) -> list:
     idx = types.UniTuple(types.int64, ndim)
     u64 = types.uint64
     cases = []
-    dists = _dists_cached()
+    dists = _dists()
     for kind in DISTRIBUTIONS:
         if kind == "integers":
             sig = (types.Array(types.int64, 1, "C"), idx, idx, types.int64, u64, u64, u64, u64, types.int64, u64)
