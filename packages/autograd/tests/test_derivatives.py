@@ -11,10 +11,15 @@ import zlib
 
 import cases_act
 import cases_conv
+import cases_misc
 import cases_norm
+import cases_numeric
 import cases_seq
 import numpy as np
 import pytest
+import test_complex_grad as cases_complex
+import test_linalg_grad as cases_linalg
+import test_special_fft_grad as cases_spectral
 
 import flambeau as fl
 from flambeau._ops import OPS
@@ -254,7 +259,8 @@ CASES = {
 }
 
 # The operator families of the nn issue keep their cases beside each other, one module each.
-for _family in (cases_act, cases_conv, cases_norm, cases_seq):
+for _family in (cases_act, cases_conv, cases_misc, cases_norm, cases_numeric, cases_seq, cases_linalg, cases_complex,
+                cases_spectral):
     assert not CASES.keys() & _family.CASES.keys(), f"cases named twice: {CASES.keys() & _family.CASES.keys()}"
     CASES.update(_family.CASES)
 

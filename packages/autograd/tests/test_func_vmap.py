@@ -255,12 +255,33 @@ def test_operator_functions_match_torch(case):
     assert_same(got, expected, atol=1e-5)
 
 
-def test_module_level_function_on_batched_tensor_raises_clearly():
-    with pytest.raises(RuntimeError, match=r"reached flambeau\.cat through a module-level function"):
-        vmap(lambda x: fl.cat([x, x]))(fl.randn(3, 2))
-    w = fl.randn(6, 2)
-    with pytest.raises(RuntimeError, match="batched index"):
-        vmap(lambda i: w[i])(fl.tensor([1, 2, 3]))
+MODULE_LEVEL_CASES = {  # functions reaching operators through module-level fronts (Note [Module-level functions ...])
+    "cat": (lambda lib, x, w: lib.cat([x, x * 2]), (0, None)),
+    "where": (lambda lib, x, w: lib.where(x > 0, x, lib.zeros(3)), (0, None)),
+    "linear": (lambda lib, x, w: lib.nn.functional.linear(x, w), (0, None)),
+    "softmax_layer_norm": (lambda lib, x, w: lib.nn.functional.layer_norm(lib.softmax(x, -1), (3,)), (0, None)),
+    "unbatched_matmul": (lambda lib, x, w: w @ x, (0, None)),
+    "unbatched_index": (lambda lib, i, w: w[i.long()], (0, None)),
+    "nested": (lambda lib, x, w: lib.stack([lib.exp(x), lib.add(x, w[0])]), (0, None)),
+}
+
+
+@pytest.mark.parametrize("case", MODULE_LEVEL_CASES)
+def test_module_level_functions_see_the_batch(case):
+    fn, in_dims = MODULE_LEVEL_CASES[case]
+    x, w = (idx(4, 5, 3) if case == "unbatched_index" else arr(5, 3)), arr(4, 3)
+    got = vmap(lambda a, b: fn(fl, a, b), in_dims)(*to_fl([x, w]))
+    expected = torch.func.vmap(lambda a, b: fn(torch, a, b), in_dims)(*(torch.from_numpy(v) for v in (x, w)))
+    assert_same(got, expected, atol=1e-5)
+    assert fl.cat is fl._ops.OPS["cat"].fn and fl.Tensor.__matmul__ is fl._ops.OPS["matmul"].dunders["__matmul__"]
+
+
+def test_module_level_functions_under_nested_vmap():
+    x = arr(4, 5, 3)
+    got = vmap(vmap(lambda a: fl.cat([fl.exp(a), fl.sum(a, 0, keepdim=True)])))(fl.tensor(x))
+    expected = torch.func.vmap(torch.func.vmap(lambda a: torch.cat([torch.exp(a), torch.sum(a, 0, keepdim=True)])))(
+        torch.from_numpy(x))
+    assert_same(got, expected, atol=1e-5)
 
 
 # --- in-place operators ------------------------------------------------------------------------------------------

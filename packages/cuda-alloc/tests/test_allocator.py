@@ -99,7 +99,7 @@ def test_free_merges_with_both_neighbours(alloc):
     alloc.free(b)
     (segment,) = alloc.memory_snapshot()
     assert segment["blocks"] == [
-        {"address": a, "size": 2 * MiB, "requested_size": 0, "state": "inactive", "stream": 0}
+        {"address": a, "size": 2 * MiB, "requested_size": 0, "state": "inactive", "stream": 0, "frames": []}
     ]
     stats = alloc.memory_stats()
     assert stats["inactive_split_bytes.all.current"] == 0
@@ -308,7 +308,7 @@ def test_snapshot_contents(alloc, device):
     assert small["total_size"] == 2 * MiB and small["allocated_size"] == 1536
     assert small["requested_size"] == 1500
     assert small["blocks"][0] == {"address": a, "size": 1536, "requested_size": 1500,
-                                  "state": "active_allocated", "stream": 0}
+                                  "state": "active_allocated", "stream": 0, "frames": []}
     assert small["blocks"][1]["state"] == "inactive"
     assert large["stream"] == side.id and large["total_size"] == 20 * MiB
     assert {blk["stream"] for blk in large["blocks"]} == {side.id}
@@ -417,3 +417,55 @@ def test_memory_summary_lists_the_figures(alloc):
     assert line.count("3.00 MiB") == 3  # current, peak, total allocated
     assert "num_device_alloc: 1" in summary
     alloc.free(p)
+
+
+def test_memory_fraction_caps_reserved_memory():
+    device = SimulatedDevice(capacity=100 * MiB)
+    alloc = CachingAllocator(device, AllocatorConfig())
+    alloc.set_memory_fraction(0.5)
+    assert alloc.get_memory_fraction() == 0.5
+    alloc.malloc(30 * MiB)
+    with pytest.raises(OutOfMemoryError, match=r"50\.00 MiB allowed; "):
+        alloc.malloc(30 * MiB)  # 60 MiB reserved > 50 MiB, though the device has 70 free
+    alloc.set_memory_fraction(1.0)
+    alloc.malloc(30 * MiB)
+    with pytest.raises(ValueError, match="fraction"):
+        alloc.set_memory_fraction(1.5)
+
+
+def test_memory_pool_has_its_own_segments():
+    alloc = CachingAllocator(SimulatedDevice(), AllocatorConfig())
+    pool = alloc.create_pool()
+    with alloc.use_pool(pool):
+        assert alloc.current_pool() == pool
+        a = alloc.malloc(1000)
+    assert alloc.current_pool() is None
+    b = alloc.malloc(1000)
+    segments = {s["segment_pool_id"]: s for s in alloc.memory_snapshot()}
+    assert set(segments) == {(0, 0), (0, pool)}
+    assert segments[(0, pool)]["blocks"][0]["address"] == a
+    assert segments[(0, 0)]["blocks"][0]["address"] == b
+    alloc.free(a)
+    assert alloc.malloc(1000) != a  # a's block went back to the pool, not the default pools
+    alloc.empty_cache()
+    assert (0, pool) in {s["segment_pool_id"] for s in alloc.memory_snapshot()}  # a live pool keeps its cache
+    alloc.free(alloc.malloc(1000))  # a cached default segment, which ending the pool keeps
+    alloc.release_pool(pool)
+    assert {s["segment_pool_id"] for s in alloc.memory_snapshot()} == {(0, 0)}
+    with pytest.raises(ValueError, match="pool_id"):
+        with alloc.use_pool(pool):
+            pass
+
+
+def test_caching_disabled_returns_segments_at_free():
+    device = SimulatedDevice()
+    alloc = CachingAllocator(device, AllocatorConfig())
+    alloc.set_caching_enabled(False)
+    assert not alloc.caching_enabled()
+    a = alloc.malloc(1000)
+    assert alloc.memory_reserved() == 2 * MiB
+    alloc.free(a)
+    assert alloc.memory_reserved() == 0 and device.used == 0
+    alloc.set_caching_enabled(True)
+    alloc.free(alloc.malloc(1000))
+    assert alloc.memory_reserved() == 2 * MiB

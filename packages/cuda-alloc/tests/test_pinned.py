@@ -58,3 +58,27 @@ def test_empty_cache_and_errors(device):
     with pytest.raises(ValueError, match="size: expected a non-negative int"):
         pinned.malloc(-5)
     pinned.free(keep)
+
+
+def test_host_memory_stats_count_blocks_requests_and_calls(device):
+    pinned = PinnedMemoryAllocator(device)
+    a = pinned.malloc(3000)  # a 4096-byte block
+    b = pinned.malloc(100)  # 512
+    pinned.free(a)
+    stats = pinned.host_memory_stats()
+    assert stats["allocations.current"] == 2 and stats["allocated_bytes.current"] == 4096 + 512
+    assert stats["active_requests.current"] == 1 and stats["active_bytes.current"] == 512
+    assert stats["active_bytes.peak"] == 4096 + 512 and stats["active_requests.freed"] == 1
+    assert stats["num_host_alloc"] == 2 and stats["host_alloc_time.count"] == 2
+    assert stats["host_alloc_time.min"] <= stats["host_alloc_time.avg"] <= stats["host_alloc_time.max"]
+    pinned.free(b)
+    pinned.empty_cache()
+    stats = pinned.host_memory_stats()
+    assert stats["allocations.current"] == 0 and stats["allocated_bytes.freed"] == 4096 + 512
+    assert stats["num_host_free"] == 2 and stats["host_free_time.count"] == 2
+    pinned.reset_peak_host_memory_stats()
+    assert pinned.host_memory_stats()["active_bytes.peak"] == 0
+    pinned.reset_accumulated_host_memory_stats()
+    stats = pinned.host_memory_stats()
+    assert stats["allocated_bytes.allocated"] == 0 and stats["num_host_alloc"] == 0
+    assert stats["host_alloc_time.count"] == 0

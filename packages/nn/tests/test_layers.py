@@ -312,10 +312,6 @@ def test_embedding_options():
     e = nn.Embedding.from_pretrained(w)
     assert not e.weight.requires_grad and e.weight.data_ptr() == w.data_ptr()
     assert nn.Embedding.from_pretrained(w, freeze=False, padding_idx=1).weight.requires_grad
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        nn.Embedding(5, 2, sparse=True)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        F.embedding(fl.tensor([1]), w, sparse=True)
     with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
         nn.Embedding(5, 2, padding_idx=5)
     fl.manual_seed(0)
@@ -369,8 +365,6 @@ def test_embedding_bag_per_sample_weights_and_errors():
         o(x)
     with pytest.raises(ValueError, match="if input is 2D, then offsets has to be None"):
         o(x.reshape(2, 3), fl.from_numpy(offsets))
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        nn.EmbeddingBag(5, 2, sparse=True)
 
 
 # --- other functional ---------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["flambeau.nn", "flambeau.optim"]
+MODULES = ["flambeau.nn", "flambeau.optim", "flambeau.distributions"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -98,8 +98,8 @@ def test_device_properties():
 
 
 def test_type_names():
-    assert fl.zeros(1).type() == "flambeau.FloatTensor"
-    assert fl.zeros(1, dtype=fl.int64).type() == "flambeau.LongTensor"
+    assert fl.zeros(1).type() == "torch.FloatTensor"  # torch's spelling (Note [Legacy type names])
+    assert fl.zeros(1, dtype=fl.int64).type() == "torch.LongTensor"
     assert fl.zeros(1).type(fl.float64).dtype is fl.float64
 
 

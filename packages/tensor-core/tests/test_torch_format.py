@@ -59,12 +59,11 @@ def test_state_dict_of_every_dtype_views_and_containers():
     assert type(got["param"]).__name__ == "Parameter" and got["param"].requires_grad
 
 
-def test_bfloat16_loads_as_float32_exactly_with_a_warning():
+def test_bfloat16_loads_as_bfloat16_exactly():
     t = torch.tensor([1.5, -2.25, 3e38], dtype=torch.bfloat16)
-    with pytest.warns(UserWarning, match="bfloat16"):
-        got = _load(_torch_bytes({"t": t}))["t"]
-    assert got.dtype is fl.float32
-    np.testing.assert_array_equal(got.numpy(), t.float().numpy())
+    got = _load(_torch_bytes({"t": t}))["t"]
+    assert got.dtype is fl.bfloat16
+    np.testing.assert_array_equal(got.float().numpy(), t.float().numpy())
 
 
 def test_map_location_applies():

@@ -2,17 +2,22 @@
 
 A :class:`dtype` is a small immutable object wrapping the numpy dtype that stores its elements.
 Promotion follows torch, not numpy: ``int64 + float32 -> float32`` and Python scalars and 0-dim
-tensors take part *weakly* (they can raise the category — bool < integer < floating — but never
-the width). See Note [Type promotion].
+tensors take part *weakly* (they can raise the category — bool < integer < floating < complex —
+but never the width). See Note [Type promotion].
+
+bfloat16 is stored as ``ml_dtypes.bfloat16`` (numpy has no bfloat16); complex64/complex128 as
+numpy's complex types. Note [Compute dtype]: kernels compute float16 and bfloat16 in float32
+(``dtype.compute``) and round the result to the storage dtype once per operator, as torch's CPU does.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 __all__ = [
-    "dtype", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-    "half", "float", "double", "short", "int", "long",
+    "dtype", "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
+    "int64", "uint8", "bool", "half", "float", "double", "cfloat", "cdouble", "short", "int", "long",
     "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
 ]
 
@@ -22,13 +27,19 @@ class dtype:
 
     Attributes:
         itemsize: bytes per element.
-        is_floating_point: True for float16/32/64.
-        is_signed: True for signed integers and floats.
+        is_floating_point: True for float16, bfloat16, float32 and float64.
+        is_complex: True for complex64 and complex128.
+        is_differentiable: True for the floating and complex dtypes, those whose tensors can require
+            gradients (torch: "only Tensors of floating point and complex dtype can require gradients").
+        is_signed: True for signed integers, floats and complex numbers.
+        compute: the dtype kernels compute in (Note [Compute dtype]): float32 for float16 and
+            bfloat16, the dtype itself otherwise.
         scalar_name: the scalar-type name torch's error messages use (``Float``, ``Long``, ``Bool``
             ...), so that flambeau's messages read like torch's (``"addmm" not implemented for 'Half'``).
     """
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "scalar_name", "_category", "_rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_differentiable", "is_signed",
+                 "scalar_name", "compute", "_category", "_rank")
 
     def __init__(self, name: str, np_dtype, category: int, rank: int, scalar_name: str):
         self.name = name
@@ -36,13 +47,12 @@ class dtype:
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = category == 2
-        self.is_signed = category == 2 or (category == 1 and self.np.kind == "i")
-        self._category = category  # 0 bool, 1 integer, 2 floating
+        self.is_complex = category == 3
+        self.is_differentiable = category >= 2
+        self.is_signed = category >= 2 or (category == 1 and self.np.kind == "i")
+        self.compute = self
+        self._category = category  # 0 bool, 1 integer, 2 floating, 3 complex
         self._rank = rank
-
-    @property
-    def is_complex(self) -> bool:
-        return False
 
     def to_numpy(self) -> np.dtype:
         """The numpy dtype that stores this dtype's elements."""
@@ -66,18 +76,40 @@ int16 = dtype("int16", np.int16, 1, 3, "Short")
 int32 = dtype("int32", np.int32, 1, 4, "Int")
 int64 = dtype("int64", np.int64, 1, 5, "Long")
 float16 = dtype("float16", np.float16, 2, 6, "Half")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2, 6, "BFloat16")  # same rank as float16: see promote_types
 float32 = dtype("float32", np.float32, 2, 7, "Float")
 float64 = dtype("float64", np.float64, 2, 8, "Double")
+complex64 = dtype("complex64", np.complex64, 3, 9, "ComplexFloat")
+complex128 = dtype("complex128", np.complex128, 3, 10, "ComplexDouble")
+float16.compute = bfloat16.compute = float32
 
 half, float, double = float16, float32, float64  # noqa: A001
+cfloat, cdouble = complex64, complex128
 short, int, long = int16, int32, int64  # noqa: A001
 
-ALL_DTYPES = (bool, uint8, int8, int16, int32, int64, float16, float32, float64)
+ALL_DTYPES = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 # Strings accepted wherever a dtype is (numpy-style and torch-style spellings).
 _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
-            "long": int64, **_BY_NAME}
+            "long": int64, "cfloat": complex64, "cdouble": complex128, **_BY_NAME}
+# the complex dtype whose real and imaginary parts have a floating dtype, and back
+_TO_COMPLEX = {float16: complex64, bfloat16: complex64, float32: complex64, float64: complex128,
+               complex64: complex64, complex128: complex128}
+_TO_REAL = {complex64: float32, complex128: float64}
+
+
+def to_complex(d: dtype) -> dtype:
+    """The complex dtype holding pairs of ``d`` (float32 -> complex64; float16/bfloat16 -> complex64).
+
+    torch has complex32 for float16; flambeau has none and widens to complex64.
+    """
+    return _TO_COMPLEX.get(d, complex64)
+
+
+def to_real(d: dtype) -> dtype:
+    """The real dtype of ``d``'s parts (complex64 -> float32); ``d`` itself if it is not complex."""
+    return _TO_REAL.get(d, d)
 
 
 def scalar_name(d) -> str:
@@ -89,14 +121,17 @@ def scalar_name(d) -> str:
 
 
 def from_numpy_dtype(np_dtype) -> dtype:
-    """The flambeau dtype storing elements of numpy dtype ``np_dtype``; TypeError if none."""
+    """The flambeau dtype storing elements of numpy dtype ``np_dtype``; TypeError if none.
+
+    numpy complex64/complex128 give the complex dtypes, ``ml_dtypes.bfloat16`` gives bfloat16.
+    """
     try:
         return _BY_NP[np.dtype(np_dtype)]
     except (KeyError, TypeError):
         raise TypeError(
             f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).type.__name__}. The only supported "
             "types are: "
-            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+            "float64, float32, float16, bfloat16, complex64, complex128, int64, int32, int16, int8, uint8, and bool."
         ) from None
 
 
@@ -110,6 +145,8 @@ def to_dtype(value, argname: str = "dtype") -> dtype:
         return int64
     if value is _builtin_bool:
         return bool
+    if value is _builtin_complex:
+        return get_default_complex_dtype()
     if isinstance(value, str) and value in _ALIASES:
         return _ALIASES[value]
     try:
@@ -118,7 +155,7 @@ def to_dtype(value, argname: str = "dtype") -> dtype:
         raise TypeError(f"{argname} must be a flambeau dtype, got {value!r}") from None
 
 
-_builtin_float, _builtin_int, _builtin_bool = type(1.0), type(1), type(True)
+_builtin_float, _builtin_int, _builtin_bool, _builtin_complex = type(1.0), type(1), type(True), type(1j)
 
 # --- default dtype ----------------------------------------------------------------------------
 _default = [float32]
@@ -129,8 +166,14 @@ def get_default_dtype() -> dtype:
     return _default[0]
 
 
+def get_default_complex_dtype() -> dtype:
+    """The dtype of complex tensors made from Python complex numbers: complex128 when the default
+    dtype is float64, complex64 otherwise (torch would give complex32 for a float16 default)."""
+    return complex128 if _default[0] is float64 else complex64
+
+
 def set_default_dtype(d) -> None:
-    """Set the default floating dtype; only float16, float32 and float64 are allowed."""
+    """Set the default floating dtype; only floating dtypes are allowed."""
     d = to_dtype(d, "d")
     if not d.is_floating_point:
         raise TypeError(f"only floating-point types are supported as the default type, got {d}")
@@ -140,20 +183,31 @@ def set_default_dtype(d) -> None:
 
 # --- promotion --------------------------------------------------------------------------------
 # Note [Type promotion]
-# torch promotes by *category* (bool < integer < floating) first and by width second, and keeps
-# three separate states: tensors with dim > 0, 0-dim tensors, and Python scalars ("wrapped
-# numbers"). A lower state only matters when it raises the category of the higher one. Python
-# floats count as the default dtype, Python ints as int64, Python bools as bool. Within integers,
-# uint8 mixed with a signed type widens as numpy does (uint8 + int8 -> int16).
+# torch promotes by *category* (bool < integer < floating < complex) first and by width second,
+# and keeps three separate states: tensors with dim > 0, 0-dim tensors, and Python scalars
+# ("wrapped numbers"). A lower state only matters when it raises the category of the higher one;
+# a complex lower state over a floating higher one keeps the higher one's width (float64 tensor +
+# 1j -> complex128, float32 tensor + complex128 0-dim tensor -> complex64). Python floats count as
+# the default dtype, Python complex numbers as the default complex dtype, Python ints as int64,
+# Python bools as bool. Within integers, uint8 mixed with a signed type widens as numpy does
+# (uint8 + int8 -> int16). float16 and bfloat16 have the same rank: mixed, they give float32.
 
 def promote_types(a: dtype, b: dtype) -> dtype:
     """The smallest dtype to which both ``a`` and ``b`` can be promoted (torch's table)."""
     if a is b:
         return a
-    if a.is_floating_point or b.is_floating_point:
-        if a.is_floating_point and b.is_floating_point:
+    ca, cb = a._category, b._category
+    if ca == 3 or cb == 3:  # complex wide enough for the other operand's parts
+        if ca == 3 and cb == 3:
             return a if a._rank > b._rank else b
-        return a if a.is_floating_point else b
+        c, other = (a, b) if ca == 3 else (b, a)
+        return complex128 if other is float64 else c
+    if ca == 2 or cb == 2:
+        if ca == 2 and cb == 2:
+            if a._rank == b._rank:  # float16 with bfloat16
+                return float32
+            return a if a._rank > b._rank else b
+        return a if ca == 2 else b
     if a is bool:
         return b
     if b is bool:
@@ -164,11 +218,11 @@ def promote_types(a: dtype, b: dtype) -> dtype:
 def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | None:
     if higher is None:
         return lower
-    if lower is None or higher.is_floating_point:
+    if lower is None or lower._category <= higher._category:
         return higher
-    if higher is bool or lower.is_floating_point:
-        return promote_types(higher, lower)
-    return higher
+    if lower._category == 3 and higher._category == 2:
+        return to_complex(higher)
+    return promote_types(higher, lower)
 
 
 _RESULT_CACHE: dict = {}
@@ -198,8 +252,10 @@ def scalar_dtype(value) -> dtype:
             return _default[0]
         if kind in "iu":
             return int64
-    if isinstance(value, (complex, np.complexfloating)):
-        raise TypeError("complex numbers are not supported by flambeau")
+        if kind == "c":
+            return get_default_complex_dtype()
+    if t is _builtin_complex or isinstance(value, complex):
+        return get_default_complex_dtype()
     raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
 
 
@@ -223,6 +279,6 @@ def result_type(*operands) -> dtype:
 def can_cast(from_: dtype, to: dtype) -> bool:
     """torch.can_cast: whether an in-place result of ``from_`` may be written into ``to``.
 
-    Casting may not lower the category (float -> integer, or non-bool -> bool).
+    Casting may not lower the category (complex -> float, float -> integer, or non-bool -> bool).
     """
     return from_._category <= to._category

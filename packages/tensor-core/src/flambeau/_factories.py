@@ -14,6 +14,7 @@ above] in ``_tensor.py``).
 
 from __future__ import annotations
 
+import collections.abc
 import numbers
 import warnings
 
@@ -23,6 +24,7 @@ from flambeau import _dtype as dt
 from flambeau import _sharing  # noqa: F401 - binds Tensor.share_memory_ (Note [Tensor methods from the layers above])
 from flambeau._backends import backend
 from flambeau._backends.cpu import flat_buffer_of
+from flambeau._default_device import DEFAULT as _DEFAULT_DEVICE
 from flambeau._device import CPU, to_device
 from flambeau._print import set_printoptions
 from flambeau._size import normalize_shape
@@ -36,7 +38,7 @@ __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "zeros"
 
 def _finish(arr: np.ndarray, device, requires_grad: bool) -> Tensor:
     """Wrap host array ``arr`` as a tensor on ``device`` (copied to the device if not the CPU)."""
-    dev = CPU if device is None else to_device(device)
+    dev = _DEFAULT_DEVICE[0] if device is None else to_device(device)
     if dev is CPU:
         t = _wrap(arr, CPU)
     else:
@@ -56,7 +58,7 @@ def _finish(arr: np.ndarray, device, requires_grad: bool) -> Tensor:
 # length n at dim d" error) and collecting the *types* of the leaves of each innermost sequence with
 # one C-speed ``set(map(type, seq))``; numpy then builds the array.
 
-_PY_SCALARS = {bool: 0, int: 1, float: 2}
+_PY_SCALARS = {bool: 0, int: 1, float: 2, complex: 3}
 
 
 def _leaf_dtype(tp) -> dt.dtype:
@@ -67,13 +69,16 @@ def _leaf_dtype(tp) -> dt.dtype:
         return dt.int64
     if tp is float:
         return dt.get_default_dtype()
+    if tp is complex:
+        return dt.get_default_complex_dtype()
     if issubclass(tp, np.generic):
-        if issubclass(tp, (np.complexfloating, np.str_, np.bytes_, np.object_)):
+        if issubclass(tp, (np.str_, np.bytes_, np.object_)) or np.dtype(tp) not in dt._BY_NP:
             raise TypeError(f"tensor(): can't convert numpy scalar of type numpy.{tp.__name__}; supported types are "
-                            "float64, float32, float16, int64, int32, int16, int8, uint8 and bool")
+                            "float64, float32, float16, bfloat16, complex64, complex128, int64, int32, int16, int8, "
+                            "uint8 and bool")
         return dt.from_numpy_dtype(np.dtype(tp))
     if issubclass(tp, complex):
-        raise TypeError("tensor(): complex numbers are not supported by flambeau")
+        return dt.get_default_complex_dtype()
     if issubclass(tp, (str, bytes)):
         raise TypeError(f"new(): invalid data type '{tp.__name__}'")
     if issubclass(tp, bool):
@@ -86,7 +91,10 @@ def _leaf_dtype(tp) -> dt.dtype:
 
 
 def _is_seq(x) -> bool:
-    return isinstance(x, (list, tuple, range))
+    """Whether ``x`` is nested data to read element by element: any Sequence but strings and bytes
+    (a ``collections.deque``, a ``range``, a user's Sequence class), as torch's ``tensor()`` reads it."""
+    return isinstance(x, (list, tuple, range)) or (
+        isinstance(x, collections.abc.Sequence) and not isinstance(x, (str, bytes, bytearray)))
 
 
 def _scan(seq, dim: int, shape: list, dtypes: set, leaf_types: set) -> None:
@@ -143,14 +151,14 @@ def _to_host(x):
     """Nested data with tensors replaced by host numpy arrays (for ``np.array``)."""
     if isinstance(x, Tensor):
         return x.numpy(force=True)
-    if isinstance(x, (list, tuple)):
+    if _is_seq(x):
         return [_to_host(y) for y in x]
     return x
 
 
 def _from_nested(data, dtype) -> np.ndarray:
     """A host array from (nested) Python data, dtype inferred as torch does unless given."""
-    if isinstance(data, range):
+    if _is_seq(data) and not isinstance(data, (list, tuple)):
         data = list(data)
     if _is_seq(data):
         shape: list = []
@@ -164,9 +172,11 @@ def _from_nested(data, dtype) -> np.ndarray:
         dtypes.update(_leaf_dtype(tp) for tp in leaf_types)
         d = _promote_all(dtypes) or dt.get_default_dtype()
     else:
-        for tp in leaf_types:  # still reject strings, None, complex ...
+        for tp in leaf_types:  # still reject strings, None ...
             _leaf_dtype(tp)
         d = dt.to_dtype(dtype)
+        if not d.is_complex and any(issubclass(tp, (complex, np.complexfloating)) for tp in leaf_types):
+            raise TypeError("tensor(): must be real number, not complex (give a complex dtype)")
     if has_arrays:
         data = _to_host(data)
     try:
@@ -305,7 +315,8 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A CPU tensor sharing memory with ``ndarray`` (no copy, constant time; writes are seen both ways).
 
     The shape, strides and dtype are the array's. Supported dtypes: float64, float32, float16,
-    int64, int32, int16, int8, uint8 and bool. Arrays with negative strides (``a[::-1]``) are
+    bfloat16 (``ml_dtypes.bfloat16``), complex64, complex128, int64, int32, int16, int8, uint8 and
+    bool. Arrays with negative strides (``a[::-1]``) are
     rejected as in torch; read-only arrays are shared with a warning.
     """
     if not isinstance(ndarray, np.ndarray):
@@ -339,7 +350,9 @@ def _dtype_or_default(dtype) -> dt.dtype:
 
 def _filled(shape, value, dtype, device, requires_grad, name: str) -> Tensor:
     d = dt._default[0] if dtype is None else dtype if dtype.__class__ is dt.dtype else dt.to_dtype(dtype)
-    dev = CPU if device is None or device is CPU else to_device(device)
+    if value.__class__ is complex and not d.is_complex:
+        raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
+    dev = _DEFAULT_DEVICE[0] if device is None else (CPU if device is CPU else to_device(device))
     try:
         if dev is CPU:
             if value is None:
@@ -422,7 +435,7 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
     if any(st < 0 for st in strides):
         raise RuntimeError(f"empty_strided(): strides must be non-negative, got {list(strides)}")
     d = _dtype_or_default(dtype)
-    dev = CPU if device is None else to_device(device)
+    dev = _DEFAULT_DEVICE[0] if device is None else to_device(device)
     extent = 0 if 0 in shape else 1 + sum((n - 1) * st for n, st in zip(shape, strides))
     b = backend(dev.type)
     try:
@@ -515,6 +528,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         d = dt.int64 if integral else dt.get_default_dtype()
     else:
         d = dt.to_dtype(dtype)
+        if d.is_complex:
+            raise NotImplementedError(f"\"arange_cpu\" not implemented for '{d.scalar_name}'")
     n = -((int(start) - int(end)) // int(step)) if integral else max(0, int(np.ceil((end - start) / step)))
     try:
         if integral:  # exact integer arithmetic

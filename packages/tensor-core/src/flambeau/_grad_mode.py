@@ -70,7 +70,7 @@ class _NoEngine:
     def _mark(op, outputs) -> None:
         node = None
         for out in outputs if isinstance(outputs, (tuple, list)) else (outputs,):
-            if getattr(out, "dtype", None) is not None and out.dtype.is_floating_point:
+            if getattr(out, "dtype", None) is not None and out.dtype.is_differentiable:
                 out._requires_grad = True
                 out.grad_fn = node = node or _Unrecorded(op.name)
 

@@ -46,8 +46,9 @@ def from_dlpack(ext_tensor) -> Tensor:
             imported once).
 
     Returns:
-        A CPU tensor with the producer's shape, strides and dtype (float16/32/64, int8/16/32/64,
-        uint8 or bool); writes are seen on both sides.
+        A CPU tensor with the producer's shape, strides and dtype (float16/32/64, complex64/128,
+        int8/16/32/64, uint8 or bool; not bfloat16, which numpy's DLPack import does not know);
+        writes are seen on both sides.
 
     Raises:
         BufferError: the data is not in CPU memory (CUDA import is not supported yet).

@@ -5,11 +5,13 @@ The rules are torch's (``torch/_tensor_str.py``), applied to a host numpy copy o
 * one formatter per tensor, built from the (summarised) values: integer-valued floats print as
   ``1.``, other floats with ``precision`` decimals, and scientific notation is used when the
   non-zero finite magnitudes span more than 1000x, exceed 1e8 or fall below 1e-4;
-* every element is right-aligned to the widest one;
+* every element is right-aligned to the widest one; complex elements print as ``real+imagj`` with
+  one formatter for the real parts and one for the imaginary parts; bfloat16 prints its values
+  (exactly) as floats;
 * tensors of more than ``threshold`` elements are summarised: ``edgeitems`` entries at each end
   of every dimension around ``...``;
 * suffixes: ``device='cuda:0'`` off the CPU, ``dtype=`` unless the dtype is the default float
-  dtype, int64 or bool, ``size=`` for empty tensors that are not 1-d, ``grad_fn=<...>`` or
+  dtype, the default complex dtype, int64 or bool, ``size=`` for empty tensors that are not 1-d, ``grad_fn=<...>`` or
   ``requires_grad=True``; they wrap onto a new line past ``linewidth``.
 
 Printing a CUDA tensor copies it to the host (a synchronising read, as in torch).
@@ -135,6 +137,19 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
+class _ComplexFormatter:
+    """Formats complex elements as torch does: the real part padded, then the signed imaginary part and ``j``."""
+
+    def __init__(self, values: np.ndarray):
+        self.real, self.imag = _Formatter(values.real), _Formatter(values.imag)
+        self.max_width = self.real.max_width + self.imag.max_width + 1  # the "j"
+
+    def format(self, value) -> str:
+        real = self.real.format(value.real)
+        imag = (self.imag.format(value.imag) + "j").lstrip()
+        return real + imag if imag[0] in "+-" else real + "+" + imag
+
+
 def _summarized(a: np.ndarray) -> np.ndarray:
     """The elements that a summarised print shows (``edgeitems`` at each end of every dimension)."""
     e = PRINT_OPTS.edgeitems
@@ -181,7 +196,7 @@ def _tensor_str(a: np.ndarray, indent: int) -> str:
     if a.size == 0:
         return "[]"
     summarize = a.size > PRINT_OPTS.threshold
-    fmt = _Formatter(_summarized(a) if summarize else a)
+    fmt = (_ComplexFormatter if a.dtype.kind == "c" else _Formatter)(_summarized(a) if summarize else a)
     return _array_str(a, indent, summarize, fmt)
 
 
@@ -215,6 +230,8 @@ def tensor_repr(t) -> str:
         suffixes.append(f"device='{t.device}'")
     default = dt.get_default_dtype()
     arr = t.numpy(force=True)
+    if t.dtype is dt.bfloat16:
+        arr = arr.astype(np.float32)  # exact; numpy formats no ml_dtypes scalars
     if arr.size == 0:
         if arr.ndim != 1:
             suffixes.append(f"size={tuple(arr.shape)}")
@@ -224,7 +241,7 @@ def tensor_repr(t) -> str:
     else:
         if not PRINT_OPTS.edgeitems:
             suffixes.append(f"size={tuple(arr.shape)}")
-        if t.dtype not in (default, dt.int64, dt.bool):
+        if t.dtype not in (default, dt.get_default_complex_dtype(), dt.int64, dt.bool):
             suffixes.append(f"dtype={t.dtype}")
         body = _tensor_str(arr, indent)
     if t.grad_fn is not None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._backends import backend
+from flambeau._default_device import DEFAULT as _DEFAULT_DEVICE
 from flambeau._device import CPU, to_device
 from flambeau._factories import _finish as _finish_host
 from flambeau._kernels.cpu.random import host_samples
@@ -252,7 +253,7 @@ def _empty_on(dev, shape: tuple, np_dtype):
 def _sampled(name: str, shape: tuple, d: dt.dtype, device, requires_grad: bool, dist: str, params: tuple,
              generator) -> Tensor:
     """A new tensor of ``shape``/``d`` on ``device`` holding samples of ``dist``, drawn on that device."""
-    dev = CPU if device is None else to_device(device)
+    dev = _DEFAULT_DEVICE[0] if device is None else to_device(device)
     draw = Draw(dist, params, _generator_for(generator, dev))
     if dev is CPU:
         return _finish(_draw(name, shape, d, lambda: host_samples(draw, shape, d.np)), d, dev, requires_grad)

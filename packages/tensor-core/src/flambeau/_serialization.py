@@ -53,8 +53,7 @@ _PREFIX = struct.Struct("<8sIIQQII")
 _ALIGN = 64
 _MAX_DEPTH = 200
 _MAX_BYTES = sys.maxsize  # what a tensor (a numpy array) can span
-_DTYPES = {d.name: d for d in (dt.bool, dt.uint8, dt.int8, dt.int16, dt.int32, dt.int64, dt.float16, dt.float32,
-                               dt.float64)}
+_DTYPES = {d.name: d for d in dt.ALL_DTYPES}
 
 
 class _Bad(Exception):
@@ -287,7 +286,7 @@ class _Reader:
         if not isinstance(saved_device, str):
             raise _Bad("malformed storage device")
         t = self._place(t, saved_device, sid)
-        return finish_loaded(t, node.get("requires_grad") is True and d.is_floating_point, node.get("param") is True)
+        return finish_loaded(t, node.get("requires_grad") is True and d.is_differentiable, node.get("param") is True)
 
     def _place(self, t: Tensor, saved_device: str, sid) -> Tensor:
         ml = self.map_location

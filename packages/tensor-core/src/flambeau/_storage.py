@@ -68,7 +68,9 @@ class Storage:
 # the bytes, as torch's allocator does ("DefaultCPUAllocator: not enough memory: you tried to allocate
 # 40000000000000 bytes"), never numpy's MemoryError / "array is too big" / "Maximum allowed dimension
 # exceeded". Factories let numpy (or the device) try and convert its error afterwards, so the sizes are
-# not checked twice on the hot path.
+# not checked twice on the hot path. A device allocator's own out-of-memory error (the CUDA caching
+# allocator's "CUDA out of memory. Tried to allocate ... allowed; ...", torch's OutOfMemoryError) passes
+# through unchanged: it says more (reserved, cached, the process's cap) than a conversion would.
 MAX_BYTES = sys.maxsize  # a storage's size in bytes is a signed 64-bit number, in numpy as in torch
 
 
@@ -90,6 +92,8 @@ def allocation_error(error: BaseException, fname: str, shape, dtype, what: str |
         return RuntimeError(f"{fname}(): {what} is too large: its sizes other than 0 multiply to more "
                             f"than the {MAX_BYTES} bytes a tensor of {dtype} can address")
     if isinstance(error, MemoryError):
+        if device is not None and device.type != "cpu" and "out of memory" in str(error):
+            return error  # the device allocator's own message ("CUDA out of memory. Tried to allocate ...")
         where = "" if device is None or device.type == "cpu" else f" on {device}"
         return RuntimeError(f"{fname}(): not enough memory{where}: you tried to allocate {nbytes} bytes "
                             f"({what}, dtype {dtype})")

@@ -30,6 +30,7 @@ PROVIDERS = {
     "autograd": "flambeau-autograd",
     "cuda_alloc": "flambeau-cuda-alloc",
     "data": "flambeau-data",
+    "distributions": "flambeau-nn",
     "distributed": "flambeau-distributed",
     "func": "flambeau-autograd",
     "multiprocessing": "flambeau-multiproc",

@@ -19,9 +19,12 @@ Note [Tensor methods from the layers above]
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau import _layout
 from flambeau._backends import backend
 from flambeau._device import CPU, device, to_device
 from flambeau._grad_mode import _engine, get_engine, load_engine
@@ -54,7 +57,8 @@ class Tensor:
     __array_priority__ = 1000
 
     # ``Tensor(data)``, ``new_tensor``, ``new_zeros`` ... are bound by flambeau._factories, ``to`` by
-    # flambeau._ops.core and ``share_memory_`` by flambeau._sharing (Note [Tensor methods from the layers above]).
+    # flambeau._ops.core, ``share_memory_`` by flambeau._sharing and ``type`` by flambeau._legacy_types
+    # (Note [Tensor methods from the layers above]).
 
     # --- metadata -------------------------------------------------------------------------
     @property
@@ -114,11 +118,17 @@ class Tensor:
         return backend(self._device.type).data_ptr(self._data)
 
     def untyped_storage(self) -> Storage:
-        """The storage this tensor views."""
+        """The storage this tensor views (torch's ``UntypedStorage``: see Note [Storages are Storage] in
+        ``flambeau._storage_api``, which gives :class:`Storage` the byte-level methods)."""
         return self._storage
 
+    def const_data_ptr(self) -> int:
+        """Address of the first element (as :meth:`data_ptr`: flambeau has no copy-on-write storages)."""
+        return backend(self._device.type).data_ptr(self._data)
+
     def is_contiguous(self, memory_format=None) -> bool:
-        """Whether the elements are laid out densely in row-major order."""
+        """Whether the elements are laid out densely in row-major order (flambeau._memory_format_methods binds the
+        version that takes ``memory_format``)."""
         return _is_contiguous(self._data.shape, self._data.strides, self.dtype.itemsize)
 
     @property
@@ -134,6 +144,49 @@ class Tensor:
     def is_cpu(self) -> bool:
         return self._device.type == "cpu"
 
+    @property
+    def layout(self) -> _layout.layout:
+        """How the elements are stored: :data:`flambeau.strided` for every dense tensor."""
+        return _layout.strided
+
+    # Devices and storage kinds flambeau does not have: False, so that torch code testing them runs.
+    is_sparse = is_sparse_csr = is_quantized = is_meta = is_mkldnn = is_nested = property(lambda self: False)
+    is_xpu = is_mps = is_vulkan = is_ipu = is_hpu = is_maia = is_xla = is_mtia = property(lambda self: False)
+
+    def is_distributed(self) -> bool:
+        """False, as torch's dense tensors."""
+        return False
+
+    def is_inference(self) -> bool:
+        """False: flambeau's ``inference_mode`` makes ordinary tensors (it has no inference tensors)."""
+        return False
+
+    @property
+    def name(self) -> None:
+        """None (torch's attribute of named-tensor dimensions' owners; unnamed here)."""
+        return None
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for leaves and single-output operators)."""
+        return getattr(self._autograd_meta, "output_nr", 0)
+
+    @property
+    def volatile(self) -> bool:
+        """Removed from torch (always False); reading or setting it warns, as torch's."""
+        warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
+        return False
+
+    @volatile.setter
+    def volatile(self, value) -> None:
+        warnings.warn("volatile was removed and now has no effect. Use `with flambeau.no_grad():` instead.",
+                      UserWarning, stacklevel=2)
+
+    def reinforce(self, reward):
+        """Removed from torch: raises, pointing to ``flambeau.distributions``."""
+        raise RuntimeError("reinforce() was removed.\nUse flambeau.distributions instead.\n"
+                           "See https://pytorch.org/docs/main/distributions.html")
+
     def get_device(self) -> int:
         """The CUDA ordinal, or -1 on CPU."""
         return -1 if self._device.type == "cpu" else self._device.index
@@ -142,7 +195,7 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def is_complex(self) -> bool:
-        return False
+        return self.dtype.is_complex
 
     def is_signed(self) -> bool:
         return self.dtype.is_signed
@@ -177,8 +230,9 @@ class Tensor:
                 "computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach()."
             )
-        if requires_grad and not self.dtype.is_floating_point:
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self.dtype}")
+        if requires_grad and not self.dtype.is_differentiable:
+            raise RuntimeError(f"only Tensors of floating point and complex dtype can require gradients, "
+                               f"got {self.dtype}")
         if requires_grad and _engine[0] is None:
             load_engine()  # the first tensor that requires grad brings the autograd engine in (seam 2)
         self._requires_grad = bool(requires_grad)
@@ -311,8 +365,11 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
     def __index__(self) -> int:
-        if self.dtype.is_floating_point or self.dtype is dt.bool or self._data.size != 1:
+        if self.dtype.is_floating_point or self.dtype.is_complex or self.dtype is dt.bool or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -404,11 +461,7 @@ class Tensor:
         """This tensor on a CUDA device (the current one by default)."""
         return self.to(device="cuda" if device is None else to_device(device), non_blocking=non_blocking)
 
-    def type(self, dtype=None):
-        """Without arguments, the type name (``'flambeau.FloatTensor'``); else ``to(dtype)``."""
-        if dtype is None:
-            return f"flambeau.{'cuda.' if self.is_cuda else ''}{self.dtype.scalar_name}Tensor"
-        return self.to(dtype)
+    # ``type()`` is bound by flambeau._legacy_types, beside the legacy types it names and converts to.
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
@@ -439,6 +492,29 @@ class Tensor:
 
     def bool(self) -> Tensor:
         return self.to(dt.bool)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(dt.bfloat16)
+
+    def cfloat(self) -> Tensor:
+        return self.to(dt.complex64)
+
+    def cdouble(self) -> Tensor:
+        return self.to(dt.complex128)
+
+    def chalf(self) -> Tensor:
+        """Raises: flambeau has no complex32 dtype (torch's experimental ComplexHalf)."""
+        raise TypeError("chalf(): flambeau has no complex32 (ComplexHalf) dtype; use cfloat() (complex64)")
+
+    # Devices flambeau does not run on: the errors torch raises when it is built without them.
+    def xpu(self, device=None, non_blocking: bool = False) -> Tensor:
+        raise AssertionError("Torch not compiled with XPU enabled")
+
+    def ipu(self, device=None, non_blocking: bool = False) -> Tensor:
+        raise RuntimeError("PyTorch is not linked with support for ipu devices")
+
+    def mtia(self, device=None, non_blocking: bool = False) -> Tensor:
+        raise AssertionError("Torch not compiled with MTIA enabled")
 
     # --- pinned memory (used by flambeau.data's DataLoader(pin_memory=True)) -------------------
     def pin_memory(self, device=None) -> Tensor:

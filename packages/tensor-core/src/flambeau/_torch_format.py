@@ -13,7 +13,7 @@ Note [Reading torch checkpoints safely]
     against the storage's bytes, sizes, depth), and storages are read lazily from the archive, each
     once, so tensors viewing one storage share memory as in torch.
 
-    bfloat16 storages load as float32 tensors (flambeau has no bfloat16 dtype yet), with a warning.
+    Every torch dtype flambeau has loads as itself: bfloat16 and complex64/complex128 included.
 
 Writing (``flambeau.save(obj, f, format="torch")``) produces the same archive with a pickle that
 names only those globals, so ``torch.load(f, weights_only=True)`` reads it.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import warnings
 import zipfile
 from collections import OrderedDict
 
@@ -37,9 +36,10 @@ from flambeau._tensor import Tensor
 
 __all__ = ["is_torch_archive", "load_torch", "save_torch"]
 
-# torch storage type name -> flambeau dtype name ("bfloat16": read as float32, see the Note)
+# torch storage type name -> flambeau dtype name
 _STORAGE_DTYPES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
-                   "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+                   "BFloat16Storage": "bfloat16", "ComplexFloatStorage": "complex64",
+                   "ComplexDoubleStorage": "complex128", "LongStorage": "int64", "IntStorage": "int32",
                    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8", "BoolStorage": "bool"}
 _STORAGE_OF = {v: k for k, v in _STORAGE_DTYPES.items()}
 _MAX_DEPTH = 200
@@ -111,8 +111,7 @@ _ALLOWED = {
     ("builtins", "set"): set,
     ("builtins", "frozenset"): frozenset,
     **{("torch", name): _StorageType(name) for name in _STORAGE_DTYPES},
-    **{("torch", name): getattr(dt, name) for name in
-       ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")},
+    **{("torch", d.name): d for d in dt.ALL_DTYPES},
 }
 
 
@@ -159,7 +158,6 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
     # the storages the tensors use, read once each, laid end to end for the checked reader
     keys: dict[str, int] = {}
     specs, chunks, total = [], [], 0
-    bf16 = []
 
     def collect(x, depth=0):
         if depth > _MAX_DEPTH:
@@ -171,7 +169,7 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
                     data = archive.read(member)
                 except KeyError:
                     raise bad_error(f"storage {x.key!r} is missing from the archive") from None
-                itemsize = 2 if x.dtype == "bfloat16" else getattr(dt, x.dtype).itemsize
+                itemsize = getattr(dt, x.dtype).itemsize
                 if len(data) < x.numel * itemsize:
                     raise bad_error(f"storage {x.key!r} holds {len(data)} bytes, less than its {x.numel} elements")
                 nonlocal total
@@ -182,8 +180,6 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
                 chunks.append(data)
                 total += len(data)
                 keys[x.key] = len(specs) - 1
-            if x.dtype == "bfloat16":
-                bf16.append(x)
         elif isinstance(x, dict):
             for k, v in x.items():
                 collect(k, depth + 1)
@@ -194,9 +190,6 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
 
     collect(obj)
     reader = reader_class({"storages": specs}, memoryview(b"".join(chunks)), map_location, name)
-    if bf16:
-        warnings.warn(f"flambeau.load: {name} holds bfloat16 tensors; flambeau has no bfloat16 dtype yet, so they "
-                      "load as float32 (exactly: every bfloat16 value is a float32 value)", stacklevel=3)
 
     def build(x, depth=0):
         if isinstance(x, _PendingTensor):
@@ -225,17 +218,6 @@ def _ints(x) -> bool:
 def _build_tensor(reader, sid: int, x: _PendingTensor, bad_error) -> Tensor:
     if not (_ints(x.size) and _ints(x.stride) and type(x.offset) is int):
         raise bad_error("a tensor with a malformed size, stride or offset")
-    if x.dtype == "bfloat16":  # uint16 bits, widened to float32 (the Note)
-        bits = reader.tensor({"k": "tensor", "storage": sid, "dtype": "int16", "shape": list(x.size),
-                              "strides": [s * 2 for s in x.stride], "offset": x.offset * 2,
-                              "requires_grad": False, "param": False})
-        wide = (np.asarray(bits.cpu().numpy()).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-        from flambeau._factories import tensor as make
-
-        out = make(wide).to(bits.device)
-        from flambeau._serialization import finish_loaded
-
-        return finish_loaded(out, x.requires_grad, x.param)
     itemsize = getattr(dt, x.dtype).itemsize
     return reader.tensor({"k": "tensor", "storage": sid, "dtype": x.dtype, "shape": list(x.size),
                           "strides": [s * itemsize for s in x.stride], "offset": x.offset * itemsize,

@@ -336,7 +336,7 @@ def test_missing_kernel_raises_not_implemented():
 def test_repr_shows_device():
     g = fl.tensor([1.0, 2.0], device="cuda")
     assert repr(g) == "tensor([1., 2.], device='cuda:0')"
-    assert g.type() == "flambeau.cuda.FloatTensor"
+    assert g.type() == "torch.cuda.FloatTensor"
     assert g.get_device() == 0
 
 

@@ -342,3 +342,21 @@ def test_scatter_reduce_by_atomics(reduce, monkeypatch):
     bad = fl.zeros(2, 3, device="cuda").scatter_reduce(1, fl.tensor([[0, 3]], device="cuda"),
                                                          fl.ones(1, 2, device="cuda"), reduce)
     _raises_at_sync(bad, 3, 3)
+
+
+def test_slicing_backward_and_basic_index_put_on_cuda():
+    """index_put with only basic items (slicing's backward writes through it) is a copy into the view."""
+    import flambeau.autograd  # noqa: F401 - the engine
+
+    x = np.random.default_rng(3).standard_normal((5, 2, 4)).astype(np.float32)
+    grads = []
+    for device in ("cpu", "cuda"):
+        a = fl.tensor(x, device=device, requires_grad=True)
+        (a[:, :-1, 1:] * 3).sum().backward()
+        grads.append(a.grad.cpu().numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    d = fl.zeros(4, device="cuda")
+    for _ in range(2):
+        d.index_put_((slice(1, 3),), fl.tensor([1.0, 2.0], device="cuda"), accumulate=True)
+    d[3:] = 7.0
+    np.testing.assert_array_equal(d.cpu().numpy(), [0.0, 2.0, 4.0, 7.0])

@@ -11,24 +11,29 @@ from __future__ import annotations
 
 from flambeau._grad_mode import enable_grad, install_engine, is_grad_enabled, no_grad, set_grad_enabled
 from flambeau._ops import OPS as _OPS
-from flambeau.autograd import functional, graph, profiler
+from flambeau.autograd import forward_ad, functional, graph, profiler
 from flambeau.autograd._anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from flambeau.autograd._engine import DERIVATIVES as _DERIVATIVES
 from flambeau.autograd._engine import ENGINE as _ENGINE
 from flambeau.autograd._formulas import TABLE as _CORE_TABLE
 from flambeau.autograd._formulas_act import TABLE as _ACT_TABLE
+from flambeau.autograd._formulas_complex import TABLE as _COMPLEX_TABLE
 from flambeau.autograd._formulas_conv import TABLE as _CONV_TABLE
+from flambeau.autograd._formulas_linalg import TABLE as _LINALG_TABLE
+from flambeau.autograd._formulas_linalg import TANGENTS as _LINALG_TANGENTS
 from flambeau.autograd._formulas_norm import TABLE as _NORM_TABLE
 from flambeau.autograd._formulas_seq import TABLE as _SEQ_TABLE
+from flambeau.autograd._formulas_spectral import TABLE as _SPECTRAL_TABLE
 from flambeau.autograd._inference import inference_mode, is_inference_mode_enabled
 from flambeau.autograd.function import Function, FunctionCtx, once_differentiable
 from flambeau.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
+from flambeau.autograd.variable import Variable
 
 __all__ = [
     "backward", "grad", "Function", "FunctionCtx", "once_differentiable", "gradcheck", "gradgradcheck",
     "GradcheckError", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "no_grad", "enable_grad",
     "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "graph", "functional",
-    "profiler",
+    "profiler", "Variable",
 ]
 
 
@@ -72,7 +77,9 @@ def _join_tables(*tables: dict) -> dict:
     return joined
 
 
-_TABLE = _join_tables(_CORE_TABLE, _ACT_TABLE, _CONV_TABLE, _NORM_TABLE, _SEQ_TABLE)
+_TABLE = _join_tables(_CORE_TABLE, _ACT_TABLE, _COMPLEX_TABLE, _CONV_TABLE, _LINALG_TABLE, _NORM_TABLE, _SEQ_TABLE,
+                      _SPECTRAL_TABLE)
+forward_ad.TANGENTS.update(_LINALG_TANGENTS)  # forward-mode rules written beside their reverse-mode formulas
 
 
 def _bind_table() -> list:

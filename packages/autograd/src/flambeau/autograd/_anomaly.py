@@ -11,7 +11,8 @@ import threading
 import traceback
 import warnings
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "set_anomaly_enabled",
+           "is_anomaly_check_nan_enabled"]
 
 
 class _State(threading.local):
@@ -29,6 +30,16 @@ def enabled() -> bool:
 def is_anomaly_enabled() -> bool:
     """Whether anomaly detection is on in this thread."""
     return _state.enabled
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    """Turn anomaly detection on or off in this thread, with its NaN check (``torch.set_anomaly_enabled``)."""
+    _state.enabled, _state.check_nan = bool(enabled), bool(check_nan)
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks backward's outputs for NaN (True unless turned off)."""
+    return _state.check_nan
 
 
 def capture_trace() -> str:
@@ -87,7 +98,7 @@ def check_nan(node, outs) -> None:
     if not _state.check_nan:
         return
     for i, g in enumerate(outs):
-        if g is not None and g.dtype.is_floating_point and bool(g.isnan().any()):
+        if g is not None and g.dtype.is_differentiable and bool(g.isnan().any()):
             raise RuntimeError(
                 f"Function '{node.name()}' returned nan values in its {i}th output.\n"
                 f"Traceback of forward call that caused the error:\n{node._trace}"

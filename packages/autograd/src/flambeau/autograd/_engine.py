@@ -45,7 +45,7 @@ class Engine:
             if op.differentiable:
                 raise RuntimeError(f"the derivative for '{op.name}' is not implemented in flambeau-autograd")
             return
-        if outputs.__class__ is Tensor and not outputs.dtype.is_floating_point:
+        if outputs.__class__ is Tensor and not outputs.dtype.is_differentiable:
             return  # integer and bool results never require grad (``x.long()``), as in torch
         if attrs and attrs.get("inplace"):
             raise RuntimeError(f"{op.name}_: in-place operators must go through Engine.apply_inplace")

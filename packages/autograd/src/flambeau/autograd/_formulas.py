@@ -67,6 +67,52 @@ def _pad_along(g, dim, before, after):
     return fl.cat(parts, dim) if len(parts) > 1 else g
 
 
+def _c(x):
+    """The complex conjugate of a complex tensor or number, else ``x`` itself (no copy): derivatives of
+    holomorphic ops conjugate their local derivative (torch's convention: the gradient of a real loss L
+    w.r.t. z is dL/d(conj z) scaled by 2, so a product's rule multiplies by conj(other))."""
+    if isinstance(x, fl.Tensor):
+        return x.conj() if x.dtype.is_complex else x
+    return x.conjugate() if isinstance(x, complex) else x
+
+
+def _logit_grad(g, s):
+    """torch's: NaN outside [0, 1] without ``eps``; with it, 0 outside [eps, 1 - eps] (where the input was
+    clamped)."""
+    x, eps = s.input, s.get("eps")
+    if eps is None:
+        return fl.where((x < 0) | (x > 1), fl.full_like(x, math.nan), g / (x * (1 - x)))
+    return fl.where((x < eps) | (x > 1 - eps), fl.zeros_like(x), g / (x * (1 - x)))
+
+
+def _reverse_cumsum(x, dim: int):
+    return x.flip(dim).cumsum(dim).flip(dim)
+
+
+def _cumprod_grad(g, s):
+    """d cumprod with zeros in the input (torch's cumprod_backward). Along each line, with z its first zero
+    and ``c1`` the cumprod of the input with that zero set to 1:
+
+    - before z: the usual ``revcumsum(g * result) / input``;
+    - at z: the products of the other inputs, ``revcumsum(g * c1)``;
+    - after z: ``x_z * revcumsum(g * c1) / input`` (0, as every product holds x_z, but it keeps the
+      derivative w.r.t. x_z for double backward), and 0 at later zeros.
+
+    Written with operators, so it can be differentiated again."""
+    x, dim = s.input, s.dim
+    zero = x == 0
+    zeros_so_far = zero.to(fl.int64).cumsum(dim)
+    before = zeros_so_far == 0
+    first = zero & (zeros_so_far == 1)
+    after = (zeros_so_far > 0) & ~zero
+    one, nothing = fl.ones_like(x), fl.zeros_like(x)
+    usual = _reverse_cumsum(g * s.result, dim) / fl.where(before, x, one)
+    others = _reverse_cumsum(g * fl.where(first, one, x).cumprod(dim), dim)
+    x_first = fl.where(first, x, nothing).sum(dim, keepdim=True)
+    later = x_first * others / fl.where(after, x, one)
+    return fl.where(before, usual, fl.where(first, others, fl.where(after, later, nothing)))
+
+
 def _matmul_grad(g, a, b, which: int):
     """Gradient of ``a @ b`` w.r.t. ``a`` (``which=0``) or ``b`` (1), for every torch broadcasting case."""
     if a.dim() == 1 and b.dim() == 1:
@@ -208,30 +254,31 @@ TABLE: dict[str, D] = {
     # --- arithmetic -----------------------------------------------------------------------------
     "add": D({"input": lambda g, s: g, "other": lambda g, s: g * s.get("alpha", 1)}),
     "sub": D({"input": lambda g, s: g, "other": lambda g, s: -g * s.get("alpha", 1)}),
-    "mul": D({"input": lambda g, s: g * s.other, "other": lambda g, s: g * s.input}, save=("input", "other")),
-    "div": D({"input": lambda g, s: g / s.other if s.get("rounding_mode") is None else g * 0,
-              "other": lambda g, s: -g * s.input / (s.other * s.other) if s.get("rounding_mode") is None else g * 0},
+    "mul": D({"input": lambda g, s: g * _c(s.other), "other": lambda g, s: g * _c(s.input)}, save=("input", "other")),
+    "div": D({"input": lambda g, s: g / _c(s.other) if s.get("rounding_mode") is None else g * 0,
+              "other": lambda g, s: -g * _c(s.input / (s.other * s.other)) if s.get("rounding_mode") is None
+              else g * 0},
              save=("input", "other")),
     "neg": D({"input": lambda g, s: -g}),
-    "reciprocal": D({"input": lambda g, s: -g * s.result * s.result}, save=("result",)),
+    "reciprocal": D({"input": lambda g, s: -g * _c(s.result * s.result)}, save=("result",)),
     "pow": D({"input": lambda g, s: _pow_base_grad(g, s.input, s.exponent),
               "exponent": lambda g, s: _pow_exponent_grad(g, s.input, s.exponent, s.result)},
              save=("input", "exponent", "result")),
-    "abs": D({"input": lambda g, s: g * s.input.sign()}, save=("input",)),
+    "abs": D({"input": lambda g, s: g * s.input.sgn()}, save=("input",)),  # sgn: z/|z| for complex, sign for real
     "sign": D({"input": lambda g, s: g * 0}),
     "remainder": D({"input": lambda g, s: g, "other": lambda g, s: -g * fl.floor_divide(s.input, s.other)},
                    save=("input", "other")),
     "fmod": D({"input": lambda g, s: g, "other": lambda g, s: -g * (s.input / s.other).trunc()},
               save=("input", "other")),
     # --- math -----------------------------------------------------------------------------------
-    "exp": D({"input": lambda g, s: g * s.result}, save=("result",)),
+    "exp": D({"input": lambda g, s: g * _c(s.result)}, save=("result",)),
     "exp2": D({"input": lambda g, s: g * s.result * _LN2}, save=("result",)),
     "expm1": D({"input": lambda g, s: g * (s.result + 1)}, save=("result",)),
-    "log": D({"input": lambda g, s: g / s.input}, save=("input",)),
+    "log": D({"input": lambda g, s: g / _c(s.input)}, save=("input",)),
     "log1p": D({"input": lambda g, s: g / (s.input + 1)}, save=("input",)),
     "log2": D({"input": lambda g, s: g / (s.input * _LN2)}, save=("input",)),
     "log10": D({"input": lambda g, s: g / (s.input * _LN10)}, save=("input",)),
-    "sqrt": D({"input": lambda g, s: g / (2 * s.result)}, save=("result",)),
+    "sqrt": D({"input": lambda g, s: g / (2 * _c(s.result))}, save=("result",)),
     "rsqrt": D({"input": lambda g, s: -0.5 * g * s.result ** 3}, save=("result",)),
     "sin": D({"input": lambda g, s: g * s.input.cos()}, save=("input",)),
     "cos": D({"input": lambda g, s: -g * s.input.sin()}, save=("input",)),
@@ -249,7 +296,7 @@ TABLE: dict[str, D] = {
                 "other": lambda g, s: -g * s.input / (s.input * s.input + s.other * s.other)},
                save=("input", "other")),
     "sigmoid": D({"input": lambda g, s: g * s.result * (1 - s.result)}, save=("result",)),
-    "logit": D({"input": lambda g, s: g / (s.input * (1 - s.input))}, save=("input",)),
+    "logit": D({"input": _logit_grad}, save=("input",)),
     "erf": D({"input": lambda g, s: g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
     "erfc": D({"input": lambda g, s: -g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
     "erfinv": D({"input": lambda g, s: g * (_SQRT_PI / 2) * (s.result * s.result).exp()}, save=("result",)),
@@ -264,7 +311,8 @@ TABLE: dict[str, D] = {
                save=("input", "other", "result")),
     "logaddexp": D({"input": lambda g, s: g * (s.input - s.result).exp(),
                     "other": lambda g, s: g * (s.other - s.result).exp()}, save=("input", "other", "result")),
-    "xlogy": D({"input": lambda g, s: g * fl.xlogy(s.input != 0, s.other),
+    # torch's rule: log(other) also where input == 0, except where other <= 0 (there 0, not -inf/nan)
+    "xlogy": D({"input": lambda g, s: fl.xlogy(g, s.other).masked_fill((s.input == 0) & (s.other <= 0), 0.0),
                 "other": lambda g, s: g * s.input / s.other}, save=("input", "other")),
     "copysign": D({"input": lambda g, s: g * s.input.sign() * s.result.sign()}, save=("input", "result")),
     "floor": D({"input": lambda g, s: g * 0}),
@@ -311,19 +359,20 @@ TABLE: dict[str, D] = {
                    save=("input", "result")),
     "norm": D({"input": _norm_formula}, save=("input", "result")),
     "cumsum": D({"input": lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)}),
-    "cumprod": D({"input": lambda g, s: (g * s.result).flip(s.dim).cumsum(s.dim).flip(s.dim) / s.input},
-                 save=("input", "result")),
+    "cumprod": D({"input": _cumprod_grad}, save=("input", "result")),
     "softmax": D({"input": lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))},
                  save=("result",)),
     "log_softmax": D({"input": lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True)}, save=("result",)),
     # --- linear algebra -------------------------------------------------------------------------
-    "matmul": D({"input": lambda g, s: _matmul_grad(g, s.input, s.other, 0),
-                 "other": lambda g, s: _matmul_grad(g, s.input, s.other, 1)}, save=("input", "other")),
-    "mm": D({"input": lambda g, s: _mm_grad(g, s.input, s.mat2, 0),
-             "mat2": lambda g, s: _mm_grad(g, s.input, s.mat2, 1)}, save=("input", "mat2")),
-    "bmm": D({"input": lambda g, s: g @ s.mat2.mT, "mat2": lambda g, s: s.input.mT @ g}, save=("input", "mat2")),
-    "mv": D({"input": lambda g, s: fl.outer(g, s.vec), "vec": lambda g, s: s.input.mT @ g}, save=("input", "vec")),
-    "dot": D({"input": lambda g, s: g * s.other, "other": lambda g, s: g * s.input}, save=("input", "other")),
+    "matmul": D({"input": lambda g, s: _matmul_grad(g, _c(s.input), _c(s.other), 0),
+                 "other": lambda g, s: _matmul_grad(g, _c(s.input), _c(s.other), 1)}, save=("input", "other")),
+    "mm": D({"input": lambda g, s: _mm_grad(g, _c(s.input), _c(s.mat2), 0),
+             "mat2": lambda g, s: _mm_grad(g, _c(s.input), _c(s.mat2), 1)}, save=("input", "mat2")),
+    "bmm": D({"input": lambda g, s: g @ _c(s.mat2).mT, "mat2": lambda g, s: _c(s.input).mT @ g},
+             save=("input", "mat2")),
+    "mv": D({"input": lambda g, s: fl.outer(g, _c(s.vec)), "vec": lambda g, s: _c(s.input).mT @ g},
+            save=("input", "vec")),
+    "dot": D({"input": lambda g, s: g * _c(s.other), "other": lambda g, s: g * _c(s.input)}, save=("input", "other")),
     "outer": D({"input": lambda g, s: (g * s.vec2).sum(-1), "vec2": lambda g, s: (g * s.input.unsqueeze(-1)).sum(0)},
                save=("input", "vec2")),
     "addmm": D({"input": lambda g, s: _scaled(g, s.get("beta", 1)),

@@ -210,3 +210,19 @@ TABLE: dict[str, D] = {
 for _name, _n, _align in (("upsample_nearest1d", 1, False), ("upsample_nearest2d", 2, False),
                           ("upsample_linear1d", 1, True), ("upsample_bilinear2d", 2, True)):
     TABLE.update(_resample_pair(_name, _n, _align))
+
+
+# --- grid sampling: both gradients from one backward operator call -------------------------------------
+def _grid_sampler_grads(opname):
+    backward = getattr(fl, opname + "_backward")
+
+    def compute(g, s, need):
+        _no_double(opname)
+        res = backward(g, s.input, s.grid, s.interpolation_mode, s.padding_mode, s.align_corners)
+        return _pick(need, ("input", "grid"), res)
+
+    return compute
+
+
+for _name in ("grid_sampler_2d", "grid_sampler_3d"):
+    TABLE[_name] = _table(("input", "grid"), _grid_sampler_grads(_name), ("input", "grid"))

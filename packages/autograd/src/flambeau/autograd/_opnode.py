@@ -210,6 +210,8 @@ class OpNode(Node):
         for name, out_index, i in deriv.save_plan:
             if out_index is not None:
                 saved[name] = SavedTensor(outputs if single else outputs[out_index], node, True)
+                if not single:  # saved before the outputs are numbered (below): say which one it is
+                    saved[name]._output_nr = out_index
                 continue
             x = inputs[i] if i is not None and i < n else (attrs.get(name) if attrs else None)
             if isinstance(x, Tensor):
@@ -228,7 +230,7 @@ class OpNode(Node):
             node._out_metas = metas_out = []
             for i, out in enumerate(outputs):
                 metas_out.append((out._data.shape, out.dtype, out._device))
-                if out.dtype.is_floating_point:
+                if out.dtype.is_differentiable:
                     out.grad_fn = node
                     out._requires_grad = True
                     if i:

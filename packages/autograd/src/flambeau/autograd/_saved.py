@@ -62,7 +62,7 @@ class SavedTensor:
         self._accumulator = None
         if is_output:
             # Saved before the node marks its outputs: a floating output is about to require grad.
-            self._requires_grad = tensor.dtype.is_floating_point
+            self._requires_grad = tensor.dtype.is_differentiable
             self._output_of = True
             self._grad_fn = None
             self._data = tensor.detach()
@@ -143,7 +143,7 @@ def _output_nr(t: Tensor) -> int:
 
 
 def _type_name(t: Tensor) -> str:
-    return t.type()  # 'flambeau.FloatTensor', 'flambeau.cuda.DoubleTensor' ...
+    return t.type()  # 'torch.FloatTensor', 'torch.cuda.DoubleTensor' ... (as torch's message)
 
 
 def _modified_message(t: Tensor, saved: SavedTensor, node) -> str:

@@ -91,7 +91,7 @@ def make_dual(tensor: Tensor, tangent: Tensor, *, level: int | None = None) -> T
     level = _current_level(level)
     if not isinstance(tensor, Tensor) or not isinstance(tangent, Tensor):
         raise TypeError("make_dual expects Tensors for both the primal and the tangent")
-    if not tensor.dtype.is_floating_point:
+    if not tensor.dtype.is_differentiable:
         raise ValueError(f"Expected primal to be floating point, but got: {tensor.dtype}")
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise ValueError(f"Trying to set a forward gradient that has a different size than that of the original "
@@ -175,7 +175,7 @@ def propagate(op, inputs: tuple, attrs: dict, outputs) -> None:
         _attach(outputs, out_t.to(outputs.dtype), level)
     else:
         for o, ot in zip(outputs, out_t):
-            if ot is not None and isinstance(o, Tensor) and o.dtype.is_floating_point:
+            if ot is not None and isinstance(o, Tensor) and o.dtype.is_differentiable:
                 _attach(o, ot.to(o.dtype), level)
 
 

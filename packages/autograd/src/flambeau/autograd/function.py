@@ -186,7 +186,7 @@ def _wrap_outputs(ctx: BackwardCFunction, args: tuple, outputs):
         elif id(out) in input_ids:
             out = out.detach()  # an input returned as is becomes a new tensor with this node's history
         metas.append((tuple(out.shape), out.dtype, out._device))
-        if id(outs[i]) in non_diff or not out.dtype.is_floating_point:
+        if id(outs[i]) in non_diff or not out.dtype.is_differentiable:
             out._requires_grad = False
             result.append(out)
             continue

@@ -15,14 +15,18 @@ the lower levels (outer vmaps first in the physical dims), and a rule of level `
 operators on those values, which dispatch again at their own level.
 
 Note [Module-level functions under vmap]
-tensor-core's operator front functions (``flambeau.cat``, ``flambeau.where``, everything
-``nn.functional`` calls) have no dispatch hook that a batched tensor could answer, so they cannot
-be batched: a batched tensor that reaches one raises an error saying so, instead of computing on
-the wrong dimensions. Calling an operator of the table directly as the vmapped function works
-(``vmap(flambeau.dot)``, ``vmap(flambeau.cat)``), and so does everything written with Tensor
-methods and operators. tensor-core's planned dispatch hook (``OpDef.front`` asking
-:func:`dispatch` when a batched tensor is among the arguments) lifts the restriction with the
-same rules.
+tensor-core's operator front functions reached otherwise than through a batched tensor's own
+methods (``flambeau.cat``, ``flambeau.where``, everything ``nn.functional`` calls, ``w @ x`` and
+``w[i]`` on an unbatched ``w``) see the batch through tensor-core's dispatch modes (Note [Dispatch
+modes] in ``flambeau._ops._modes``): while a vmap runs in a thread, :class:`_VmapMode` is active
+there and sends every operator call with a batched tensor among its arguments (one list deep) to
+:func:`dispatch`, with the same rules. A batched tensor's own methods go through the modes too.
+The mode sits at the bottom of the thread's modes, so the others act first (autocast casts the
+batched arguments, and its casts are batched), as torch batches after autocast; and it is
+*reentrant*: the rules' own operator calls go through it again, so a value batched at an outer
+level is batched there. A batched tensor that reaches tensor-core's internals by another way (a
+front function called directly by another, inside the operator modules) still raises an error
+saying so, instead of computing on the wrong dimensions.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import warnings
 import flambeau as fl
 from flambeau import Tensor
 from flambeau._ops import OPS
+from flambeau._ops._modes import call as call_modes
+from flambeau._ops._modes import pop_mode, push_mode
 from flambeau.func._pytree import TreeSpec, tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "BatchedTensor", "VmapFallbackWarning", "vmap_fallbacks", "dispatch"]
@@ -238,11 +244,9 @@ def _make(value: Tensor, level: _Level) -> BatchedTensor:
 def _escape_message() -> str:
     name = _calling_op()
     where = f"flambeau.{name}" if name else "a flambeau function"
-    return (f"vmap: a batched tensor reached {where} through a module-level function or a method of a tensor that "
-            "is not batched. Inside vmap, operators on batched tensors run through the batched tensor's own methods "
-            "and operators (x.sum(0), x @ w, w @ x, x[i], x.where(c, y)); module-level functions (flambeau.cat, "
-            "flambeau.where, nn.functional ...) and indexing an unbatched tensor with a batched index (w[i]) cannot "
-            "see the batch until tensor-core dispatches them to flambeau.func (see flambeau.func.vmap's "
+    return (f"vmap: a batched tensor reached the internals of {where} without going through an operator's "
+            "front function (flambeau.<op>, a Tensor method or operator), so the batch cannot be seen there. "
+            "Call the operator through flambeau.<op> or a tensor method inside vmap (see flambeau.func.vmap's "
             "documentation).")
 
 
@@ -255,7 +259,7 @@ def _calling_op() -> str | None:
         for op in OPS.values():
             for fn, name in ((op.fn, op.name), (op.inplace_fn, op.name + "_")):
                 if fn is not None:
-                    _CODES.setdefault(fn.__code__, set()).add(name)
+                    _CODES.setdefault(_unwrapped(fn).__code__, set()).add(name)
     frame = sys._getframe(2)
     for _ in range(8):
         if frame is None:
@@ -455,8 +459,12 @@ _INPLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloo
 
 
 def _method(op, fn, inplace):
+    name = op.name + "_" if inplace and fn is op.inplace_fn else op.name
+
     def method(self, *args, **kwargs):
-        return dispatch(op, fn, (self, *args), kwargs, inplace)
+        if self._level.alive:  # through the modes (autocast, the profiler), to _VmapMode at last
+            return call_modes(name, fn, (self, *args), kwargs)
+        return dispatch(op, fn, (self, *args), kwargs, inplace)  # (which says the tensor escaped its vmap)
 
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__
@@ -465,6 +473,8 @@ def _method(op, fn, inplace):
 
 def _reflected(op):
     def method(self, other):
+        if self._level.alive:
+            return call_modes(op.name, op.fn, (other, self), {})
         return dispatch(op, op.fn, (other, self), {})
 
     return method
@@ -485,13 +495,26 @@ def _bind_methods() -> None:
                 continue  # defined on the class itself
             if dunder in _REFLECTED:
                 setattr(BatchedTensor, dunder, _reflected(op))
+                _DUNDER_KINDS[fn] = "reflected"
             elif dunder in _INPLACE_DUNDERS or dunder == "__setitem__":
                 setattr(BatchedTensor, dunder, _method(op, fn, True))
+                _DUNDER_KINDS[fn] = "inplace"
             elif dunder == "where":  # Tensor.where(condition, other) is where(condition, self, other)
                 setattr(BatchedTensor, dunder, lambda self, condition, other, _op=op:
-                        dispatch(_op, _op.fn, (condition, self, other), {}))
+                        _reflected_where(_op, self, condition, other))
+                _DUNDER_KINDS[fn] = "where"
             else:  # __add__, __getitem__, __neg__, __invert__, comparisons ...: fn(self, *others)
                 setattr(BatchedTensor, dunder, _method(op, fn, False))
+
+
+# an operator dunder of Tensor -> how its arguments map to the operator's (the _VmapMode reads it)
+_DUNDER_KINDS: dict = {}
+
+
+def _reflected_where(op, self, condition, other):
+    if self._level.alive:
+        return call_modes(op.name, op.fn, (condition, self, other), {})
+    return dispatch(op, op.fn, (condition, self, other), {})
 
 
 _bind_methods()
@@ -599,15 +622,23 @@ def _batch_size(flat_in_dims, flat_args, name, in_dims) -> int:
 
 def _call_func(func, args, kwargs):
     op = getattr(func, "_opdef", None)
-    if op is not None and func is op.fn:  # an operator of the table: dispatch it directly
-        return dispatch(op, func, args, kwargs)
-    if op is not None and func is op.inplace_fn:
-        return dispatch(op, func, args, kwargs, True)
+    if op is not None:  # an operator of the table: dispatch it directly
+        front = _unwrapped(func)  # (OPS[name].fn of an internal operator is rebound while vmap's mode is active)
+        if front is _unwrapped(op.fn):
+            return dispatch(op, front, args, kwargs)
+        if front is op.inplace_fn:
+            return dispatch(op, front, args, kwargs, True)
     return func(*args, **kwargs)
+
+
+def _unwrapped(fn):
+    return getattr(fn, "__wrapped__", fn)
 
 
 def _run(func, name, flat_args, flat_in_dims, spec, size, kwargs, out_dims, randomness):
     level = _Level(next(_ids), size, randomness)
+    if not _state.levels:  # the outermost vmap of this thread: module-level functions see the batch
+        push_mode(_MODE, bottom=True)
     _state.levels.append(level)
     try:
         batched = [a if d is None else _make(a if d % a.dim() == 0 else a.movedim(d, 0), level)
@@ -617,6 +648,35 @@ def _run(func, name, flat_args, flat_in_dims, spec, size, kwargs, out_dims, rand
     finally:
         _state.levels.pop()
         level.alive = False
+        if not _state.levels:
+            pop_mode(_MODE)
+
+
+class _VmapMode:
+    """The dispatch mode of a thread's vmaps (Note [Module-level functions under vmap])."""
+
+    reentrant = True
+
+    def dispatch(self, name: str, fn, args: tuple, kwargs: dict):
+        if _top_level(args, kwargs) is None:
+            return fn(*args, **kwargs)
+        return _batched(name, fn.__wrapped__, *args, **kwargs)
+
+
+def _batched(name: str, front, *args, **kwargs):
+    """Operator ``name`` reached through ``front`` (a front, method or dunder of Tensor), batched."""
+    op = OPS.get(name)
+    if op is None:  # the in-place variant Tensor.<op>_
+        return dispatch(OPS[name[:-1]], front, args, kwargs, True)
+    kind = _DUNDER_KINDS.get(front)
+    if kind == "reflected":  # Tensor.__rsub__(self, other) is sub(other, self)
+        return dispatch(op, op.fn, (args[1], args[0]), {})
+    if kind == "where":  # Tensor.where(condition, other) is where(condition, self, other)
+        return dispatch(op, op.fn, (args[1], args[0], *args[2:]), kwargs)
+    return dispatch(op, front, args, kwargs, kind == "inplace" or front is op.inplace_fn)
+
+
+_MODE = _VmapMode()
 
 
 def _unbatch_outputs(out, out_dims, level, name):
@@ -669,12 +729,13 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size: 
     ``vmap`` calls map several dimensions; ``vmap`` composes with :func:`grad`, :func:`vjp`,
     :func:`jacrev` and the other transforms (``vmap(grad(f))`` gives per-example gradients).
 
-    Inside ``func``, operators must be reached through Tensor methods and operators (``x.sum(0)``,
-    ``x @ w``, ``x[i]``, ``x.clamp(min=0)``); module-level functions such as ``flambeau.cat`` or
-    ``nn.functional`` raise an error naming the function (see the module docstring), except when
-    ``func`` itself is an operator (``vmap(flambeau.dot)``). An operator without a batching rule runs
-    once per example (:func:`vmap_fallbacks` lists them, a :class:`VmapFallbackWarning` reports each
-    once). Reading values (``.item()``, ``if x > 0``) raises, as in torch.
+    Inside ``func``, every operator sees the batch: Tensor methods and operators (``x.sum(0)``,
+    ``x @ w``, ``x[i]``), module-level functions (``flambeau.cat``, ``flambeau.where``,
+    ``nn.functional``), unbatched tensors meeting batched ones (``w @ x``, ``table[i]``), and an
+    operator given as ``func`` itself (``vmap(flambeau.dot)``); see the module docstring. An operator
+    without a batching rule runs once per example (:func:`vmap_fallbacks` lists them, a
+    :class:`VmapFallbackWarning` reports each once). Reading values (``.item()``, ``if x > 0``)
+    raises, as in torch.
 
     Args:
         func: a function of tensors (and other values), returning a tensor or a pytree of tensors.

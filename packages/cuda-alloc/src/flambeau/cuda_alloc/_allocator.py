@@ -32,6 +32,24 @@ Note [Two cores]
     ``FLAMBEAU_CUDA_ALLOC_PURE_PYTHON=1``. Both follow the same policy block for block.
     ``malloc`` and ``free`` cross into the core once each; only growing, out-of-memory,
     events and inspection take the allocator's own lock.
+
+Note [Memory pools]
+    A memory pool (``torch.cuda.MemPool``) is a separate set of segments: while a thread
+    routes its allocations to pool ``p`` (:meth:`CachingAllocator.use_pool`), its blocks
+    come from segments reserved for ``p`` (one small and one large free list per stream,
+    as for the default pools), and freed blocks go back to ``p`` only. The pools of a
+    stream are keyed ``("mempool", p, stream key)``. While ``p`` is alive,
+    :meth:`CachingAllocator.empty_cache` keeps its cached segments (as torch keeps a live
+    pool's memory); :meth:`CachingAllocator.release_pool` ends it and frees them. The
+    routing check costs the hot path one integer test (``_routing``, the number of open
+    ``use_pool`` blocks) when no pool is in use.
+
+Note [Memory fraction]
+    :meth:`CachingAllocator.set_memory_fraction` caps the bytes reserved from the device at
+    ``fraction * total`` (``torch.cuda.set_per_process_memory_fraction``): a new segment
+    that would cross the cap is refused as if the device were full, so the usual retries
+    (free cached segments) run first and the error is :class:`OutOfMemoryError`, whose
+    message then says how much is allowed.
 """
 
 from __future__ import annotations
@@ -173,6 +191,13 @@ class CachingAllocator:
         self._pending: dict[Hashable, collections.deque] = {}  # stream key -> (event, address)
         self._event_counts: dict[int, int] = {}  # pending block -> events not yet completed
         self._gc_clock = 0
+        self._limit: int | None = None  # reserved bytes allowed (Note [Memory fraction])
+        self._fraction = 1.0
+        self._caching = True
+        self._routing = 0  # open use_pool blocks, all threads (Note [Memory pools])
+        self._next_pool_id = 1
+        self._live_pools: set[int] = set()
+        self._mempool_of: dict[Hashable, tuple[int, Hashable]] = {}  # pool key -> (pool id, stream key)
         self._apply_config(config)
 
     # -- settings -------------------------------------------------------------------------
@@ -238,9 +263,12 @@ class CachingAllocator:
         finally:
             self._tls.stream = previous
 
-    def _pools_of(self, stream: Any) -> tuple[Any, int, int]:
-        """The (stream, small pool, large pool) triple of ``stream``, remembered in _last."""
-        key = self.backend.stream_key(stream)
+    def _pools_of(self, stream: Any, mempool: int | None = None) -> tuple[Any, int, int]:
+        """The (stream, small pool, large pool) triple of ``stream`` (in memory pool
+        ``mempool`` if given), remembered in _last for the default pools."""
+        key = stream_key = self.backend.stream_key(stream)
+        if mempool is not None:
+            key = ("mempool", mempool, stream_key)
         pools = self._pools.get(key)
         if pools is None:
             with self._locked():
@@ -249,8 +277,92 @@ class CachingAllocator:
                     pools = (self._core.new_pool(True), self._core.new_pool(False))
                     self._pool_keys += [(key, True), (key, False)]
                     self._pools[key] = pools
-        self._last = last = (stream, pools[0], pools[1])
+                    if mempool is not None:
+                        self._mempool_of[key] = (mempool, stream_key)
+        last = (stream, pools[0], pools[1])
+        if mempool is None:
+            self._last = last
         return last
+
+    # -- memory pools (Note [Memory pools]) -------------------------------------------------
+
+    def create_pool(self) -> int:
+        """A new memory pool's id (1, 2, ...); its segments are made on first use."""
+        with self._locked():
+            pool_id = self._next_pool_id
+            self._next_pool_id += 1
+            self._live_pools.add(pool_id)
+            return pool_id
+
+    @contextlib.contextmanager
+    def use_pool(self, pool_id: int) -> Iterator[int]:
+        """Context manager routing the calling thread's allocations to memory pool ``pool_id``.
+
+        Raises:
+            ValueError: ``pool_id`` is not a live pool of this allocator.
+        """
+        if pool_id not in self._live_pools:
+            raise ValueError(f"pool_id: expected a live memory pool of this allocator, got {pool_id!r}")
+        previous = getattr(self._tls, "mempool", None)
+        with self._locked():
+            self._routing += 1
+        self._tls.mempool = pool_id
+        try:
+            yield pool_id
+        finally:
+            self._tls.mempool = previous
+            with self._locked():
+                self._routing -= 1
+
+    def current_pool(self) -> int | None:
+        """The memory pool the calling thread allocates from (None: the default pools)."""
+        return getattr(self._tls, "mempool", None)
+
+    def release_pool(self, pool_id: int) -> None:
+        """End memory pool ``pool_id``: its cached segments go back to the device now, and
+        those of its blocks still live go back when they are freed and the cache emptied."""
+        with self._locked():
+            self._live_pools.discard(pool_id)
+            for pool, address, _, _ in self._cached_segments():
+                if self._pool_id_of(pool) == pool_id:
+                    self._release_segment(pool, address)
+
+    def _pool_id_of(self, pool: int) -> int:
+        """The memory pool id of core pool ``pool`` (0: a default pool)."""
+        return self._mempool_of.get(self._pool_keys[pool][0], (0,))[0]
+
+    # -- memory fraction (Note [Memory fraction]) -------------------------------------------
+
+    def set_memory_fraction(self, fraction: float) -> None:
+        """Cap the memory reserved from the device at ``fraction`` of its total (0 to 1).
+
+        Raises:
+            ValueError: ``fraction`` is not a number in [0, 1].
+        """
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ValueError(f"fraction: expected a number in [0, 1], got {fraction!r}")
+        _, total = self.backend.mem_get_info()
+        with self._locked():
+            self._fraction = float(fraction)
+            self._limit = None if fraction == 1 else int(fraction * total)
+
+    def get_memory_fraction(self) -> float:
+        """The fraction of the device's memory this allocator may reserve (1.0: no cap)."""
+        return self._fraction
+
+    # -- caching on and off ----------------------------------------------------------------
+
+    def set_caching_enabled(self, enabled: bool) -> None:
+        """Turn caching on or off. Off, a freed block's segment goes back to the device as
+        soon as no live block is left in it (``torch.cuda.caching_allocator_enable``);
+        turning it off also frees what is cached now."""
+        self._caching = bool(enabled)
+        if not enabled:
+            self.empty_cache()
+
+    def caching_enabled(self) -> bool:
+        """Whether freed memory is kept for reuse (see :meth:`set_caching_enabled`)."""
+        return self._caching
 
     # -- allocation -----------------------------------------------------------------------
 
@@ -270,9 +382,12 @@ class CachingAllocator:
             size = _checked_size(size)
         if stream is None:
             stream = self.current_stream()
-        last = self._last
-        if stream is not last[0]:
-            last = self._pools_of(stream)
+        if self._routing and getattr(self._tls, "mempool", None) is not None:
+            last = self._pools_of(stream, self._tls.mempool)
+        else:
+            last = self._last
+            if stream is not last[0]:
+                last = self._pools_of(stream)
         rounded = (size + 511) & -512 or MIN_BLOCK_SIZE
         if rounded > self._divisions_above:
             rounded = self._round_large(size)
@@ -330,6 +445,8 @@ class CachingAllocator:
             return self._core.malloc_segment(pool, address, alloc_size, size, requested)
 
     def _raw_malloc(self, size: int) -> int | None:
+        if self._limit is not None and self._stats.reserved_bytes[0].current + size > self._limit:
+            return None  # over the memory fraction: refused as the device would (Note [Memory fraction])
         try:
             return self.backend.malloc(size)
         except DeviceOutOfMemory:
@@ -362,9 +479,11 @@ class CachingAllocator:
         return released >= target
 
     def _release_cached(self) -> None:
-        """Free every cached segment that holds no live block, on every stream."""
+        """Free every cached segment that holds no live block, on every stream, except those
+        of live memory pools (Note [Memory pools])."""
         for pool, address, _, _ in self._cached_segments():
-            self._release_segment(pool, address)
+            if self._pool_id_of(pool) not in self._live_pools:
+                self._release_segment(pool, address)
 
     def _release_segment(self, pool: int, address: int) -> int:
         """Return a cached whole segment to the device; its size, or 0 if a malloc on
@@ -415,6 +534,24 @@ class CachingAllocator:
             failed = -1
         if failed:
             _free_failed(address, failed)
+        if not self._caching:
+            self._release_uncached()
+
+    def _release_uncached(self) -> None:
+        """With caching off, return the segments left without a live block to the device."""
+        lock = self._lock
+        if not lock.acquire(False):
+            if self._owner == _get_ident():
+                return  # re-entered from a finalizer mid-operation: the next free releases them
+            lock.acquire()
+        self._owner = _get_ident()
+        try:
+            self._release_cached()
+        finally:
+            self._owner = None
+            lock.release()
+            if self._deferred:
+                self._release_deferred()
 
     def _free_used(self, address: int) -> None:
         """Free a block that other streams used: it waits for their events (see Note [One
@@ -497,7 +634,8 @@ class CachingAllocator:
             info = self._core.block_info(address)
             if info is None or info[2] != ALLOCATED:
                 raise ValueError(f"address: expected a live block of this allocator, got {address:#x}")
-            if key == self._pool_keys[info[0]][0]:
+            owner = self._pool_keys[info[0]][0]
+            if key == self._mempool_of.get(owner, (0, owner))[1]:
                 return  # its own stream orders the uses already
             self._streams.setdefault(key, stream)
             self._uses.setdefault(address, set()).add(key)
@@ -598,16 +736,20 @@ class CachingAllocator:
             stream's key), ``segment_type`` (``"small"`` or ``"large"``) and ``blocks``:
             dicts with ``address``, ``size``, ``requested_size``, ``state``
             (``"active_allocated"``, ``"active_pending_free"`` or ``"inactive"``) and
-            ``stream``.
+            ``stream``; ``segment_pool_id`` (``(0, 0)`` for the default pools, ``(0, p)`` for
+            memory pool ``p``), ``is_expandable`` (False) and ``frames`` (``[]``: no
+            stack traces are recorded) complete torch's keys.
         """
         with self._locked():
             segments: list[dict[str, Any]] = []
             for segment, address, size, requested, pool, state, _ in self._core.blocks():
                 key, small = self._pool_keys[pool]
+                pool_id, key = self._mempool_of.get(key, (0, key))
                 if not segments or segments[-1]["address"] != segment:
                     segments.append({
                         "device": self.device, "address": segment, "stream": key,
-                        "segment_type": "small" if small else "large", "blocks": [],
+                        "segment_type": "small" if small else "large", "segment_pool_id": (0, pool_id),
+                        "is_expandable": False, "frames": [], "blocks": [],
                     })
                 segments[-1]["blocks"].append({
                     "address": address,
@@ -615,6 +757,7 @@ class CachingAllocator:
                     "requested_size": requested if state == ALLOCATED else 0,
                     "state": _STATE_NAMES[state],
                     "stream": key,
+                    "frames": [],
                 })
             for seg in segments:
                 blocks = seg.pop("blocks")
@@ -653,11 +796,12 @@ class CachingAllocator:
         free, total = self.backend.mem_get_info()
         allocated = self._core.current(ALLOC_BYTES)
         reserved = self._stats.reserved_bytes[0].current
+        allowed = "" if self._limit is None else f"{format_bytes(self._limit)} allowed; "
         return (
             f"CUDA out of memory. Tried to allocate {format_bytes(requested)} "
             f"({requested} bytes; a new segment of {format_bytes(alloc_size)}). "
             f"Device {self.device} has a total capacity of {format_bytes(total)} of which "
-            f"{format_bytes(free)} is free. Of the memory reserved by this allocator, "
+            f"{format_bytes(free)} is free. {allowed}Of the memory reserved by this allocator, "
             f"{format_bytes(allocated)} is allocated and {format_bytes(reserved - allocated)} "
             "is reserved but unallocated. If reserved but unallocated memory is large, set "
             "max_split_size_mb (FLAMBEAU_CUDA_ALLOC_CONF) to avoid fragmentation; if other "
@@ -667,5 +811,5 @@ class CachingAllocator:
 
 _SEGMENT_KEYS = (
     "device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
-    "segment_type", "blocks",
+    "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks",
 )

@@ -12,10 +12,12 @@ from __future__ import annotations
 import collections
 import ctypes
 import threading
+import time
 from collections.abc import Hashable
 from typing import Any
 
 from ._backend import Backend
+from ._stats import Stat
 
 __all__ = ["PinnedMemoryAllocator"]
 
@@ -34,7 +36,8 @@ class PinnedMemoryAllocator:
     Args:
         backend: Provides ``host_malloc``/``host_free``, events and streams.
 
-    Attributes read as statistics: ``num_host_alloc`` and ``num_host_free`` (raw calls).
+    Attributes read as statistics: ``num_host_alloc`` and ``num_host_free`` (raw calls);
+    :meth:`host_memory_stats` gives them all under ``torch.cuda.host_memory_stats()`` keys.
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -48,6 +51,9 @@ class PinnedMemoryAllocator:
         self._pending: collections.deque = collections.deque()  # (events, address)
         self.num_host_alloc = 0
         self.num_host_free = 0
+        # torch's host statistics: blocks owned (live + cached), blocks handed out, their bytes
+        self._blocks, self._block_bytes, self._active, self._active_bytes = Stat(), Stat(), Stat(), Stat()
+        self._times = {"host_alloc_time": _Timing(), "host_free_time": _Timing()}
 
     def malloc(self, size: int) -> int:
         """Return the address of a pinned block of at least ``size`` bytes."""
@@ -60,10 +66,16 @@ class PinnedMemoryAllocator:
             if free:
                 address = free.pop()
             else:
+                start = time.perf_counter()
                 address = self.backend.host_malloc(bucket)
+                self._times["host_alloc_time"].add(time.perf_counter() - start)
                 self.num_host_alloc += 1
                 self._sizes[address] = bucket
+                self._blocks.increase(1)
+                self._block_bytes.increase(bucket)
             self._live.add(address)
+            self._active.increase(1)
+            self._active_bytes.increase(bucket)
             return address
 
     def block_size(self, address: int) -> int:
@@ -97,13 +109,20 @@ class PinnedMemoryAllocator:
                 events = [self.backend.record_event(self._streams[key]) for key in uses]
                 self._pending.append((events, address))
             else:
-                self._free[self._sizes[address]].append(address)
+                self._reusable(address)
+
+    def _reusable(self, address: int) -> None:
+        """Put a block whose users are all done back in its bucket (it stops being active)."""
+        size = self._sizes[address]
+        self._free[size].append(address)
+        self._active.decrease(1)
+        self._active_bytes.decrease(size)
 
     def _process_events(self) -> None:
         still = collections.deque()
         for events, address in self._pending:
             if all(self.backend.event_query(e) for e in events):
-                self._free[self._sizes[address]].append(address)
+                self._reusable(address)
             else:
                 still.append((events, address))
         self._pending = still
@@ -121,7 +140,66 @@ class PinnedMemoryAllocator:
             self._process_events()
             for free in self._free.values():
                 for address in free:
+                    start = time.perf_counter()
                     self.backend.host_free(address)
-                    del self._sizes[address]
+                    self._times["host_free_time"].add(time.perf_counter() - start)
+                    self._blocks.decrease(1)
+                    self._block_bytes.decrease(self._sizes.pop(address))
                     self.num_host_free += 1
             self._free.clear()
+
+    def host_memory_stats(self) -> dict[str, Any]:
+        """Statistics under ``torch.cuda.host_memory_stats()`` keys.
+
+        ``allocations`` and ``allocated_bytes``: blocks owned (live and cached, rounded
+        sizes); ``active_requests`` and ``active_bytes``: blocks handed out and not yet
+        reusable; each with ``current``, ``peak``, ``allocated`` and ``freed``.
+        ``num_host_alloc``/``num_host_free``: raw pinning calls; ``host_alloc_time`` and
+        ``host_free_time``: ``total``, ``max``, ``min``, ``count``, ``avg`` of those calls in
+        microseconds.
+        """
+        out: dict[str, Any] = {}
+        with self._lock:
+            for name, stat in (("allocations", self._blocks), ("allocated_bytes", self._block_bytes),
+                               ("active_requests", self._active), ("active_bytes", self._active_bytes)):
+                for field in Stat.__slots__:
+                    out[f"{name}.{field}"] = getattr(stat, field)
+            out["num_host_alloc"] = self.num_host_alloc
+            out["num_host_free"] = self.num_host_free
+            for name, timing in self._times.items():
+                for field, value in timing.as_dict().items():
+                    out[f"{name}.{field}"] = value
+        return out
+
+    def reset_accumulated_host_memory_stats(self) -> None:
+        """Zero the running sums (``allocated``, ``freed``), the call counts and the timings."""
+        with self._lock:
+            for stat in (self._blocks, self._block_bytes, self._active, self._active_bytes):
+                stat.allocated = stat.freed = 0
+            self.num_host_alloc = self.num_host_free = 0
+            self._times = {"host_alloc_time": _Timing(), "host_free_time": _Timing()}
+
+    def reset_peak_host_memory_stats(self) -> None:
+        """Set every peak to its current value."""
+        with self._lock:
+            for stat in (self._blocks, self._block_bytes, self._active, self._active_bytes):
+                stat.peak = stat.current
+
+
+class _Timing:
+    """Durations of raw calls: total, max, min, count (microseconds; torch's ``*_time`` keys)."""
+
+    def __init__(self) -> None:
+        self.total = self.max = self.min = 0.0
+        self.count = 0
+
+    def add(self, seconds: float) -> None:
+        us = seconds * 1e6
+        self.min = us if self.count == 0 else min(self.min, us)
+        self.max = max(self.max, us)
+        self.total += us
+        self.count += 1
+
+    def as_dict(self) -> dict[str, float]:
+        return {"total": self.total, "max": self.max, "min": self.min, "count": self.count,
+                "avg": self.total / self.count if self.count else 0.0}

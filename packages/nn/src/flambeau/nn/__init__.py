@@ -16,6 +16,10 @@ from flambeau.nn.utils import parametrizations, parametrize  # noqa: E402, F401
 def __getattr__(name: str):
     # nn.SyncBatchNorm and nn.parallel need process groups: they live in flambeau-distributed, which
     # depends on flambeau-nn, so they resolve on first use (PEP 562) and never at import.
+    if name == "DataParallel":
+        from flambeau.nn.parallel.data_parallel import DataParallel
+
+        return DataParallel
     if name == "parallel":
         import importlib
 

@@ -6,8 +6,12 @@ Each family lives in its own module under ``flambeau.nn._functional``; this modu
 from flambeau.nn._functional.activation import *  # noqa: F403
 from flambeau.nn._functional.attention import *  # noqa: F403
 from flambeau.nn._functional.basic import *  # noqa: F403
+from flambeau.nn._functional.basic_more import *  # noqa: F403
 from flambeau.nn._functional.conv import *  # noqa: F403
+from flambeau.nn._functional.grid import *  # noqa: F403
 from flambeau.nn._functional.loss import *  # noqa: F403
+from flambeau.nn._functional.loss_more import *  # noqa: F403
 from flambeau.nn._functional.norm import *  # noqa: F403
 from flambeau.nn._functional.pooling import *  # noqa: F403
+from flambeau.nn._functional.pooling_more import *  # noqa: F403
 from flambeau.nn._functional.resample import *  # noqa: F403

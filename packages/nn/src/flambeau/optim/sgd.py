@@ -67,6 +67,12 @@ class SGD(Optimizer):
         use_momentum = group["momentum"] != 0
         for p in group["params"]:
             g = p.grad
+            if g is not None and g.is_sparse:  # nn.Embedding(sparse=True)
+                if use_momentum or group["weight_decay"] != 0:
+                    g = g.to_dense()  # the same numbers as torch's sparse momentum buffer
+                else:
+                    _sparse_update_(p, g, group["lr"] if group["maximize"] else -group["lr"])
+                    continue
             if g is not None:
                 if g._data.shape != p._data.shape or g.dtype is not p.dtype or g._device is not p._device:
                     self._check_grad(group, p, g)  # raises (Note [Gradient checks])
@@ -80,6 +86,18 @@ class SGD(Optimizer):
         if use_momentum:
             for p, buf in zip(params, bufs):
                 self.state[p]["momentum_buffer"] = buf
+
+
+def _sparse_update_(p: Tensor, g: Tensor, alpha: float) -> None:
+    """``p += alpha * g`` for a sparse COO gradient ``g``, touching only the rows it holds (as torch's
+    ``param.add_(sparse_grad, alpha=-lr)``)."""
+    g = g.coalesce()
+    sparse_dim = g.sparse_dim()
+    idx = g.indices()
+    rows = idx[0]
+    for d in range(1, sparse_dim):
+        rows = rows * p.shape[d] + idx[d]
+    p.view(-1, *p.shape[sparse_dim:]).index_add_(0, rows, g.values().to(p.dtype), alpha=_to_scalar(alpha))
 
 
 def sgd(params: list[Tensor], grads: list[Tensor], momentum_buffer_list: list[Tensor | None], *,

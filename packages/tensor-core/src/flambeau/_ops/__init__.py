@@ -4,19 +4,25 @@ from flambeau._kernels import cuda as _cuda_kernels  # noqa: F401 - registers th
 from flambeau._ops import (  # noqa: F401  - each module declares its operators on import
     activation,
     attention,
+    complex,
     conv,
     core,
     elementwise,
     indexing,
     linalg,
+    linalg_solvers,
     loss,
     nn_ops,
     normalization,
+    numeric,
     pooling,
     reduction,
     resample,
     rnn,
+    searching,
     shape,
+    special,
+    spectral,
 )
 from flambeau._ops._registry import OPS, OpDef, get_op, register_kernel  # noqa: F401
 

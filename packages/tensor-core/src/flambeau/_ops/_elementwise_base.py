@@ -53,7 +53,7 @@ def _rule_promote(d):
 
 def _rule_float(d):
     # Integer and bool inputs compute in the default float dtype (torch's int -> float ops).
-    return d if d.is_floating_point else dt._default[0]
+    return d if d._category >= 2 else dt._default[0]
 
 
 def _rule_double(d):
@@ -61,6 +61,20 @@ def _rule_double(d):
 
 
 DTYPE_RULES = {"promote": _rule_promote, "float": _rule_float, "double": _rule_double}
+
+
+def _real_rule(rule: str, kernel_name: str):
+    """``DTYPE_RULES[rule]`` raising torch's ``"<kernel_name>" not implemented for 'ComplexFloat'`` for
+    complex dtypes: the rule of every operator not declared ``complex_ok`` (the rule runs on every
+    call anyway, so the check costs one comparison)."""
+    base = DTYPE_RULES[rule]
+
+    def real_only(d):
+        if d._category == 3:
+            raise NotImplementedError(f'"{kernel_name}" not implemented for \'{d.scalar_name}\'')
+        return base(d)
+
+    return real_only
 
 
 # --- dtype checks ---------------------------------------------------------------------------------
@@ -79,8 +93,8 @@ def not_implemented_for(kernel_name: str, reject):
 
     ``reject`` is ``"bool"``, ``"integral"`` (ints and bool), ``"float"`` or a predicate on dtypes.
     """
-    pred = {"bool": lambda d: d is dt.bool, "integral": lambda d: not d.is_floating_point,
-            "float": lambda d: d.is_floating_point}.get(reject, reject)
+    pred = {"bool": lambda d: d is dt.bool, "integral": lambda d: d._category < 2,
+            "float": lambda d: d._category >= 2}.get(reject, reject)
 
     def check(d):
         if pred(d):
@@ -170,7 +184,8 @@ def _sample_dtypes(check, bool_ok: bool = True) -> tuple:
 def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
               inplace: bool = True, dunders: tuple = (), rdunders: tuple = (), differentiable: bool = True,
               category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
-              aliases: tuple = (), check_operands=None, samples=None, sample_dtypes=None):
+              aliases: tuple = (), check_operands=None, samples=None, sample_dtypes=None,
+              complex_ok: bool = False):
     """Declare a binary elementwise operator ``name(input, other)`` and build its fronts.
 
     Args:
@@ -186,12 +201,14 @@ def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
         check_operands: ``check(input, other)`` raising for unsupported operands (``sub`` of bools).
         samples: the operator's sample inputs (default :func:`binary_samples`); sample_dtypes:
             the dtype names they are made at (default: those ``allowed`` accepts).
+        complex_ok: the kernels compute complex dtypes; otherwise complex operands raise torch's
+            ``"<name>_cpu" not implemented for 'ComplexFloat'``.
     """
     op = declare(signature, differentiable=differentiable and not bool_out, category=category,
                  function=function, method=method, aliases=aliases)
     kernels = op.kernels  # the operator's row of the kernel table, filled as kernels register
     name = op.name
-    to_compute = DTYPE_RULES[rule]
+    to_compute = DTYPE_RULES[rule] if complex_ok else _real_rule(rule, f"{name}_cpu")
     bool_ = dt.bool
     check = _allowed_check(name, allowed)
     op.samples(samples or binary_samples(),
@@ -358,7 +375,7 @@ def _as_broadcast_error(e: ValueError, input, other):
 def unary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
              inplace: bool = True, dunders: tuple = (), differentiable: bool = True,
              category: str = "pointwise", allowed=None, function: bool = True, method: bool = True,
-             aliases: tuple = (), samples=None, sample_dtypes=None):
+             aliases: tuple = (), samples=None, sample_dtypes=None, complex_ok: bool = False):
     """Declare a unary elementwise operator ``name(input)``; see :func:`binary_op` for the arguments.
 
     ``allowed`` checks the *input* dtype.
@@ -367,7 +384,7 @@ def unary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
                  function=function, method=method, aliases=aliases)
     kernels = op.kernels
     name = op.name
-    to_compute = DTYPE_RULES[rule]
+    to_compute = DTYPE_RULES[rule] if complex_ok else _real_rule(rule, f"{name}_cpu")
     bool_ = dt.bool
     check = _allowed_check(name, allowed)
     op.samples(samples or unary_samples(), dtypes=sample_dtypes or _sample_dtypes(check))

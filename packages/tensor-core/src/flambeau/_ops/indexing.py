@@ -131,10 +131,10 @@ def _np_key(self: Tensor, key):
             advanced = True
         elif isinstance(k, (np.integer,)):
             out.append(int(k))
-        elif isinstance(k, (list, tuple, np.ndarray)):
+        elif isinstance(k, (list, tuple, range, np.ndarray)):  # x[range(n), y] as torch: an index list
             arr = np.asarray(k) if not (isinstance(k, list) and any(isinstance(e, Tensor) for e in k)) \
                 else np.asarray([int(e) for e in k])
-            if arr.dtype.kind == "f":
+            if arr.dtype.kind == "f" and arr.size:  # an empty list or range is an empty int64 index
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
             if arr.dtype.kind not in "biu" and arr.size:
                 raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
@@ -183,7 +183,7 @@ def _key_for_record(key):
     items = key if key.__class__ is tuple else (key,)
     out = []
     for k in items:
-        if isinstance(k, (list, np.ndarray)) or (k.__class__ is tuple):
+        if isinstance(k, (list, range, np.ndarray)) or (k.__class__ is tuple):
             arr = np.asarray(k)
             out.append(tensor(arr, dtype=_bool if arr.dtype.kind == "b" else _int64))
         elif isinstance(k, np.integer):

@@ -1,6 +1,7 @@
 """Linear algebra: matmul and its relatives (mm, bmm, mv, dot, addmm ...), einsum, tensordot, trace, diag.
 
-Like torch, products refuse operands of different dtypes; float16 products accumulate in float32.
+Like torch, products refuse operands of different dtypes; float16 and bfloat16 products accumulate
+in float32. Complex products are complex products (no conjugation, as torch's ``matmul``).
 CPU kernels (numpy's BLAS): ``flambeau._kernels.cpu.linalg``.
 
 Kernel convention (every device; arrays in, array out):
@@ -42,7 +43,8 @@ __all__ = ["matmul", "mm", "bmm", "mv", "addmm", "addmv", "baddbmm", "addbmm", "
 # torch's C type names, used in its dtype-mismatch messages.
 _C_NAME = {dt.float32: "float", dt.float64: "double", dt.float16: "c10::Half", dt.int64: "long int",
            dt.int32: "int", dt.int16: "short int", dt.int8: "signed char", dt.uint8: "unsigned char",
-           dt.bool: "bool"}
+           dt.bool: "bool", dt.bfloat16: "c10::BFloat16", dt.complex64: "c10::complex<float>",
+           dt.complex128: "c10::complex<double>"}
 
 
 # --- validation helpers ----------------------------------------------------------------------------
@@ -98,6 +100,8 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     Both operands must have the same dtype (no promotion, as in torch).
     """
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
+        if getattr(input, "is_sparse", False):  # sparse COO @ dense: flambeau._sparse's product (a Tensor subclass)
+            return input.__matmul__(other)
         check_tensor(input, "input", "matmul")
         check_tensor(other, "other", "matmul")
     a, b = input._data, other._data
@@ -141,6 +145,8 @@ def _product_op(signature: str, check, doc: str, **options):
     name = op.name
 
     def fn(input, other):
+        if name == "mm" and input.__class__ is not Tensor and getattr(input, "is_sparse", False):
+            return input.__matmul__(other)  # sparse COO @ dense (torch.mm takes a sparse first operand)
         check_tensor(input, "input", name)
         check_tensor(other, "other", name)
         check(input, other)

@@ -136,7 +136,13 @@ def _check_dtype_arg(dtype):
 
 def _exact_dtype(d):
     # torch: integer and bool sums/products accumulate in and return int64.
-    return d if d.is_floating_point else _int64
+    return d if d._category >= 2 else _int64
+
+
+def _not_complex(kernel_name: str, input: Tensor) -> None:
+    """torch's error for the orderings (max, median, ...) of complex numbers, which have no order."""
+    if input.dtype.is_complex:
+        raise NotImplementedError(f'"{kernel_name}" not implemented for \'{input.dtype.scalar_name}\'')
 
 
 def _nonempty(name: str, a, dims) -> None:
@@ -152,7 +158,7 @@ def _nonempty(name: str, a, dims) -> None:
 
 def _float_only(name: str, d, what: str = "could not infer output dtype. Input dtype must be either a "
                                            "floating point or complex dtype. Got") -> None:
-    if not d.is_floating_point:
+    if d._category < 2:
         raise RuntimeError(f"{name}(): {what}: {d.scalar_name}")
 
 
@@ -189,7 +195,7 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
     dims = None if dim is None else _axes(dim, a.ndim)
     if dtype is None:
         d = input.dtype
-        if not d.is_floating_point:
+        if d._category < 2:
             d = _int64
     else:
         d = dt.to_dtype(dtype)
@@ -211,6 +217,8 @@ NANSUM = declare("nansum(Tensor input, int[1]? dim=None, bool keepdim=False, *, 
 def nansum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Like :func:`flambeau.sum`, treating NaN as zero."""
     check_tensor(input, "input", "nansum")
+    if input.dtype.is_complex:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     a = input._data
     dims = _axes(dim, a.ndim)
     d = _exact_dtype(input.dtype) if dtype is None else dt.to_dtype(dtype)
@@ -233,7 +241,7 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     a = input._data
     dims = None if dim is None else _axes(dim, a.ndim)
     d = input.dtype if dtype is None else dt.to_dtype(dtype)
-    if not d.is_floating_point:
+    if d._category < 2:
         _float_only("mean", d)
     out = _wrap(MEAN.kernel(input._device.type)(a, dims, keepdim, d), input._device)
     _rec(MEAN, input, (input, dims, keepdim), {"dtype": d}, out)
@@ -291,6 +299,7 @@ def _extreme_op(name: str, elementwise: str, rtype):
         check_tensor(input, "input", name)
         if isinstance(dim, Tensor):
             return _elementwise_extreme(elementwise, input, dim)
+        _not_complex(f"{name}_all", input)
         a = input._data
         dev = input._device
         if dim is None:
@@ -337,6 +346,7 @@ def _amax_op(name):
 
     def fn(input, dim=(), keepdim=False):
         check_tensor(input, "input", name)
+        _not_complex(f"{name[1:]}_values_cpu", input)
         a = input._data
         dims = _axes(dim, a.ndim)
         if a.size == 0:
@@ -368,8 +378,8 @@ def _argop(name):
 
     def fn(input, dim=None, keepdim=False):
         check_tensor(input, "input", name)
-        if input.dtype is _bool:
-            raise RuntimeError(f"{name}(): does not support bool input")
+        if input.dtype is _bool or input.dtype.is_complex:
+            raise RuntimeError(f"{name}(): does not support {'bool' if input.dtype is _bool else 'complex'} input")
         a = input._data
         if dim is None:
             if a.size == 0:
@@ -405,6 +415,7 @@ AMINMAX = declare("aminmax(Tensor input, *, int? dim=None, bool keepdim=False) -
 def aminmax(input: Tensor, *, dim=None, keepdim: bool = False):
     """The namedtuple ``(min, max)`` of ``input`` over ``dim`` (every element when None)."""
     check_tensor(input, "input", "aminmax")
+    _not_complex("aminmax_cpu", input)
     a = input._data
     dims = _axes(dim, a.ndim)
     if a.size == 0 and (dims is None or builtins.any(a.shape[x] == 0 for x in dims)):
@@ -429,7 +440,7 @@ def _correction(name, dim, unbiased, correction):
 
 def _var_setup(name, input, dim, unbiased, correction):
     check_tensor(input, "input", name)
-    if not input.dtype.is_floating_point:
+    if input.dtype._category < 2:
         raise RuntimeError("std and var only support floating point and complex dtypes")
     dim, correction = _correction(name, dim, unbiased, correction)
     return _axes(dim, input._data.ndim), correction
@@ -523,7 +534,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     other number (``sum(|x|**p)**(1/p)``). Floating inputs only; ``dtype`` casts first.
     """
     check_tensor(input, "input", "norm")
-    if not input.dtype.is_floating_point:
+    if input.dtype._category < 2:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
                            f"{input.dtype.scalar_name}")
     if p is None or p == "fro":
@@ -621,6 +632,7 @@ def _cum_extreme_op(name, rtype):
 
     def fn(input, dim):
         check_tensor(input, "input", name)
+        _not_complex(f"{name}_cpu", input)
         a = input._data
         d = wrap_dim(dim, a.ndim)
         dev = input._device
@@ -660,6 +672,7 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
     Of two middle values the lower one is returned, as torch does.
     """
     check_tensor(input, "input", "median")
+    _not_complex("median_cpu", input)
     a = input._data
     dev = input._device
     if dim is None:
@@ -689,6 +702,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     occurrence.
     """
     check_tensor(input, "input", "mode")
+    _not_complex("mode_cpu", input)
     a = input._data
     d = wrap_dim(dim, a.ndim)
     dev = input._device

@@ -13,6 +13,10 @@ Kernel convention (every device; arrays in, array out):
     <op>_backward: ``kernel(grad, output_size, input_size, [align_corners,] scales...) -> array``
         of shape ``input_size``.
 ``scales`` are the user's scale factors (None: ``in / out`` is used), as in torch.
+    grid_sampler_2d / 3d: ``kernel(x, grid, interpolation_mode, padding_mode, align_corners) -> array``
+        ``(N, C, *grid.shape[1:-1])``; their _backward: ``kernel(grad, x, grid, ...) -> (grad_input,
+        grad_grid)``. Modes are torch's enums (interpolation bilinear 0, nearest 1, bicubic 2; padding
+        zeros 0, border 1, reflection 2); the fronts checked shapes, dtypes and devices.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from flambeau._ops._common import Tensor, _wrap, check_tensor, record_if_needed
 from flambeau._ops._registry import declare
 
 __all__ = ["upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d",
-           "pixel_shuffle", "pixel_unshuffle"]
+           "pixel_shuffle", "pixel_unshuffle", "grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_3d",
+           "grid_sampler_3d_backward"]
 
 
 _S1 = "float? scales=None"
@@ -320,3 +325,178 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+# --- grid sampling ---------------------------------------------------------------------------------------
+_GRID_ARGS = "int interpolation_mode, int padding_mode, bool align_corners"
+GRID_SAMPLER_2D = declare(f"grid_sampler_2d(Tensor input, Tensor grid, {_GRID_ARGS}) -> Tensor",
+                          category="resampling", method=False)
+GRID_SAMPLER_2D_BACKWARD = declare(f"grid_sampler_2d_backward(Tensor grad_output, Tensor input, Tensor grid, "
+                                   f"{_GRID_ARGS}) -> (Tensor, Tensor)",
+                                   category="resampling", method=False, differentiable=False)
+GRID_SAMPLER_3D = declare(f"grid_sampler_3d(Tensor input, Tensor grid, {_GRID_ARGS}) -> Tensor",
+                          category="resampling", method=False)
+GRID_SAMPLER_3D_BACKWARD = declare(f"grid_sampler_3d_backward(Tensor grad_output, Tensor input, Tensor grid, "
+                                   f"{_GRID_ARGS}) -> (Tensor, Tensor)",
+                                   category="resampling", method=False, differentiable=False)
+
+def _check_grid_sampler(input, grid, interpolation_mode, padding_mode, ndim, name):
+    """torch's check_grid_sampler_common and check_grid_sampler_2d / _3d (``ndim`` 4 / 5), with its messages."""
+    check_tensor(input, "input", name)
+    check_tensor(grid, "grid", name)
+    if input._device != grid._device:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to be on same device, but input is on "
+                           f"{input._device} and grid is on {grid._device}")
+    if input.ndim < 1 or grid.ndim < 1:
+        raise RuntimeError(f"grid_sampler(): expected {ndim}D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.ndim - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.ndim - 2} in last dimension, but got "
+                           f"grid with sizes {list(grid.shape)}")
+    for i in range(2, input.ndim):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input has "
+                               f"sizes {list(input.shape)} with dimension {i} being empty")
+    if input.ndim != ndim or grid.ndim != ndim:
+        raise RuntimeError(f"grid_sampler(): expected {ndim}D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if ndim == 5 and interpolation_mode == 2:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    if not input.dtype.is_floating_point or input.dtype.is_complex:
+        raise NotImplementedError(f'"{name}" not implemented for {input.dtype}')
+    if grid.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {input.dtype.scalar_name} but found {grid.dtype.scalar_name}")
+    if interpolation_mode not in (0, 1, 2):
+        raise RuntimeError(f"grid_sampler(): interpolation_mode must be 0 (bilinear), 1 (nearest) or 2 (bicubic), "
+                           f"got {interpolation_mode}")
+    if padding_mode not in (0, 1, 2):
+        raise RuntimeError(f"grid_sampler(): padding_mode must be 0 (zeros), 1 (border) or 2 (reflection), "
+                           f"got {padding_mode}")
+
+
+def _grid_forward(op, ndim, input, grid, interpolation_mode, padding_mode, align_corners):
+    interpolation_mode, padding_mode, align_corners = int(interpolation_mode), int(padding_mode), bool(align_corners)
+    _check_grid_sampler(input, grid, interpolation_mode, padding_mode, ndim, op.name)
+    dev = input._device
+    out = _wrap(op.kernel(dev.type)(input._data, grid._data, interpolation_mode, padding_mode, align_corners), dev)
+    record_if_needed(op, (input, grid, interpolation_mode, padding_mode, align_corners), {}, out)
+    return out
+
+
+def _grid_backward(op, ndim, grad_output, input, grid, interpolation_mode, padding_mode, align_corners):
+    interpolation_mode, padding_mode, align_corners = int(interpolation_mode), int(padding_mode), bool(align_corners)
+    name = op.name
+    _check_grid_sampler(input, grid, interpolation_mode, padding_mode, ndim, name)
+    check_tensor(grad_output, "grad_output", name)
+    expected = tuple(input.shape[:2]) + tuple(grid.shape[1:-1])
+    if tuple(grad_output.shape) != expected or grad_output._device != input._device:
+        raise RuntimeError(f"{name}(): expected grad_output of shape {list(expected)} on {input._device}, got "
+                           f"{list(grad_output.shape)} on {grad_output._device}")
+    dev = input._device
+    gi, gg = op.kernel(dev.type)(grad_output._data, input._data, grid._data, interpolation_mode, padding_mode,
+                                 align_corners)
+    return _wrap(gi, dev), _wrap(gg, dev)
+
+
+@GRID_SAMPLER_2D.front
+def grid_sampler_2d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """Sample ``input`` at the normalized locations of ``grid`` (the primitive of ``F.grid_sample``).
+
+    Args:
+        input: floating ``(N, C, H, W)`` tensor.
+        grid: ``(N, OH, OW, 2)`` tensor of ``input``'s dtype; ``grid[n, h, w] = (x, y)`` in ``[-1, 1]``
+            spans the input's width and height (``-1`` the left/top edge, ``1`` the right/bottom one).
+        interpolation_mode: 0 bilinear, 1 nearest (halves round to even), 2 bicubic (``A = -0.75``).
+        padding_mode: 0 zeros, 1 border, 2 reflection: the value of locations outside the input.
+        align_corners: ``-1`` and ``1`` are the corner pixels' centres (True) or their outer edges (False).
+
+    Returns:
+        ``(N, C, OH, OW)`` tensor of ``input``'s dtype.
+    """
+    return _grid_forward(GRID_SAMPLER_2D, 4, input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+@GRID_SAMPLER_3D.front
+def grid_sampler_3d(input: Tensor, grid: Tensor, interpolation_mode: int, padding_mode: int,
+                    align_corners: bool) -> Tensor:
+    """Volumetric :func:`grid_sampler_2d`: ``input`` ``(N, C, D, H, W)``, ``grid`` ``(N, OD, OH, OW, 3)``.
+
+    ``grid[n, d, h, w] = (x, y, z)`` (x along W, z along D); interpolation 0 (trilinear) or 1
+    (nearest), bicubic is refused as torch does. Returns ``(N, C, OD, OH, OW)``.
+    """
+    return _grid_forward(GRID_SAMPLER_3D, 5, input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+_GRID_BACKWARD_DOC = """Gradients of :func:`{fwd}` with respect to ``input`` and ``grid``.
+
+    Args:
+        grad_output: gradient of the output, ``input.shape[:2] + grid.shape[1:-1]``.
+        input, grid, interpolation_mode, padding_mode, align_corners: the forward's arguments.
+
+    Returns:
+        ``(grad_input, grad_grid)`` of ``input``'s and ``grid``'s shapes; ``grad_grid`` is zero for
+        nearest interpolation. Not differentiable again (as torch's).
+    """
+
+
+@GRID_SAMPLER_2D_BACKWARD.front
+def grid_sampler_2d_backward(grad_output: Tensor, input: Tensor, grid: Tensor, interpolation_mode: int,
+                             padding_mode: int, align_corners: bool) -> tuple:
+    return _grid_backward(GRID_SAMPLER_2D_BACKWARD, 4, grad_output, input, grid, interpolation_mode, padding_mode,
+                          align_corners)
+
+
+@GRID_SAMPLER_3D_BACKWARD.front
+def grid_sampler_3d_backward(grad_output: Tensor, input: Tensor, grid: Tensor, interpolation_mode: int,
+                             padding_mode: int, align_corners: bool) -> tuple:
+    return _grid_backward(GRID_SAMPLER_3D_BACKWARD, 5, grad_output, input, grid, interpolation_mode, padding_mode,
+                          align_corners)
+
+
+for _f in (grid_sampler_2d_backward, grid_sampler_3d_backward):
+    _f.__doc__ = _GRID_BACKWARD_DOC.format(fwd=_f.__name__[:-9])
+
+
+def _declare_grid_samples():
+    from flambeau._ops._samples import SampleInput as S
+    from flambeau._ops._samples import cases
+
+    def ref(name):
+        def call(*args):
+            import torch
+
+            if name.endswith("_backward"):
+                return getattr(torch.ops.aten, name)(*args, [True, True])
+            return getattr(torch, name)(*args)
+
+        return call
+
+    def grid(mk, shape):
+        return mk(shape, low=-1.2, high=1.2)
+
+    builders2, builders3 = [], []
+    for mode, pad, align in ((0, 0, False), (0, 1, True), (0, 2, False), (1, 0, True), (1, 2, False),
+                             (2, 1, False), (2, 2, True), (2, 0, False)):
+        def build(mk, mki, mode=mode, pad=pad, align=align):
+            return S(mk((2, 2, 3, 4)), grid(mk, (2, 3, 2, 2)), mode, pad, align).named(f"m{mode}p{pad}a{int(align)}")
+        builders2.append(build)
+        if mode != 2:
+            def build3(mk, mki, mode=mode, pad=pad, align=align):
+                return S(mk((1, 2, 2, 3, 2)), grid(mk, (1, 2, 2, 1, 3)), mode, pad, align).named(
+                    f"m{mode}p{pad}a{int(align)}")
+            builders3.append(build3)
+    GRID_SAMPLER_2D.samples(cases(*builders2), ref=ref("grid_sampler_2d"))
+    GRID_SAMPLER_3D.samples(cases(*builders3), ref=ref("grid_sampler_3d"))
+    GRID_SAMPLER_2D_BACKWARD.samples(
+        cases(lambda mk, mki: S(mk((1, 2, 3, 2)), mk((1, 2, 3, 4)), grid(mk, (1, 3, 2, 2)), 0, 2, False)),
+        ref=ref("grid_sampler_2d_backward"), gradcheck=False)
+    GRID_SAMPLER_3D_BACKWARD.samples(
+        cases(lambda mk, mki: S(mk((1, 2, 2, 1, 3)), mk((1, 2, 2, 3, 2)), grid(mk, (1, 2, 1, 3, 3)), 0, 1, True)),
+        ref=ref("grid_sampler_3d_backward"), gradcheck=False)
+
+
+_declare_grid_samples()

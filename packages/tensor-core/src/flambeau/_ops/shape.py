@@ -458,20 +458,23 @@ def _prop_mH(self: Tensor) -> Tensor:
     nd = self._data.ndim
     if nd < 2:
         raise RuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {nd}-D tensor.")
-    return transpose(self, -2, -1)  # no complex dtypes: the adjoint is the transpose
+    t = transpose(self, -2, -1)
+    return t.conj() if self.dtype.is_complex else t  # conj is a copy (flambeau has no conjugate bit)
 
 
 def _prop_H(self: Tensor) -> Tensor:
     nd = self._data.ndim
     if nd > 2:
         raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {nd}-D tensor.")
-    return _prop_T(self)
+    t = _prop_T(self)
+    return t.conj() if self.dtype.is_complex else t
 
 
 _prop_T.__doc__ = "All dimensions reversed (for a matrix, its transpose)."
 _prop_mT.__doc__ = "The last two dimensions transposed (a batch of matrices transposed)."
-_prop_mH.__doc__ = "The conjugate transpose of the last two dims (the transpose: flambeau has no complex dtypes)."
-_prop_H.__doc__ = "The conjugate transpose of a matrix (the transpose: flambeau has no complex dtypes)."
+_prop_mH.__doc__ = ("The conjugate transpose of the last two dims (a view for real tensors; a copy for complex ones, "
+                    "as flambeau has no conjugate bit).")
+_prop_H.__doc__ = "The conjugate transpose of a matrix (a view for real tensors, a copy for complex ones)."
 TRANSPOSE.dunders.update(T=property(_prop_T), mT=property(_prop_mT), mH=property(_prop_mH), H=property(_prop_H))
 
 
@@ -931,7 +934,7 @@ ADJOINT = declare("adjoint(Tensor(a) self) -> Tensor(a)", view=True, category="v
 
 @ADJOINT.front
 def adjoint(input: Tensor) -> Tensor:
-    """The conjugate transpose of the last two dims (``input.mH``; the transpose, without complex dtypes)."""
+    """The conjugate transpose of the last two dims (``input.mH``: a view for real tensors, a copy for complex)."""
     return _prop_mH(input)
 
 

@@ -18,12 +18,66 @@ from __future__ import annotations
 from flambeau._device import register_current_index
 from flambeau.cuda import _streams
 from flambeau.cuda._allocator import Allocator, NativeAllocator, get_allocator, set_allocator
+from flambeau.cuda._devices import (
+    CudaError,
+    DeferredCudaCallError,
+    Device,
+    can_device_access_peer,
+    current_blas_handle,
+    current_solver_handle,
+    device_of,
+    get_arch_list,
+    get_gencode_flags,
+    has_half,
+    has_magma,
+    is_bf16_supported,
+    is_current_stream_capturing,
+    is_tf32_supported,
+)
+from flambeau.cuda._memory import (
+    CUDAPluggableAllocator,
+    MemPool,
+    caching_allocator_alloc,
+    caching_allocator_delete,
+    caching_allocator_disabled,
+    caching_allocator_enable,
+    change_current_allocator,
+    get_allocator_backend,
+    get_per_process_memory_fraction,
+    host_memory_stats,
+    host_memory_stats_as_nested_dict,
+    ipc_collect,
+    max_memory_cached,
+    mem_get_info,
+    memory_cached,
+    memory_snapshot,
+    memory_stats_as_nested_dict,
+    reset_accumulated_host_memory_stats,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_host_memory_stats,
+    set_per_process_memory_fraction,
+    use_mem_pool,
+)
+from flambeau.cuda._nvml import (
+    clock_rate,
+    device_memory_used,
+    list_gpu_processes,
+    memory_usage,
+    power_draw,
+    temperature,
+    utilization,
+)
 from flambeau.cuda._streams import (
     Event,
+    ExternalStream,
     Stream,
+    StreamContext,
     current_stream,
     default_stream,
     device,
+    get_stream_from_external,
     set_device,
     set_stream,
     stream,
@@ -49,9 +103,45 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "set_sync_debug_mode", "get_sync_debug_mode", "manual_seed", "manual_seed_all", "seed", "seed_all",
            "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
            "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_summary",
-           "get_device_properties", "get_device_name", "get_device_capability"]
+           "get_device_properties", "get_device_name", "get_device_capability", "amp",
+           # torch.cuda's memory management (_memory.py)
+           "mem_get_info", "memory_stats_as_nested_dict", "memory_snapshot", "memory_cached", "max_memory_cached",
+           "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+           "set_per_process_memory_fraction", "get_per_process_memory_fraction", "caching_allocator_alloc",
+           "caching_allocator_delete", "caching_allocator_enable", "caching_allocator_disabled",
+           "get_allocator_backend", "CUDAPluggableAllocator", "change_current_allocator", "MemPool", "use_mem_pool",
+           "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+           "reset_peak_host_memory_stats", "ipc_collect",
+           # NVML telemetry (_nvml.py)
+           "utilization", "memory_usage", "temperature", "power_draw", "clock_rate", "device_memory_used",
+           "list_gpu_processes",
+           # devices, streams, handles, errors (_devices.py, _streams.py)
+           "init", "is_initialized", "Device", "device_of", "can_device_access_peer", "get_arch_list",
+           "get_gencode_flags", "is_bf16_supported", "is_tf32_supported", "has_half", "has_magma", "StreamContext",
+           "ExternalStream", "get_stream_from_external", "current_blas_handle", "current_solver_handle",
+           "default_generators", "CudaError", "DeferredCudaCallError", "is_current_stream_capturing"]
+# FloatStorage ... (torch.cuda's legacy storages) are set on this module by flambeau/__init__.py
+# (flambeau._storage_api.CUDA_LEGACY), as the legacy tensor types FloatTensor ...
+
+
+
+def __getattr__(name: str):
+    # torch.cuda.amp, imported on first use: it reaches flambeau.amp (flambeau-autograd), which imports the
+    # operator modules that import this package (PEP 562, as flambeau's own subpackages)
+    if name == "amp":
+        from flambeau._subpackages import resolve
+
+        return resolve(__name__, name)
+    if name == "default_generators":
+        # torch.cuda.default_generators: one generator per device, made on first use (empty without CUDA)
+        from flambeau.cuda.random import _all
+
+        return tuple(_all()) if is_available() else ()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _available: list = []  # [bool] once asked
+_initialized: list = []  # [True] once _lazy_init succeeded
 _why_not: list = [None]  # why CUDA is not available, once asked
 
 
@@ -96,10 +186,25 @@ def _lazy_init() -> None:
 
     A fake driver installed by tests (``_streams._set_driver``) stands in for a device.
     """
-    if _available and _available[0] or _streams._override[0] is not None:
+    if _streams._override[0] is not None:
         return
-    if not is_available():
+    if not (_available and _available[0]) and not is_available():
         raise RuntimeError(f"CUDA is not available: {_why_not[0] or 'numba-cuda reports no CUDA device'}")
+    if not _initialized:
+        _initialized.append(True)
+
+
+def init() -> None:
+    """Initialize flambeau's CUDA state (:func:`_lazy_init`): RuntimeError saying why if CUDA cannot be used.
+
+    Every CUDA function does it on first use; calling it again does nothing.
+    """
+    _lazy_init()
+
+
+def is_initialized() -> bool:
+    """Whether flambeau's CUDA state has been initialized (a CUDA function succeeded, or :func:`init`)."""
+    return bool(_initialized)
 
 
 def current_device() -> int:

@@ -97,20 +97,29 @@ class NativeAllocator:
             raise ValueError(f"size: expected a non-negative int number of bytes, got {size!r}")
         mem = self._alloc_fn()(max(size, 1))
         address = _address_of(mem)
+        self._track(address, mem, size)
+        return address
+
+    def _track(self, address: int, keep: Any, size: int) -> None:
+        """Count a new block of ``size`` bytes at ``address``; ``keep`` is what :meth:`_untrack` gives back."""
         with self._lock:
-            self._live[address] = (mem, size)
+            self._live[address] = (keep, size)
             self._allocated += size
             self._count += 1
             self._peak = max(self._peak, self._allocated)
-        return address
 
-    def free(self, address: int) -> None:
-        """Drop the block at ``address``; numba frees the device memory."""
+    def _untrack(self, address: int) -> tuple[Any, int]:
+        """Forget the block at ``address``: ``(keep, size)`` as given to :meth:`_track`."""
         with self._lock:
             entry = self._live.pop(address, None)
             if entry is None:
                 raise ValueError(f"free: address {address:#x} was not allocated by this allocator")
             self._allocated -= entry[1]
+        return entry
+
+    def free(self, address: int) -> None:
+        """Drop the block at ``address``; numba frees the device memory."""
+        self._untrack(address)
 
     def record_stream(self, address: int, stream: Any) -> None:
         """Nothing to do: blocks are not reused, so no other stream can see stale data."""
@@ -132,6 +141,11 @@ class NativeAllocator:
     def reset_peak_memory_stats(self) -> None:
         with self._lock:
             self._peak = self._allocated
+
+    def reset_accumulated_memory_stats(self) -> None:
+        """Zero the count of cudaMalloc calls (the running total; current and peak bytes stay)."""
+        with self._lock:
+            self._count = 0
 
     def memory_stats(self) -> dict:
         # "num_device_alloc" is cudaMalloc calls, as the caching allocator's key (every malloc here)

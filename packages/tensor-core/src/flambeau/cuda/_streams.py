@@ -24,7 +24,8 @@ from typing import Any
 from flambeau._device import device as _dev
 from flambeau.cuda._sync import host_sync
 
-__all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize",
+__all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize", "StreamContext",
+           "ExternalStream", "get_stream_from_external",
            "current_device", "set_device", "device"]
 
 _tls = threading.local()
@@ -235,9 +236,42 @@ def set_stream(s: Stream) -> None:
     cur[s.device_index] = s
 
 
-@contextlib.contextmanager
-def stream(s: Stream | None):
-    """Context manager making ``s`` the current stream of its device (None: no change).
+class StreamContext:
+    """Context manager making ``stream`` the current stream of its device, and its device the current
+    device, inside the block (``stream`` None: no change), as ``torch.cuda.StreamContext``.
+
+    On exit the previous current streams (of both devices) and the previous current device come back.
+    """
+
+    def __init__(self, stream: Stream | None):
+        if stream is not None and not isinstance(stream, Stream):
+            raise TypeError(f"stream(): expected a flambeau.cuda.Stream or None, got {type(stream).__name__}")
+        self.stream = stream
+        self._saved: list = []
+
+    def __enter__(self) -> Stream | None:
+        s = self.stream
+        if s is None:
+            return None
+        prev_dev = current_device()
+        self._saved.append((prev_dev, current_stream(s.device_index)))
+        set_stream(s)
+        if s.device_index != prev_dev:
+            set_device(s.device_index)
+        return s
+
+    def __exit__(self, *exc) -> None:
+        if self.stream is None:
+            return
+        prev_dev, prev_stream = self._saved.pop()
+        set_stream(prev_stream)
+        if current_device() != prev_dev:
+            set_device(prev_dev)
+
+
+def stream(s: Stream | None) -> StreamContext:
+    """Context manager making ``s`` the current stream of its device (None: no change): a
+    :class:`StreamContext`.
 
     Example::
 
@@ -246,22 +280,31 @@ def stream(s: Stream | None):
             y = x * 2          # queued on s
         s.synchronize()
     """
-    if s is None:
-        yield None
-        return
-    if not isinstance(s, Stream):
-        raise TypeError(f"stream(): expected a flambeau.cuda.Stream or None, got {type(s).__name__}")
-    prev = current_stream(s.device_index)
-    prev_dev = current_device()
-    set_stream(s)
-    try:
-        if s.device_index != prev_dev:
-            with device(s.device_index):
-                yield s
-        else:
-            yield s
-    finally:
-        set_stream(prev)
+    return StreamContext(s)
+
+
+class ExternalStream(Stream):
+    """A stream created outside flambeau (by another library), from its ``cudaStream_t`` as an int.
+
+    flambeau does not own it: keeping it alive while it is used is the caller's job (as in torch).
+    ``device`` is the device the stream was created on (default: the current one).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, stream_ptr: int, device=None):
+        if isinstance(stream_ptr, bool) or not isinstance(stream_ptr, int):
+            raise TypeError(f"ExternalStream(): stream_ptr must be an int cudaStream_t, got {stream_ptr!r}")
+        index = current_device() if device is None else _device_index(device)
+        with _on_device(index):
+            numba_stream = _driver().external_stream(stream_ptr)
+        super().__init__(index, _numba_stream=numba_stream)
+
+
+def get_stream_from_external(data_ptr: int, device=None) -> Stream:
+    """A :class:`Stream` over an externally allocated ``cudaStream_t`` (an :class:`ExternalStream`)."""
+    _checks["lazy_init"]()
+    return ExternalStream(data_ptr, device)
 
 
 def synchronize(device=None) -> None:

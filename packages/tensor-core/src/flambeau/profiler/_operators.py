@@ -6,20 +6,18 @@ a ``cpu_op`` span named ``flambeau::<name>``: its input shapes and dtypes (``rec
 bytes of the new tensors it returned (``profile_memory``), the sequence number of the autograd node
 it created (which the span of that node in backward carries too), and, for operators on CUDA
 tensors, a pair of timing events on the current stream that give its device time when the profile
-stops. Stopping puts the front functions back.
+stops. Stopping puts the front functions back. The rebinding is tensor-core's dispatch-mode machinery
+(Note [Dispatch modes] in ``flambeau._ops._modes``): the recorder is a global mode, seen by every thread.
 """
 
 from __future__ import annotations
 
-import functools
-import sys
 import weakref
 
+from flambeau._ops._modes import pop_global_mode, push_global_mode
 from flambeau.profiler._state import active, now_ns, register_hook
 
 __all__ = ["install"]
-
-_saved: list = []  # (owner, attribute, original) of every rebinding, to put back
 
 
 def _describe(args) -> tuple[list, list]:
@@ -78,14 +76,14 @@ def _record_memory(recorder, args, out, when: int) -> None:
             pass
 
 
-def _recording(fn, name: str):
-    """``fn`` wrapped to record a span named ``name`` while a profile runs."""
+class _Recording:
+    """The global dispatch mode (Note [Dispatch modes]) that records a span for every operator call."""
 
-    @functools.wraps(fn)
-    def recorded(*args, **kwargs):
+    def dispatch(self, name: str, fn, args: tuple, kwargs: dict):
         rec = active()
         if rec is None:
             return fn(*args, **kwargs)
+        name = "flambeau::" + name
         extra = None
         if rec.record_shapes:
             dims, types = _describe(args)
@@ -117,83 +115,16 @@ def _recording(fn, name: str):
             _record_memory(rec, args, out, end)
         return out
 
-    return recorded
 
-
-def _rebind(owner, attribute: str, name: str, bound) -> None:
-    """Wrap ``owner.attribute`` if it is ``bound``, the function the table bound there (a property or
-    another function of the same name, e.g. ``Tensor.mT``, is left alone)."""
-    original = owner.__dict__.get(attribute) if isinstance(owner, type) else getattr(owner, attribute, None)
-    if original is not bound:
-        return
-    wrapper = _recording(original, name)
-    wrapper._profiled = True
-    _saved.append((owner, attribute, original))
-    setattr(owner, attribute, wrapper)
-
-
-def _held_elsewhere(labels: dict) -> None:
-    """Rebind the references to operator fronts that other flambeau modules hold as their own globals or
-    static methods (``conv2d = fl.conv2d`` in flambeau.nn.functional, ``Conv2d._conv_fn``): calls through
-    them are operator calls too. The operator modules themselves (``flambeau._ops``, ``flambeau._kernels``)
-    are left alone: a front calling another is one operator, as the program called it."""
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("flambeau.") or name.startswith(_OWN):
-            continue
-        for attribute, value in list(vars(module).items()):
-            label = labels.get(id(value))
-            if label is not None:
-                _rebind(module, attribute, label, value)
-            elif isinstance(value, type) and value.__module__ == name:
-                for cls_attr, member in list(vars(value).items()):
-                    if isinstance(member, staticmethod) and id(member.__func__) in labels:
-                        _rebind_static(value, cls_attr, labels[id(member.__func__)], member)
-
-
-_OWN = ("flambeau._ops", "flambeau._kernels", "flambeau.profiler")
-
-
-def _rebind_static(owner: type, attribute: str, name: str, member: staticmethod) -> None:
-    wrapper = _recording(member.__func__, name)
-    wrapper._profiled = True
-    _saved.append((owner, attribute, member))
-    setattr(owner, attribute, staticmethod(wrapper))
+_MODE = _Recording()
 
 
 def _start(recorder) -> None:
-    import flambeau
-    from flambeau._ops._registry import OPS
-    from flambeau._tensor import Tensor
-
-    labels = {}
-    for op in OPS.values():
-        if op.fn is not None:
-            labels[id(op.fn)] = f"flambeau::{op.name}"
-        if op.inplace_fn is not None:
-            labels[id(op.inplace_fn)] = f"flambeau::{op.name}_"
-    _held_elsewhere(labels)
-    for op in OPS.values():
-        label = f"flambeau::{op.name}"
-        for alias in (op.name, *op.aliases):
-            if op.fn is not None:
-                if op.function:
-                    _rebind(flambeau, alias, label, op.fn)
-                if op.method:
-                    _rebind(Tensor, alias, label, op.fn)
-            if op.inplace_fn is not None:
-                _rebind(Tensor, alias + "_", label + "_", op.inplace_fn)
-        for dunder, fn in op.dunders.items():
-            if callable(fn):  # (properties such as Tensor.mT run the operator they call: recorded there)
-                _rebind(Tensor, dunder, label, fn)
-        if op.fn is not None and not op.function and not op.method:
-            # internal operators (batch_norm_backward ...) are called as OPS[name].fn by the derivatives
-            _rebind(op, "fn", label, op.fn)
+    push_global_mode(_MODE)
 
 
 def _stop() -> None:
-    while _saved:
-        owner, attribute, original = _saved.pop()
-        setattr(owner, attribute, original)
+    pop_global_mode(_MODE)
 
 
 def install() -> None:

@@ -96,11 +96,12 @@ def write_trace(recorder, path: str) -> str:
 
 def tensorboard_trace_handler(dir_name: str, worker_name: str | None = None, use_gzip: bool = False):
     """An ``on_trace_ready`` callable writing each trace to ``dir_name`` as
-    ``<worker_name>.<time in ms>.pt.trace.json[.gz]`` (what TensorBoard's profiler plugin reads)."""
+    ``<worker_name>.<time in ns>.pt.trace.json[.gz]`` (what TensorBoard's profiler plugin reads; nanoseconds,
+    as torch, so that two traces ready within one millisecond do not overwrite each other)."""
     def handler(prof) -> None:
         os.makedirs(dir_name, exist_ok=True)
         name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
         suffix = ".pt.trace.json.gz" if use_gzip else ".pt.trace.json"
-        prof.export_chrome_trace(os.path.join(dir_name, f"{name}.{int(time.time() * 1000)}{suffix}"))
+        prof.export_chrome_trace(os.path.join(dir_name, f"{name}.{time.time_ns()}{suffix}"))
 
     return handler

@@ -196,14 +196,11 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         max_norm: rows referenced whose ``norm_type``-norm exceeds it are rescaled in place first.
         norm_type: the p of the norm for ``max_norm``.
         scale_grad_by_freq: scale gradients by the inverse frequency of the indices in the batch.
-        sparse: sparse gradients are not supported (NotImplementedError).
+        sparse: the gradient of ``weight`` is a sparse COO tensor (the rows looked up).
 
     Returns:
         ``input.shape + (embedding_dim,)``.
     """
-    if sparse:
-        raise NotImplementedError("embedding: sparse=True (sparse gradients) is not supported by flambeau; "
-                                  "use sparse=False")
     if padding_idx is not None:
         n = weight.size(0)
         if padding_idx > 0:
@@ -217,6 +214,10 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max
         with fl.no_grad():
             fl.embedding(input.reshape(-1), weight.detach(), None, max_norm, norm_type)
         max_norm = None
+    if sparse and weight.requires_grad and fl.is_grad_enabled():
+        from flambeau.nn._functional.embedding_sparse import embedding_sparse
+
+        return embedding_sparse(input, weight, padding_idx, scale_grad_by_freq)
     return fl.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, False)
 
 
@@ -234,7 +235,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
         norm_type: the p of the norm for ``max_norm``.
         scale_grad_by_freq: not supported (must be False).
         mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: sparse gradients are not supported (NotImplementedError).
+        sparse: the gradient of ``weight`` is a sparse COO tensor (the rows looked up); not with
+            ``mode="max"`` (ValueError, as torch).
         per_sample_weights: weights of each index (same shape as ``input``), ``mode="sum"`` only.
         include_last_offset: ``offsets`` has one more entry, the end of the last bag.
         padding_idx: an index excluded from the bags (not counted by ``"mean"``).
@@ -242,9 +244,13 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     Returns:
         ``(B, embedding_dim)``; an empty bag gives zeros.
     """
-    if sparse:
-        raise NotImplementedError("embedding_bag: sparse=True (sparse gradients) is not supported by flambeau; "
-                                  "use sparse=False")
+    if sparse and mode == "max":
+        raise ValueError("max mode does not support sparse weights")
+    if sparse and weight.requires_grad and fl.is_grad_enabled():
+        from flambeau.nn._functional.embedding_sparse import embedding_bag_sparse
+
+        return embedding_bag_sparse(embedding_bag, input, weight, offsets, max_norm, norm_type, mode,
+                                    per_sample_weights, include_last_offset, padding_idx)
     if scale_grad_by_freq:
         raise NotImplementedError("embedding_bag: scale_grad_by_freq=True is not supported by flambeau")
     if weight.dtype in (fl.int64, fl.int32) and input.dtype.is_floating_point:

@@ -8,6 +8,7 @@ their keys, so that ``parameters()``, ``state_dict()`` and ``to()`` reach them.
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from collections import abc as container_abcs
 from itertools import chain, islice
@@ -16,7 +17,7 @@ from flambeau import Tensor
 from flambeau.nn.modules.module import Module, _addindent
 from flambeau.nn.parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _check_index(idx, size: int) -> int:
@@ -549,3 +550,17 @@ class ParameterDict(Module):
     def __ior__(self, other: ParameterDict) -> ParameterDict:
         self.update(other)
         return self
+
+
+class Container(Module):
+    """Legacy container of torch (deprecated there): a :class:`Module` whose keyword arguments become submodules.
+
+    Subclass :class:`Module` instead; this exists so that old code ports unchanged.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__()
+        warnings.warn("nn.Container is deprecated. All of it's functionality is now implemented in nn.Module. "
+                      "Subclass that instead.", stacklevel=2)
+        for key, value in kwargs.items():
+            self.add_module(key, value)

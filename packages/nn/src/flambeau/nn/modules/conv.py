@@ -1,5 +1,5 @@
 """Convolution layers: :class:`Conv1d`, :class:`Conv2d`, :class:`Conv3d`, :class:`ConvTranspose1d`,
-:class:`ConvTranspose2d`, and their lazy forms (:class:`LazyConv1d` ...).
+:class:`ConvTranspose2d`, :class:`ConvTranspose3d`, and their lazy forms (:class:`LazyConv1d` ...).
 
 As in ``torch.nn.modules.conv``: one base class holds the hyperparameters, the weight
 ``(out, in / groups, *kernel)`` (``(in, out / groups, *kernel)`` when transposed) and the bias, drawn
@@ -16,13 +16,14 @@ import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
 from flambeau.nn._functional.basic import pad as _pad
+from flambeau.nn._functional.basic_more import conv_transpose3d
 from flambeau.nn._functional.conv import conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d
 from flambeau.nn.modules.lazy import LazyModuleMixin
 from flambeau.nn.modules.module import Module
 from flambeau.nn.parameter import Parameter, UninitializedParameter
 
-__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "LazyConv1d", "LazyConv2d",
-           "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
 
 _PADDING_MODES = {"zeros", "reflect", "replicate", "circular"}
 
@@ -323,6 +324,22 @@ class ConvTranspose2d(_ConvTransposeNd):
     _conv_fn = staticmethod(conv_transpose2d)
 
 
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution (the gradient of :class:`Conv3d` with respect to its input).
+
+    The arguments are :class:`ConvTranspose2d`'s, with ints or triples. Computed by
+    :func:`~flambeau.nn.functional.conv_transpose3d` (a :func:`~flambeau.nn.functional.conv3d` of the
+    zero-interleaved input).
+
+    Shape: input ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)``; output ``(N, C_out, D_out, H_out, W_out)``,
+    ``D_out = (D - 1) * stride - 2 * padding + dilation * (kD - 1) + output_padding + 1`` (likewise the others).
+    Weight ``(in_channels, out_channels / groups, kD, kH, kW)``; bias ``(out_channels,)`` or None.
+    """
+
+    _dims = 3
+    _conv_fn = staticmethod(conv_transpose3d)
+
+
 # --- lazy convolutions -----------------------------------------------------------------------------------
 class _LazyConvXdMixin(LazyModuleMixin):
     """``in_channels`` from the first input (its dimension 1, or 0 unbatched); then the regular layer."""
@@ -406,3 +423,8 @@ class LazyConvTranspose1d(_LazyConvTransposeMixin, ConvTranspose1d):
 class LazyConvTranspose2d(_LazyConvTransposeMixin, ConvTranspose2d):
     __doc__ = _LAZY_DOC.format(cls="ConvTranspose2d")
     cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTransposeMixin, ConvTranspose3d):
+    __doc__ = _LAZY_DOC.format(cls="ConvTranspose3d")
+    cls_to_become = ConvTranspose3d

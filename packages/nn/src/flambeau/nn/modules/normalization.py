@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn import init
+from flambeau.nn._functional.basic_more import local_response_norm
 from flambeau.nn._functional.norm import group_norm, instance_norm, layer_norm, rms_norm
-from flambeau.nn.modules.batchnorm import _make_affine, _NormBase, _reset_affine
+from flambeau.nn.modules.batchnorm import _LAZY_DOC, _LazyNormBase, _make_affine, _NormBase, _reset_affine
 from flambeau.nn.modules.module import Module
 from flambeau.nn.parameter import Parameter
 
-__all__ = ["LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm"]
+__all__ = ["LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm",
+           "LazyInstanceNorm1d",
+           "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LocalResponseNorm", "CrossMapLRN2d"]
 
 
 class LayerNorm(Module):
@@ -206,3 +211,90 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class _LazyInstanceNorm(_LazyNormBase, _InstanceNorm):
+    # torch's instance-norm defaults: no affine parameters, no running statistics
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = False,
+                 track_running_stats: bool = False, device=None, dtype=None) -> None:
+        super().__init__(eps, momentum, affine, track_running_stats, device, dtype)
+
+
+class LazyInstanceNorm1d(_LazyInstanceNorm):
+    __doc__ = _LAZY_DOC.format(cls="InstanceNorm1d")
+    cls_to_become = InstanceNorm1d
+    _batch_dims = 3
+
+
+class LazyInstanceNorm2d(_LazyInstanceNorm):
+    __doc__ = _LAZY_DOC.format(cls="InstanceNorm2d")
+    cls_to_become = InstanceNorm2d
+    _batch_dims = 4
+
+
+class LazyInstanceNorm3d(_LazyInstanceNorm):
+    __doc__ = _LAZY_DOC.format(cls="InstanceNorm3d")
+    cls_to_become = InstanceNorm3d
+    _batch_dims = 5
+
+
+class LocalResponseNorm(Module):
+    """Local response normalization across channels (see :func:`~flambeau.nn.functional.local_response_norm`).
+
+    Args:
+        size: the number of neighbouring channels.
+        alpha, beta, k: ``b_c = a_c / (k + alpha / size * sum of a^2 over the neighbours)^beta``.
+
+    Shape: ``(N, C, *)``, output of the same shape.
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``input``."""
+        return local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)
+
+
+def _cross_map_window(channels: int, size: int) -> np.ndarray:
+    """The ``(C, C)`` 0/1 matrix of the channels summed for each channel by torch's legacy CrossMapLRN2d.
+
+    Replays torch's running-sum loop, quirk included: the first channel is never subtracted again.
+    """
+    pre_pad = int((size - 1) / 2 + 1)
+    window = np.zeros((channels, channels))
+    window[0, :min(pre_pad, channels)] = 1
+    for c in range(1, channels):
+        window[c] = window[c - 1]
+        if c < channels - pre_pad + 1:
+            window[c, c + pre_pad - 1] += 1
+        if c > pre_pad:
+            window[c, c - pre_pad] -= 1
+    return window
+
+
+class CrossMapLRN2d(LocalResponseNorm):
+    """torch's legacy cross-channel LRN of 4-D inputs: ``x * (k + alpha / size * window sum of x^2)^-beta``.
+
+    The arguments are :class:`LocalResponseNorm`'s. The window sums replay torch's implementation
+    exactly (values match; the gradient is autograd's of that forward, where torch's hand-written
+    backward is not).
+
+    Shape: ``(N, C, H, W)``.
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        """Normalise ``input``."""
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        window = fl.from_numpy(_cross_map_window(input.shape[1], self.size)).to(device=input.device,
+                                                                              dtype=input.dtype)
+        sums = (window @ (input * input).movedim(1, -2)).movedim(-2, 1)
+        return input * (sums * (self.alpha / self.size) + self.k).pow(-self.beta)

@@ -1,4 +1,4 @@
-"""Embedding lookups: :class:`Embedding` and :class:`EmbeddingBag` (dense gradients only)."""
+"""Embedding lookups: :class:`Embedding` and :class:`EmbeddingBag` (dense or sparse gradients)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,6 @@ from flambeau.nn.parameter import Parameter
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
-def _no_sparse(sparse: bool, name: str) -> None:
-    if sparse:
-        raise NotImplementedError(f"{name}: sparse=True (sparse gradients) is not supported by flambeau; "
-                                  "use sparse=False (dense gradients)")
-
-
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim``.
 
@@ -28,7 +22,8 @@ class Embedding(Module):
         max_norm: referenced rows with a larger ``norm_type``-norm are renormalised in place.
         norm_type: the p of the norm for ``max_norm``.
         scale_grad_by_freq: scale gradients by the inverse frequency of the indices in the batch.
-        sparse: not supported (NotImplementedError).
+        sparse: ``weight.grad`` is a sparse COO tensor of the rows looked up (for ``optim.SGD`` or
+            ``optim.SparseAdam``).
         device: device of the weight.
         dtype: dtype of the weight.
 
@@ -43,7 +38,6 @@ class Embedding(Module):
                  sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
                  dtype=None) -> None:
         super().__init__()
-        _no_sparse(sparse, "Embedding")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
@@ -80,7 +74,7 @@ class Embedding(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, False)
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
         s = "{num_embeddings}, {embedding_dim}"
@@ -117,7 +111,8 @@ class EmbeddingBag(Module):
         norm_type: the p of the norm for ``max_norm``.
         scale_grad_by_freq: not supported (must be False).
         mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: not supported (NotImplementedError).
+        sparse: ``weight.grad`` is a sparse COO tensor of the rows looked up (for ``optim.SGD`` or
+            ``optim.SparseAdam``).
         include_last_offset: ``offsets`` has one more entry, the end of the last bag.
         padding_idx: an index excluded from the bags.
         device: device of the weight.
@@ -134,7 +129,6 @@ class EmbeddingBag(Module):
                  _weight: Tensor | None = None, include_last_offset: bool = False, padding_idx: int | None = None,
                  device=None, dtype=None) -> None:
         super().__init__()
-        _no_sparse(sparse, "EmbeddingBag")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.max_norm = max_norm
@@ -170,7 +164,8 @@ class EmbeddingBag(Module):
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
-                               self.mode, False, per_sample_weights, self.include_last_offset, self.padding_idx)
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
 
     def extra_repr(self) -> str:
         s = "{num_embeddings}, {embedding_dim}"

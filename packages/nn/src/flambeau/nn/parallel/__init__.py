@@ -1,11 +1,23 @@
-"""``flambeau.nn.parallel.DistributedDataParallel``: torch's import path to flambeau-distributed's DDP.
+"""``flambeau.nn.parallel``: :class:`DataParallel` (single process, several CUDA devices) and
+``DistributedDataParallel``, torch's import path to flambeau-distributed's DDP.
 
 flambeau-nn does not depend on flambeau-distributed (which depends on flambeau-nn): the name
 resolves on first use (PEP 562), and says what to install when flambeau-distributed is absent.
 ``flambeau.nn.SyncBatchNorm`` resolves the same way.
 """
 
-__all__ = ["DistributedDataParallel"]
+from flambeau.nn.parallel.data_parallel import (
+    DataParallel,
+    data_parallel,
+    gather,
+    parallel_apply,
+    replicate,
+    scatter,
+    scatter_kwargs,
+)
+
+__all__ = ["DistributedDataParallel", "DataParallel", "data_parallel", "gather", "parallel_apply", "replicate",
+           "scatter", "scatter_kwargs"]
 
 
 def _from_distributed(name: str):

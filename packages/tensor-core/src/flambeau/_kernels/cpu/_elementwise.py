@@ -6,6 +6,8 @@ convention (``kernel(a, b, dtype, out=None)`` / ``kernel(a, dtype, out=None)``, 
 operands over several threads (Note [Parallel elementwise]), silences numpy's floating-point
 warnings where asked (Note [Quiet floating-point errors]) and wraps out-of-range Python ints as
 torch does (Note [Scalars out of range]). ``flambeau._kernels.cpu.elementwise`` registers them.
+bfloat16 computes through the float32 kernel (:func:`via_compute`, Note [Compute dtype] in
+``flambeau._dtype``).
 
 Note [Scalars out of range]
     torch wraps a Python int that does not fit the integer result dtype (``uint8 + 300`` adds
@@ -24,9 +26,32 @@ from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
 from flambeau._parallel import _state as _par_state
 from flambeau._parallel import run_chunks
 
-__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "wrap_scalar"]
+__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "wrap_scalar", "via_compute"]
 
 _ndarray = np.ndarray
+_BF16 = dt.bfloat16.np
+_F32 = np.dtype(np.float32)
+
+
+def via_compute(kernel, args: tuple, dtype, out=None, **kwargs):
+    """``kernel(*args, dtype.compute, **kwargs)`` with bfloat16 array arguments widened to float32 and a
+    float32 result rounded to ``dtype`` once (into ``out`` when given): Note [Compute dtype].
+
+    numpy runs bfloat16 ufuncs through ml_dtypes' loops, which round after every step of an expression
+    and refuse mixed operands; float16 has numpy's own loops (which round per ufunc as torch does) and
+    does not come here.
+    """
+    wide = tuple(x.astype(_F32) if x.__class__ is _ndarray and x.dtype == _BF16 else x for x in args)
+    r = kernel(*wide, dtype.compute, **kwargs)
+    if r.dtype != _F32:  # bool results of comparisons and tests
+        if out is not None:
+            np.copyto(out, r, casting="unsafe")
+            return out
+        return r
+    if out is not None:
+        out[...] = r
+        return out
+    return r.astype(dtype.np)
 
 
 def wrap_scalar(x, npdt):
@@ -51,6 +76,8 @@ def binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
     def kernel(a, b, dtype, out=None):
         npdt = dtype.np
+        if npdt is _BF16:
+            return via_compute(kernel, (a, b), dtype, out)
         if ((a.__class__ is _ndarray and a.size >= _PAR_MIN) or (b.__class__ is _ndarray and b.size >= _PAR_MIN)) \
                 and _par_state["threads"] > 1:
             r = _numba_arith_call(ufunc, a, b, npdt, out) if ufunc in _NUMBA_ARITH_UFUNCS else None
@@ -228,6 +255,8 @@ def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
 
     def kernel(a, dtype, out=None):
         npdt = dtype.np
+        if npdt is _BF16:
+            return via_compute(kernel, (a,), dtype, out)
         if a.size >= _PAR_MIN and _par_state["threads"] > 1:
             r = _parallel_ufunc(ufunc, (a,), None if bool_out else npdt, out)
             if r is not None:

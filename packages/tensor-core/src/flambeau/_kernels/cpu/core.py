@@ -1,5 +1,9 @@
 """CPU kernels of the copies and conversions of ``flambeau._ops.core`` (whose docstring gives the
-calling conventions): ``to_copy``, ``clone``, ``contiguous``, ``copy_``, ``fill_``, ``zero_``."""
+calling conventions): ``to_copy``, ``clone``, ``contiguous``, ``copy_``, ``fill_``, ``zero_``.
+
+Complex values converted to a real dtype keep their real parts, silently (torch warns once; the
+autograd engine converts the complex gradients of real inputs this way, where torch warns nothing).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,14 @@ from flambeau._backends import backend
 from flambeau._ops._registry import kernel
 
 
+def _real_part(arr, np_dtype):
+    """``arr``'s real parts when complex ``arr`` goes to a real dtype (numpy would warn), else ``arr``."""
+    return arr.real if arr.dtype.kind == "c" and np.dtype(np_dtype).kind != "c" else arr
+
+
 @kernel("to_copy", "cpu")
 def _cpu_to_copy(arr, np_dtype, src, dst, non_blocking):
+    arr = _real_part(arr, np_dtype) if src.type == "cpu" else arr
     if dst.type == "cpu":
         if src.type == "cpu":
             return arr.astype(np_dtype, order="K", copy=True)
@@ -29,7 +39,7 @@ def _cpu_clone(arr):
 def copy_kernel(dst, src):
     """``dst[...] = src`` with casting; also the CPU kernel of the in-place random methods
     (``normal_`` ...), whose fronts draw the values on the host."""
-    np.copyto(dst, src, casting="unsafe")
+    np.copyto(dst, _real_part(src, dst.dtype) if src.__class__ is np.ndarray else src, casting="unsafe")
 
 
 @kernel("fill_", "cpu")

@@ -15,10 +15,11 @@ from __future__ import annotations
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._kernels.cpu._elementwise import binary_kernel, unary_kernel, wrap_scalar
+from flambeau._kernels.cpu._elementwise import binary_kernel, unary_kernel, via_compute, wrap_scalar
 from flambeau._kernels.cpu._fast_exp import exp_f32
 from flambeau._kernels.cpu.activation import fused_activation
 from flambeau._ops._registry import kernel
@@ -27,6 +28,7 @@ from flambeau._parallel import PARALLEL_MIN_ELEMENTS
 __all__ = ["add_kernel", "sub_kernel"]
 
 _bool = dt.bool
+_BF16 = dt.bfloat16.np
 
 
 # --- arithmetic ----------------------------------------------------------------------------------
@@ -67,7 +69,7 @@ def _cpu_pow(a, b, dtype, out=None):
             return out
         return r
     with np.errstate(all="ignore"):
-        if dtype.is_floating_point:
+        if dtype._category >= 2:  # floating and complex
             return _pow_float(a, b, dtype, out)
         if not isinstance(b, np.ndarray):
             if b < 0:
@@ -106,12 +108,25 @@ kernel("neg", "cpu")(unary_kernel(np.negative))
 kernel("abs", "cpu")(unary_kernel(np.abs))
 kernel("reciprocal", "cpu")(unary_kernel(np.reciprocal, quiet=True))
 kernel("sign", "cpu")(_sign_kernel)
-kernel("sgn", "cpu")(_sign_kernel)
+
+
+@kernel("sgn", "cpu")
+def _sgn_kernel(a, dtype, out=None):
+    if a.dtype.kind != "c":
+        return _sign_kernel(a, dtype, out)
+    m = np.abs(a)
+    with np.errstate(all="ignore"):
+        r = np.where(m == 0, 0, a / m).astype(a.dtype, copy=False)  # z / |z|, 0 at 0 (torch)
+    if out is not None:
+        np.copyto(out, r)
+        return out
+    return r
 
 
 # --- unary math ----------------------------------------------------------------------------------
 def _expr_kernel(f, keep_int: bool = False):
-    """A unary kernel computing numpy expression ``f(a)`` in ``dtype`` (float16 through float32).
+    """A unary kernel computing numpy expression ``f(a)`` in ``dtype`` (float16 and bfloat16 through
+    float32: Note [Compute dtype] in ``flambeau._dtype``).
 
     ``keep_int``: integer and bool inputs are returned as a copy (floor, ceil, trunc ...).
     """
@@ -121,7 +136,7 @@ def _expr_kernel(f, keep_int: bool = False):
         if keep_int and not dtype.is_floating_point:
             r = a.copy()
         else:
-            x = a.astype(np.float32 if npdt == np.float16 else npdt, copy=False)
+            x = a.astype(dtype.compute.np, copy=False)
             with np.errstate(all="ignore"):
                 r = np.asarray(f(x, *params)).astype(npdt, copy=False)
         if out is not None:
@@ -263,9 +278,16 @@ kernel("logit", "cpu")(_expr_kernel(_logit))
 
 
 # --- floating-point classification and cleanup ---------------------------------------------------------
+def _as_ieee(a: np.ndarray) -> np.ndarray:
+    """bfloat16 (ml_dtypes: numpy kind 'V', which numpy's float predicates do not see) widened to float32,
+    exactly; other arrays as they are."""
+    return a.astype(np.float32) if a.dtype == dt.bfloat16.np else a
+
+
 def _classify(f, int_value: bool):
     def classify(a, dtype, out=None):
-        if a.dtype.kind == "f":
+        a = _as_ieee(a)
+        if a.dtype.kind in "fc":  # complex: a part is NaN / infinite (torch)
             return f(a)
         return np.full(a.shape, int_value, dtype=np.bool_)
 
@@ -280,6 +302,7 @@ del _name, _f, _v
 
 @kernel("signbit", "cpu")
 def _signbit(a, dtype, out=None):
+    a = _as_ieee(a)
     if a.dtype.kind == "f":
         return np.signbit(a)
     return np.less(a, 0) if a.dtype.kind == "i" else np.zeros(a.shape, np.bool_)
@@ -287,7 +310,12 @@ def _signbit(a, dtype, out=None):
 
 @kernel("nan_to_num", "cpu")
 def _nan_to_num_kernel(a, dtype, nan, posinf, neginf, out=None):
-    if a.dtype.kind != "f":
+    if a.dtype == dt.bfloat16.np:  # in float32, with bfloat16's own largest values for the infinities
+        info = ml_dtypes.finfo(a.dtype)
+        posinf = float(info.max) if posinf is None else posinf
+        neginf = float(info.min) if neginf is None else neginf
+        r = np.nan_to_num(a.astype(np.float32), nan=nan, posinf=posinf, neginf=neginf).astype(a.dtype)
+    elif a.dtype.kind not in "fc":
         r = a.copy()
     else:
         r = np.nan_to_num(a, copy=True, nan=nan, posinf=posinf, neginf=neginf)
@@ -325,6 +353,8 @@ kernel("fmin", "cpu")(binary_kernel(np.fmin))
 @kernel("clamp", "cpu")
 def _cpu_clamp(a, lo, hi, dtype, out=None):
     npdt = dtype.np
+    if npdt is _BF16:
+        return via_compute(_cpu_clamp, (a, lo, hi), dtype, out)
     try:
         if lo is not None:
             a = np.maximum(a, lo, dtype=npdt, casting="unsafe")
@@ -362,6 +392,8 @@ def _cpu_lerp(a, e, w, dtype, out=None):
 def _addc_kernel(ufunc):
     def addc(a, t1, t2, value, dtype, out=None):
         npdt = dtype.np
+        if npdt is _BF16:
+            return via_compute(addc, (a, t1, t2, value), dtype, out)
         with np.errstate(all="ignore"):
             r = ufunc(t1, t2, dtype=npdt, casting="unsafe")
             if not (value.__class__ is int and value == 1):
@@ -391,10 +423,10 @@ def _cpu_isclose(a, b, rtol, atol, equal_nan):
         return np.equal(a, b)
     with np.errstate(all="ignore"):
         close = np.equal(a, b)
-        if equal_nan and a.dtype.kind == "f":
+        inexact = a.dtype.kind in "fc" and a.dtype != _BF16  # numpy's own floating and complex loops
+        if equal_nan and (inexact or a.dtype == _BF16):
             close |= np.isnan(a) & np.isnan(b)
-        x = a.astype(np.float64) if a.dtype.kind != "f" else a
-        y = b.astype(np.float64) if b.dtype.kind != "f" else b
+        x, y = (a, b) if inexact else (a.astype(np.float64), b.astype(np.float64))
         err = np.abs(x - y)
         close |= np.isfinite(err) & (err <= atol + np.abs(rtol * y))
     return close

@@ -4,19 +4,22 @@ conventions): matmul and its relatives on numpy's BLAS, einsum, tensordot, trace
 Products run on numpy's BLAS: ``np.matmul`` on operands whose matrices BLAS can read directly
 (C- or F-ordered, so transposed views pass without a copy); other strided operands are made
 contiguous first, because numpy's non-BLAS loop is an order of magnitude slower than a copy.
-float16 products accumulate in float32, as torch's do.
+float16 and bfloat16 products accumulate in float32 and are rounded once, as torch's are
+(:func:`_through_float32`, Note [Compute dtype] in ``flambeau._dtype``).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from flambeau import _dtype as dt
 from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
-_float16 = np.dtype(np.float16)
+_LOW_PRECISION = (np.dtype(np.float16), dt.bfloat16.np)
 # Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
 _SMALL = 4096
 
@@ -37,12 +40,23 @@ def _blas_ready(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _promote_half(fn):
-    """Wrap a product kernel so float16 operands are computed in float32 (torch accumulates so)."""
+def _through_float32(fn):
+    """Wrap a product kernel so that float16 and bfloat16 operands (the dtype of the first array
+    argument decides) are computed in float32 and the result rounded back once."""
 
+    @functools.wraps(fn)
+    def product(*args):
+        low = next(x.dtype for x in args if x.__class__ is _ndarray)
+        if low not in _LOW_PRECISION:
+            return fn(*args)
+        r = fn(*(x.astype(np.float32) if x.__class__ is _ndarray else x for x in args))
+        return r.astype(low)
+
+    return product
+
+
+def _blas_operands(fn):
     def product(a, b):
-        if a.dtype == _float16:
-            return fn(a.astype(np.float32), b.astype(np.float32)).astype(_float16)
         if a.size + b.size > _SMALL:
             return fn(_blas_ready(a), _blas_ready(b))
         return fn(a, b)
@@ -65,12 +79,16 @@ def _np_dot(a, b):
     return np.asarray(np.dot(a, b))
 
 
-matmul = _promote_half(_np_matmul)
+matmul = _through_float32(_blas_operands(_np_matmul))
 for _name in ("matmul", "mm", "bmm", "mv"):
     kernel(_name, "cpu")(matmul)
-dot = _promote_half(_np_dot)
+dot = _through_float32(_blas_operands(_np_dot))
 kernel("dot", "cpu")(dot)
-kernel("vdot", "cpu")(dot)
+
+
+@kernel("vdot", "cpu")
+def vdot(a, b):
+    return dot(np.conj(a) if a.dtype.kind == "c" else a, b)  # the first vector conjugated
 
 
 @kernel("outer", "cpu")
@@ -84,9 +102,8 @@ def kron(a, b):
 
 
 @kernel("inner", "cpu")
+@_through_float32
 def inner(a, b):
-    if a.dtype == _float16:
-        return np.asarray(np.inner(a.astype(np.float32), b.astype(np.float32))).astype(_float16)
     return np.asarray(np.inner(a, b))
 
 
@@ -104,11 +121,13 @@ def _axpby(input, p, beta, alpha):
 @kernel("addmm", "cpu")
 @kernel("addmv", "cpu")
 @kernel("baddbmm", "cpu")
+@_through_float32
 def addmm(input, a, b, beta, alpha):
     return _axpby(input, matmul(a, b), beta, alpha)
 
 
 @kernel("addbmm", "cpu")
+@_through_float32
 def addbmm(input, a, b, beta, alpha):
     p = matmul(a, b)
     return _axpby(input, p.sum(axis=0, dtype=p.dtype), beta, alpha)
@@ -116,25 +135,25 @@ def addbmm(input, a, b, beta, alpha):
 
 @kernel("einsum", "cpu")
 def einsum(equation, *arrays):
-    if arrays and arrays[0].dtype == _float16:
-        return np.asarray(np.einsum(equation, *(x.astype(np.float32) for x in arrays),
-                                    optimize=True)).astype(_float16)
+    if arrays and arrays[0].dtype in _LOW_PRECISION:
+        return _through_float32(einsum)(equation, *arrays)
     out = np.asarray(np.einsum(equation, *arrays, optimize=True))
     # numpy returns a view for a pure permutation ('ij->ji'); an operator's result owns its memory
     return out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
 
 
 @kernel("tensordot", "cpu")
+@_through_float32
 def tensordot(a, b, axes_a, axes_b):
-    if a.dtype == _float16:
-        return np.tensordot(a.astype(np.float32), b.astype(np.float32), (axes_a, axes_b)).astype(_float16)
     return np.asarray(np.tensordot(a, b, (axes_a, axes_b)))
 
 
 @kernel("trace", "cpu")
 def trace(a):
-    d = a.dtype if a.dtype.kind == "f" else np.int64
-    return np.asarray(np.trace(a, dtype=np.float32 if d == _float16 else d)).astype(d, copy=False)
+    if a.dtype in _LOW_PRECISION:
+        return _through_float32(trace)(a)
+    d = a.dtype if a.dtype.kind in "fc" else np.int64
+    return np.asarray(np.trace(a, dtype=d)).astype(d, copy=False)
 
 
 @kernel("diag", "cpu")

@@ -18,12 +18,24 @@ from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
 _add_reduce = np.add.reduce
-_float16 = dt.float16
 
 
 def _count(a, dims) -> int:
     """Number of elements each output element reduces."""
     return a.size if dims is None else math.prod(a.shape[d] for d in dims)
+
+
+_LOW_PRECISION = (np.dtype(np.float16), dt.bfloat16.np)  # accumulated in float32 (Note [Compute dtype])
+
+
+def _acc(a):
+    """The accumulation dtype of ``a``'s reductions: float32 for float16 and bfloat16, else None (a's own)."""
+    return np.float32 if a.dtype in _LOW_PRECISION else None
+
+
+def _real_of(npdt) -> np.dtype:
+    """The real dtype of a complex numpy dtype (variances and norms of complex numbers are real)."""
+    return np.empty(0, npdt).real.dtype
 
 
 def _asarray(r, npdt=None) -> np.ndarray:
@@ -68,8 +80,8 @@ def _parallel_sum(a, dims, npdt):
 
 @kernel("sum", "cpu")
 def _k_sum(a, dims, keepdim, dtype):
-    if dtype is _float16:  # accumulate half in float32 as torch does
-        return _asarray(_add_reduce(a, dims, np.float32, None, keepdim), dtype.np)
+    if dtype.compute is not dtype:  # accumulate half and bfloat16 in float32 as torch does
+        return _asarray(_add_reduce(a, dims, dtype.compute.np, None, keepdim), dtype.np)
     if a.size >= _PARALLEL_MIN:
         total = _parallel_sum(a, dims, dtype.np)
         if total is not None:
@@ -82,13 +94,13 @@ def _k_sum(a, dims, keepdim, dtype):
 def _k_nansum(a, dims, keepdim, dtype):
     if a.dtype.kind != "f":
         return _k_sum(a, dims, keepdim, dtype)
-    acc = np.float32 if dtype is dt.float16 else dtype.np
+    acc = dtype.compute.np
     return _asarray(np.nansum(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
 
 
 @kernel("mean", "cpu")
 def _k_mean(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is _float16 else dtype.np
+    acc = dtype.compute.np
     n = _count(a, dims)
     if n >= _PARALLEL_MIN:
         total = _parallel_sum(a, dims, dtype.np)
@@ -104,7 +116,7 @@ def _k_mean(a, dims, keepdim, dtype):
 
 @kernel("nanmean", "cpu")
 def _k_nanmean(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
+    acc = dtype.compute.np
     with np.errstate(all="ignore"):
         mask = ~np.isnan(a)
         total = np.sum(a, axis=dims, dtype=acc, keepdims=keepdim, where=mask)
@@ -114,7 +126,7 @@ def _k_nanmean(a, dims, keepdim, dtype):
 
 @kernel("prod", "cpu")
 def _k_prod(a, dims, keepdim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
+    acc = dtype.compute.np
     return _asarray(np.prod(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)
 
 
@@ -156,12 +168,12 @@ def _k_logsumexp(a, dims, keepdim):
 
 @kernel("var", "cpu")
 def _k_var(a, dims, correction, keepdim):
-    acc = np.float32 if a.dtype == np.float16 else None
+    acc, out_dt = _acc(a), _real_of(a.dtype)
     if _count(a, dims) > correction:
-        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
+        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), out_dt)
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # numpy warns about dof <= 0; torch gives NaN/inf
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), a.dtype)
+        return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), out_dt)
 
 
 @kernel("std", "cpu")
@@ -173,7 +185,9 @@ def _k_std(a, dims, correction, keepdim):
 @kernel("norm", "cpu")
 def _k_norm(a, p, dims, keepdim):
     with np.errstate(all="ignore"):
-        acc = np.float32 if a.dtype == np.float16 else None
+        acc = _acc(a)
+        if a.dtype.kind == "c":  # the norms of complex numbers are those of their moduli
+            a = np.abs(a)
         if p == 2:
             r = np.sqrt(np.sum(np.square(a, dtype=acc), axis=dims, keepdims=keepdim))
         elif p == 1:
@@ -186,7 +200,7 @@ def _k_norm(a, p, dims, keepdim):
             r = np.count_nonzero(a, axis=dims, keepdims=keepdim)
         else:
             r = np.sum(np.abs(a, dtype=acc) ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
-    return _asarray(r, a.dtype)
+    return _asarray(r, _real_of(a.dtype))
 
 
 def _extreme_kernel(ufunc, arg):
@@ -227,13 +241,13 @@ def _k_aminmax(a, dims, keepdim):
 
 @kernel("cumsum", "cpu")
 def _k_cumsum(a, dim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
+    acc = dtype.compute.np
     return _asarray(np.cumsum(a, axis=dim, dtype=acc), dtype.np)
 
 
 @kernel("cumprod", "cpu")
 def _k_cumprod(a, dim, dtype):
-    acc = np.float32 if dtype is dt.float16 else dtype.np
+    acc = dtype.compute.np
     return _asarray(np.cumprod(a, axis=dim, dtype=acc), dtype.np)
 
 

@@ -12,6 +12,7 @@ concrete signatures of its kernels (``ptx_cases``) for the PTX compilation test.
 from flambeau._kernels.cuda import (
     activation,
     attention,
+    complex,
     conv,
     core,
     elementwise,
@@ -20,18 +21,48 @@ from flambeau._kernels.cuda import (
     loss,
     nn_ops,
     normalization,
+    numeric,
     pooling,
     random,
     reduction,
     resample,
     rnn,
+    searching,
     shape,
+    special,
+    spectral,
 )
 
 # The family modules, for tests that walk every kernel (PTX compilation).
 FAMILIES = (core, elementwise, activation, reduction, linalg, indexing, shape, loss, nn_ops, normalization,
-            pooling, resample, conv, attention, rnn, random)
+            pooling, resample, conv, attention, rnn, random, complex, searching, special, spectral, numeric)
 
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).
-NOT_ON_CUDA: dict[str, str] = {}
+_NEEDS_CUSOLVER = "needs cuSOLVER (getrf/potrf/geqrf/gesdd/syevd), not bound yet; move the tensor to the CPU"
+_NEEDS_CUFFT = "needs cuFFT, not bound yet; move the tensor to the CPU"
+_COMPLEX_ON_CPU = "complex tensors compute on the CPU only for now (CUDA has complex + - * / and copies)"
+NOT_ON_CUDA: dict[str, str] = {
+    "angle": _COMPLEX_ON_CPU,
+    "complex": _COMPLEX_ON_CPU,
+    "conj_physical": _COMPLEX_ON_CPU,
+    "polar": _COMPLEX_ON_CPU,
+    "linalg_lu_factor_ex": "needs cuSOLVER (getrf), not bound yet; move the tensor to the CPU",
+    "linalg_eig": "needs cuSOLVER (geev), not bound yet; move the tensor to the CPU",
+    "_fft_c2c": _NEEDS_CUFFT,
+    "_fft_r2c": _NEEDS_CUFFT,
+    "_fft_c2r": _NEEDS_CUFFT,
+    "linalg_inv_ex": _NEEDS_CUSOLVER,
+    "linalg_det": _NEEDS_CUSOLVER,
+    "linalg_slogdet": _NEEDS_CUSOLVER,
+    "linalg_solve": _NEEDS_CUSOLVER,
+    "linalg_solve_triangular": _NEEDS_CUSOLVER,
+    "linalg_cholesky_ex": _NEEDS_CUSOLVER,
+    "linalg_qr": _NEEDS_CUSOLVER,
+    "linalg_svd": _NEEDS_CUSOLVER,
+    "linalg_svdvals": _NEEDS_CUSOLVER,
+    "linalg_eigh": _NEEDS_CUSOLVER,
+    "linalg_eigvalsh": _NEEDS_CUSOLVER,
+    "linalg_pinv": _NEEDS_CUSOLVER,
+    "linalg_matrix_exp": _NEEDS_CUSOLVER,
+}

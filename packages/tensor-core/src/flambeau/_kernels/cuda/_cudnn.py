@@ -17,10 +17,11 @@ usable whose workspace fits :data:`MAX_WORKSPACE`, preferring deterministic ones
 from __future__ import annotations
 
 import ctypes.util
-import os
 import threading
 
 import numpy as np
+
+from flambeau._determinism import cudnn_enabled, deterministic
 
 __all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
 
@@ -134,10 +135,11 @@ def _lib():
 
 
 def available() -> bool:
-    """Whether cuDNN can be used (a real GPU, cffi and libcudnn present, ``FLAMBEAU_CUDNN`` not ``0``)."""
+    """Whether cuDNN can be used (a real GPU, cffi and libcudnn present, ``flambeau.backends.cudnn.enabled``,
+    which ``FLAMBEAU_CUDNN=0`` in the environment starts False)."""
     from numba.core import config
 
-    if config.ENABLE_CUDASIM or os.environ.get("FLAMBEAU_CUDNN", "1") == "0":
+    if config.ENABLE_CUDASIM or not cudnn_enabled():
         return False
     try:
         _lib()
@@ -216,6 +218,8 @@ def _pick(ffi, get_algos, perf_type):
     n = ffi.new("int *")
     _check(get_algos(_ALGOS, n, perf), "cudnnGet*Algorithm_v7")
     ok = [perf[i] for i in range(n[0]) if perf[i].status == 0 and perf[i].memory <= MAX_WORKSPACE]
+    if deterministic():  # cudnn.deterministic / use_deterministic_algorithms: our own kernels are
+        ok = [p for p in ok if p.determinism == 1]
     if not ok:
         raise CudnnUnavailable("no cuDNN algorithm fits")
     return next((p for p in ok if p.determinism == 1), ok[0]).algo

@@ -613,9 +613,9 @@ def _isclose(x, y, p):
 # name registers as that operator's CUDA kernel; aliases (``true_divide``, ``negative``) dispatch to
 # their operator's kernel and need no entry.
 BINARY = {
-    "add": (_add, "fib"), "sub": (_sub, "fi"), "mul": (_mul, "fib"), "div": (_div, "f"), "pow": (_pow, "fi"),
+    "add": (_add, "fibc"), "sub": (_sub, "fic"), "mul": (_mul, "fibc"), "div": (_div, "fc"), "pow": (_pow, "fi"),
     "maximum": (_maximum, "fib"), "minimum": (_minimum, "fib"), "fmax": (_fmax, "fib"), "fmin": (_fmin, "fib"),
-    "eq": (_eq, "fib"), "ne": (_ne, "fib"), "lt": (_lt, "fib"), "le": (_le, "fib"), "gt": (_gt, "fib"),
+    "eq": (_eq, "fibc"), "ne": (_ne, "fibc"), "lt": (_lt, "fib"), "le": (_le, "fib"), "gt": (_gt, "fib"),
     "ge": (_ge, "fib"), "logical_and": (_logical_and, "fib"), "logical_or": (_logical_or, "fib"),
     "logical_xor": (_logical_xor, "fib"), "bitwise_and": (_bitwise_and, "ib"),
     "bitwise_or": (_bitwise_or, "ib"), "bitwise_xor": (_bitwise_xor, "ib"), "atan2": (_atan2, "f"),
@@ -626,7 +626,7 @@ BINARY = {
 }
 
 UNARY = {
-    "neg": (_neg, "fi"), "abs": (_abs, "fi"), "exp": (_exp, "f"), "exp2": (_exp2, "f"),
+    "neg": (_neg, "fic"), "abs": (_abs, "fi"), "exp": (_exp, "f"), "exp2": (_exp2, "f"),
     "expm1": (_expm1, "f"), "log": (_log, "f"), "log2": (_log2, "f"),
     "log10": (_log10, "f"), "log1p": (_log1p, "f"), "sqrt": (_sqrt, "f"), "rsqrt": (_rsqrt, "f"),
     "sin": (_sin, "f"), "cos": (_cos, "f"), "tan": (_tan, "f"), "asin": (_asin, "f"), "acos": (_acos, "f"),
@@ -643,7 +643,7 @@ UNARY = {
 }
 
 # The scalar functions of the templates: the operators', plus the copy kernel's identity (any dtype).
-_TABLES = {"binary": BINARY, "unary": {**UNARY, "identity": (_identity, "fib")}}
+_TABLES = {"binary": BINARY, "unary": {**UNARY, "identity": (_identity, "fibc")}}
 
 # Integer and bool versions of functions whose float version does not suit them.
 INT_VARIANTS = {"fmod": _fmod_int, "floor": _identity, "ceil": _identity, "trunc": _identity,
@@ -685,7 +685,8 @@ NARY = {
 }
 
 # Compute dtypes of the elementwise kernels per kind (8/16-bit integers compute in int64).
-KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",)}
+# Complex numbers ("c") have the arithmetic, the comparisons eq/ne, neg and copies only.
+KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",), "c": ("complex64", "complex128")}
 
 # Ops whose result is bool whatever the compute dtype.
 BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",

@@ -38,6 +38,7 @@ import functools
 
 import numpy as np
 
+from flambeau._determinism import alert_not_deterministic, deterministic
 from flambeau._dtype import from_numpy_dtype
 from flambeau._kernels.cuda._launch import (
     CACHE,
@@ -491,7 +492,7 @@ def scatter(out, dim, index, src, reduce):
             s = be().empty(index.shape, out.dtype)
             copy_into(s, src)
             src = s
-        _accumulating(lambda o, s: _scatter_push(o, dim, index, s, True), out, src)
+        scatter_add(out, dim, index, src)
     else:
         _scatter_push(out, dim, index, src, False)
 
@@ -499,6 +500,9 @@ def scatter(out, dim, index, src, reduce):
 @kernel("scatter_add", "cuda")
 @_device_args
 def scatter_add(out, dim, index, src):
+    if deterministic():  # use_deterministic_algorithms / cudnn.deterministic: pull, no atomics
+        scatter_reduce(out, dim, index, src, "sum", True)
+        return
     _accumulating(lambda o, s: _scatter_push(o, dim, index, s, True), out, src)
 
 
@@ -515,7 +519,7 @@ def scatter_reduce(out, dim, index, src, reduce, include_self):
         raise RuntimeError("\"scatter_reduce_cuda\" not implemented for 'Bool'")
     if index.size == 0 or out.size == 0:
         return
-    if reduce == "prod" or out.shape[dim] <= PULL_MAX_SIZE:
+    if reduce == "prod" or out.shape[dim] <= PULL_MAX_SIZE or deterministic():
         _pull_reduce(out, dim, index, src, reduce, include_self)
     elif dtype not in _ATOMIC:
         work = _cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
@@ -600,6 +604,7 @@ def index_select(arr, dim, index):
 @kernel("index_add", "cuda")
 @_device_args
 def index_add(out, dim, index, src, alpha):
+    alert_not_deterministic("index_add_cuda_")
     _accumulating(lambda o, s: _along(o, dim, index, s, accumulate=True, alpha=alpha), out, src)
 
 
@@ -650,6 +655,7 @@ def put(out, index, src, accumulate):
 
     if out.size:
         if accumulate:
+            alert_not_deterministic("put_ with accumulate=True")
             _accumulating(run, flat, s)
         else:
             run(flat, s)
@@ -908,6 +914,19 @@ def index_put(arr, key, values, accumulate):
     if isinstance(values, np.ndarray):
         values = be().from_numpy(values)
     dtype = np.dtype(arr.dtype)
+    items = key if isinstance(key, tuple) else (key,)
+    if all(k is None or k is Ellipsis or isinstance(k, slice) for k in items):
+        # only slices, None and Ellipsis: the key is a view of arr (slicing's backward); _plan turns ints
+        # into index arrays, which take the general path
+        view = _plan(arr, key)[0]
+        if is_array(values):
+            values = _values_to(values, dtype, tuple(view.shape))
+        if accumulate:
+            values = binary_launcher("add")(view, values, from_numpy_dtype(dtype))
+        copy_into(view, values)
+        return
+    if accumulate:
+        alert_not_deterministic("index_put_ with accumulate=True")
     if accumulate and dtype not in _ATOMIC:  # atomics on a widened copy
         work = _cast_to(arr, np.float32 if dtype.kind == "f" else np.int64)
         index_put(work, key, _cast_to(values, work.dtype) if is_array(values) else values, True)

@@ -11,6 +11,11 @@ The backward kernels gather: each input element sums the gradients of the output
 Those outputs form one contiguous range per dimension, since the source index is non-decreasing
 in the destination index; a binary search finds its start. Deterministic, no atomics. float32 and
 float64 compute natively, float16 in float32.
+
+grid_sampler_2d and grid_sampler_3d run one thread per output point (all channels), with the CPU's per-point
+arithmetic (Note [One grid-sample point, two devices] in the CPU module); its backward, one thread
+per output point too, scatters into grad_input with atomic adds (a point's taps are data-dependent,
+so no gather order exists) and writes the point's grad_grid entry alone.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import math
 
 import numpy as np
 
-from flambeau._kernels.cpu.resample import _scale_value
+from flambeau._kernels.cpu.resample import _scale_value, grid_point_fns
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream
 from flambeau._kernels.cuda.pooling import cast_back, compute_input, plane_index_fn
 from flambeau._ops._registry import kernel
@@ -325,6 +330,120 @@ def upsample_bilinear2d_backward(g, output_size, input_size, align_corners, scal
     return _linear_backward(g, output_size, input_size, align_corners, scales_h, scales_w)
 
 
+# --- grid_sampler_2d / 3d -----------------------------------------------------------------------------
+@functools.cache
+def _grid_fns(ct_name: str):
+    bind_numba_cuda(globals())
+
+    def atomic_add(a, i, v):
+        cuda.atomic.add(a, i, v)
+
+    dev = cuda.jit(device=True)
+    return grid_point_fns(dev, dev(atomic_add), np.dtype(ct_name).type)
+
+
+def _grid_py(which: str, ct_name: str):
+    """Kernel template ``which`` (forward2, backward2, forward3, backward3): one thread per output point;
+    the arguments end with ``NP, C, D, H, W, OSP, mode, pad, align`` (D = 1 for 2-D)."""
+    bind_numba_cuda(globals())
+    fwd2, bwd2, fwd3, bwd3 = _grid_fns(ct_name)
+
+    def forward2(out, x, grid, NP, C, D, H, W, OSP, mode, pad, align):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < NP:
+            fwd2(out, x, grid, i, C, H, W, OSP, mode, pad, align)
+            i += step
+
+    def backward2(gin, ggrid, g, x, grid, NP, C, D, H, W, OSP, mode, pad, align):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < NP:
+            bwd2(gin, ggrid, g, x, grid, i, C, H, W, OSP, mode, pad, align)
+            i += step
+
+    def forward3(out, x, grid, NP, C, D, H, W, OSP, mode, pad, align):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < NP:
+            fwd3(out, x, grid, i, C, D, H, W, OSP, mode, pad, align)
+            i += step
+
+    def backward3(gin, ggrid, g, x, grid, NP, C, D, H, W, OSP, mode, pad, align):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < NP:
+            bwd3(gin, ggrid, g, x, grid, i, C, D, H, W, OSP, mode, pad, align)
+            i += step
+
+    return {"forward2": forward2, "backward2": backward2, "forward3": forward3, "backward3": backward3}[which]
+
+
+@functools.cache
+def _grid_kernel(which: str, ct_name: str):
+    bind_numba_cuda(globals())
+    return cuda.jit(cache=CACHE)(_grid_py(which, ct_name))
+
+
+def _grid_sizes(x, grid):
+    """``(C, D, H, W, points per image)`` of an input and its grid (D = 1 for 2-D)."""
+    spatial = tuple(x.shape[2:])
+    d, h, w = ((1,) + spatial) if len(spatial) == 2 else spatial
+    return x.shape[1], d, h, w, int(np.prod(grid.shape[1:-1]))
+
+
+def _grid_forward(x, grid, modes):
+    xc, back = compute_input(x)
+    gc, _ = compute_input(grid)
+    backend = be()
+    out = backend.empty(tuple(x.shape[:2]) + tuple(grid.shape[1:-1]), xc.dtype)
+    C, D, H, W, osp = _grid_sizes(x, grid)
+    n_points = x.shape[0] * osp
+    if out.size:
+        blocks, threads = launch_1d(n_points)
+        _grid_kernel(f"forward{len(x.shape) - 2}", xc.dtype.name)[blocks, threads, stream()](
+            backend.flat_view(out), backend.flat_view(xc), backend.flat_view(gc), n_points, C, D, H, W, osp,
+            int(modes[0]), int(modes[1]), bool(modes[2]))
+    return cast_back(out, back)
+
+
+def _grid_backward(g, x, grid, modes):
+    xc, back = compute_input(x)
+    gc, _ = compute_input(grid)
+    goc, _ = compute_input(g)
+    backend = be()
+    gin = backend.full(tuple(x.shape), 0, xc.dtype)
+    ggrid = backend.full(tuple(grid.shape), 0, xc.dtype)
+    C, D, H, W, osp = _grid_sizes(x, grid)
+    n_points = x.shape[0] * osp
+    if n_points and C:
+        blocks, threads = launch_1d(n_points)
+        _grid_kernel(f"backward{len(x.shape) - 2}", xc.dtype.name)[blocks, threads, stream()](
+            backend.flat_view(gin), backend.flat_view(ggrid), backend.flat_view(goc), backend.flat_view(xc),
+            backend.flat_view(gc), n_points, C, D, H, W, osp, int(modes[0]), int(modes[1]), bool(modes[2]))
+    return cast_back(gin, back), cast_back(ggrid, back)
+
+
+@kernel("grid_sampler_2d", "cuda")
+def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    return _grid_forward(x, grid, (interpolation_mode, padding_mode, align_corners))
+
+
+@kernel("grid_sampler_3d", "cuda")
+def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
+    return _grid_forward(x, grid, (interpolation_mode, padding_mode, align_corners))
+
+
+@kernel("grid_sampler_2d_backward", "cuda")
+def grid_sampler_2d_backward(g, x, grid, interpolation_mode, padding_mode, align_corners):
+    return _grid_backward(g, x, grid, (interpolation_mode, padding_mode, align_corners))
+
+
+@kernel("grid_sampler_3d_backward", "cuda")
+def grid_sampler_3d_backward(g, x, grid, interpolation_mode, padding_mode, align_corners):
+    return _grid_backward(g, x, grid, (interpolation_mode, padding_mode, align_corners))
+
+
 # --- concrete signatures (PTX test) ---------------------------------------------------------------------
 def ptx_cases(ndim: int = 2) -> list:
     """``(label, python_function, signature)`` of the upsampling kernels for float32 and float64."""
@@ -343,4 +462,8 @@ def ptx_cases(ndim: int = 2) -> list:
                   (f"upsample_nearest_backward:{dn}", _nearest_backward_py(ct), near_sig),
                   (f"upsample_linear:{dn}", _linear_py(ct), lin_sig),
                   (f"upsample_linear_backward:{dn}", _linear_backward_py(ct), lin_sig)]
+        grid_tail = (i64,) * 8 + (types.boolean,)
+        for nd in (2, 3):
+            cases += [(f"grid_sampler_{nd}d:{dn}", _grid_py(f"forward{nd}", dn), (arr, arr, arr) + grid_tail),
+                      (f"grid_sampler_{nd}d_backward:{dn}", _grid_py(f"backward{nd}", dn), (arr,) * 5 + grid_tail)]
     return cases

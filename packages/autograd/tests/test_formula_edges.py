@@ -1,0 +1,53 @@
+"""Derivatives at the edges of their domains, against torch (where a gradcheck at random points cannot see them)."""
+
+import numpy as np
+import pytest
+
+import flambeau as fl
+
+torch = pytest.importorskip("torch")
+
+
+def test_xlogy_gradient_where_input_is_zero():
+    # torch: d/dx xlogy(x, y) = log(y) also at x == 0, except where y <= 0 (there 0)
+    xs = [0.0, 0.0, 1.0, 0.0, 2.0, 0.0]
+    ys = [0.0, 0.5, 0.0, -1.0, 3.0, float("nan")]
+    theirs = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+    torch.xlogy(theirs, torch.tensor(ys, dtype=torch.float64)).sum().backward()
+    ours = fl.tensor(xs, dtype=fl.float64, requires_grad=True)
+    fl.xlogy(ours, fl.tensor(ys, dtype=fl.float64)).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+@pytest.mark.parametrize("values", [[0.0, 1.5, -2.0], [1.5, 0.0, -2.0, 3.0], [2.0, 0.0, 0.0, 3.0], [1.0, 2.0, 3.0]])
+def test_cumprod_gradient_with_zeros(values):
+    weights = np.arange(1.0, len(values) + 1)
+    theirs = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    (theirs.cumprod(0) * torch.tensor(weights)).sum().backward()
+    ours = fl.tensor(values, dtype=fl.float64, requires_grad=True)
+    (ours.cumprod(0) * fl.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12)
+
+
+def test_cumprod_gradient_with_zeros_2d_and_gradgrad():
+    from flambeau.autograd import gradcheck, gradgradcheck
+
+    x = fl.tensor([[0.5, 0.0, 2.0], [1.5, -1.0, 0.0]], dtype=fl.float64, requires_grad=True)
+    assert gradcheck(lambda t: t.cumprod(1), (x,))
+    assert gradgradcheck(lambda t: t.cumprod(1), (x,))
+
+
+def test_legacy_variable_like_torch():
+    from flambeau.autograd import Variable
+
+    t = fl.ones(2)
+    v = Variable(t, requires_grad=True)
+    tv = torch.autograd.Variable(torch.ones(2), requires_grad=True)
+    assert v.requires_grad == tv.requires_grad and v is not t and v.data_ptr() == t.data_ptr()
+    assert not Variable(t).requires_grad and isinstance(t, Variable) and Variable().shape == (0,)
+    x = fl.ones(2, requires_grad=True) * 2
+    assert Variable(x).grad_fn is None and not Variable(x).requires_grad
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        Variable([1.0])
+    with pytest.raises(RuntimeError, match="only Tensors of floating point and complex dtype can require gradients"):
+        Variable(fl.ones(2, dtype=fl.int64), requires_grad=True)
