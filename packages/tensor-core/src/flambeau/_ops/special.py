@@ -10,12 +10,15 @@ and ``Tensor.<name>``; the others are operators ``special_<name>`` reached as
 functions declared elsewhere (``erf``, ``logit``, ``xlogy`` ...).
 
 Integer and bool inputs compute in the default float dtype; every result has the input's shape.
-``special_ndtr`` and ``mvlgamma`` are composites of other operators.
+``special_ndtr``, ``mvlgamma``, ``special_spherical_bessel_j0`` and the orthogonal polynomials
+(``special_chebyshev_polynomial_t`` ... ``special_legendre_polynomial_p``) are composites of other operators.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._ops._common import Tensor, _wrap, grad_state, inplace_needs_engine, record
@@ -253,3 +256,228 @@ def _mvlgamma_samples(device, dtype, requires_grad):
     for p in (1, 3):
         x = make_tensor((3, 4), device=device, dtype=dtype, low=p, high=p + 3.0, requires_grad=requires_grad)
         yield SampleInput(x, p).named(f"p={p}")
+
+
+# --- orthogonal polynomials and spherical j0: composites, not differentiable (as in torch) -------
+# Note [Polynomials by recurrence]: torch (aten/src/ATen/native/Math.h) evaluates each element with a
+# three-term recurrence up to its own n, after special cases (n < 0 gives 0, the end points of the
+# interval, a closed form in acos for large n inside it). Here the recurrence runs once up to the
+# largest n that needs it (read on the host: one synchronisation) over the whole tensor, and ``where``
+# keeps each element's term at its own order; the special cases are applied over it in torch's order.
+# torch casts n to int64 (truncation; NaN and inf fall to a negative n here, so 0, as torch gives on
+# x86), and evaluates in the promoted dtype of input and n (integral -> the default float dtype).
+
+def _poly_operands(name: str, input, n):
+    """``(x, n)``: detached tensors of the result dtype, broadcast together, ``n`` truncated (non-finite -> -1)."""
+    import flambeau as fl
+
+    if not isinstance(input, Tensor) and not isinstance(n, Tensor):
+        raise TypeError(f"special_{name}(): expected a Tensor as 'input' or 'n', got {type(input).__name__} "
+                        f"and {type(n).__name__}")
+    for arg, value in (("input", input), ("n", n)):
+        if not isinstance(value, (Tensor, int, float)):
+            raise TypeError(f"special_{name}(): argument '{arg}' must be Tensor or Number, not {type(value).__name__}")
+    d = fl.result_type(input, n)
+    if not d.is_floating_point and not d.is_complex:
+        d = dt.get_default_dtype()
+    device = (input if isinstance(input, Tensor) else n).device
+    if d not in (dt.float32, dt.float64):
+        raise RuntimeError(f'"{name}_{device.type}" not implemented for \'{type_name(d)}\'')
+    x = fl.as_tensor(input, dtype=d, device=device).detach()
+    order = fl.as_tensor(n, dtype=d, device=device).detach()
+    x, order = fl.broadcast_tensors(x, order)
+    order = fl.where(fl.isfinite(order), order.trunc(), -1.0)
+    return x, order
+
+
+def _by_recurrence(order, need, p, q, step, top_limit=None):
+    """Each element's term at its own ``order``: ``p``, ``q`` the terms of orders 0 and 1, ``step(m, p, q)``
+    the term of order ``m`` from the two before; only the elements in ``need`` decide how far it runs."""
+    import flambeau as fl
+
+    out = fl.where(order == 0, p, q)
+    top = int(fl.where(need, order, 0.0).max().item()) if order.numel() else 0
+    if top_limit is not None:
+        top = min(top, top_limit)
+    for m in range(2, top + 1):
+        p, q = q, step(m, p, q)
+        out = fl.where(order == m, q, out)
+    return out
+
+
+def _sign_by_parity(order, value):
+    """``value`` for even ``order``, ``-value`` for odd (torch's ``n % 2 == 0`` test)."""
+    import flambeau as fl
+
+    return fl.where(order.remainder(2) == 0, value, -value)
+
+
+def _chebyshev(name: str, input, n, kind: str, shifted: bool):
+    """Chebyshev polynomials of the four kinds at ``input`` (``shifted``: at ``2 input - 1``), torch's cases."""
+    import flambeau as fl
+
+    x, order = _poly_operands(name, input, n)
+    y = x + x - 1.0 if shifted else x
+    # torch's thresholds of the closed form: the shifted U and V switch at n > 6, shifted W at n > 4
+    threshold = {"t": 6, "u": 6 if shifted else 8, "v": 6 if shifted else 8, "w": 4 if shifted else 8}[kind]
+    inside = (y.abs() < 1.0) & (order > threshold)
+    # the end points: x = 1 and x = 0 (shifted) are exactly y = 1 and y = -1
+    top, bottom = (x == 1.0, x == 0.0) if shifted else ((x.abs() == 1.0) & (x > 0), (x.abs() == 1.0) & (x < 0))
+    ones, twice = fl.ones_like(y), order + order + 1.0
+    theta = fl.acos(y)
+    if kind == "t":
+        q1, closed, at_top, at_bottom = y, fl.cos(order * theta), ones, _sign_by_parity(order, ones)
+    elif kind == "u":
+        q1, at_top, at_bottom = y + y, order + 1.0, _sign_by_parity(order, order + 1.0)
+        s = fl.sin(theta)
+        closed = fl.where(s != 0, fl.sin((order + 1.0) * theta) / s, (order + 1.0) * fl.cos((order + 1.0) * theta) / y)
+    elif kind == "v":
+        q1, at_top, at_bottom = y + y - 1.0, ones, _sign_by_parity(order, twice)
+        closed = fl.where(fl.sin(theta / 2.0) != 1.0, fl.cos((order + 0.5) * theta) / fl.cos(theta / 2.0), at_bottom)
+    else:
+        q1, at_top, at_bottom = y + y + 1.0, twice, _sign_by_parity(order, ones)
+        # torch's fallback where cos(acos(y) / 2) rounds to 1: 2n + 1 for x > 0, except in the shifted W
+        fallback = at_bottom if shifted else fl.where(y > 0, twice, at_bottom)
+        closed = fl.where(fl.cos(theta / 2.0) != 1.0, fl.sin((order + 0.5) * theta) / fl.sin(theta / 2.0), fallback)
+    ends = top | bottom
+    out = _by_recurrence(order, ~ends & ~inside & (order >= 2), ones, q1, lambda m, p, q: (y + y) * q - p)
+    out = fl.where(inside, closed, out)
+    out = fl.where(top, at_top, fl.where(bottom, at_bottom, out))
+    return fl.where(order < 0, 0.0, out)
+
+
+def _hermite(name: str, input, n, physicists: bool):
+    import flambeau as fl
+
+    x, order = _poly_operands(name, input, n)
+    limit = 128 if x.dtype == dt.float32 else 512  # torch's getHermitianLimit: NaN beyond
+    if physicists:  # torch's loop counter k = 2 (m - 1)
+        q1, step = x + x, lambda m, p, q: (x + x) * q - (2 * (m - 1)) * p
+    else:
+        q1, step = x, lambda m, p, q: x * q - (m - 1) * p
+    out = _by_recurrence(order, order >= 2, fl.ones_like(x), q1, step, limit)
+    out = fl.where(order > limit, math.nan, out)
+    return fl.where(order < 0, 0.0, out)
+
+
+def _laguerre_legendre(name: str, input, n):
+    """Laguerre ``L_n`` (1 at x = 0) or Legendre ``P_n`` (1 or ``(-1)**n`` at x = +-1): torch's recurrences,
+    whose loop counter k is the order minus one."""
+    import flambeau as fl
+
+    x, order = _poly_operands(name, input, n)
+    ones = fl.ones_like(x)
+    if name == "laguerre_polynomial_l":
+        case, at_case, q1 = x.abs() == 0.0, ones, 1.0 - x
+
+        def step(m, p, q):
+            k = m - 1
+            return (((1.0 - x) + (k + k)) * q - k * p) / (k + 1)
+    else:
+        case, at_case, q1 = x.abs() == 1.0, fl.where(x > 0, 1.0, _sign_by_parity(order, ones)), x
+
+        def step(m, p, q):
+            k = m - 1
+            return ((k + k + 1) * x * q - k * p) / (k + 1)
+
+    out = _by_recurrence(order, ~case & (order >= 2), ones, q1, step)
+    return fl.where(order < 0, 0.0, fl.where(case, at_case, out))
+
+
+# overflow to inf and inf - inf = NaN are the values torch gives too: no RuntimeWarning from the CPU kernels
+def _quiet():
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore")
+
+
+_POLY_DOC = """
+
+``input`` and ``n``: tensors or numbers (at least one a tensor) of broadcastable shapes; ``n`` is
+truncated to an integer, and a negative ``n`` gives 0. The result has the broadcast shape and the
+promoted dtype of both, float32 or float64 (integral operands compute in the default float dtype;
+other dtypes raise RuntimeError, as in torch). Evaluated as torch does (Note [Polynomials by
+recurrence]): the recurrence runs up to the largest ``n`` that needs it, read on the host (one
+synchronisation with the device). Not differentiable, as in torch: the result never requires grad."""
+
+
+def _declare_polynomial(name: str, doc: str, evaluate):
+    op = declare(f"special_{name}(Tensor input, Tensor n) -> Tensor", composite=True, differentiable=False,
+                 function=False, method=False, category="special")
+
+    def fn(input, n):
+        with _quiet():
+            return evaluate(input, n)
+
+    fn.__doc__ = doc + _POLY_DOC
+    op.front(fn)
+    op.samples(_polynomial_samples, dtypes=FLOAT, ref=f"special.{name}", gradcheck=False)
+    return op
+
+
+def _polynomial_samples(device, dtype, requires_grad):
+    x = make_tensor((3, 4), device=device, dtype=dtype, low=-1.5, high=1.5)
+    yield SampleInput(x, 3).named("n=3")
+    yield SampleInput(x, make_tensor((4,), device=device, dtype=dt.int64, low=-1, high=12)).named("tensor n")
+    yield SampleInput(0.5, make_tensor((3,), device=device, dtype=dt.int64, low=0, high=9)).named("number x")
+
+
+_CHEBYSHEV_DOC = {
+    "t": "of the first kind ``T_n``: ``T_{n+1} = 2 x T_n - T_{n-1}``, ``T_0 = 1``, ``T_1 = x``.",
+    "u": "of the second kind ``U_n``: the recurrence of ``T_n`` from ``U_0 = 1``, ``U_1 = 2 x``.",
+    "v": "of the third kind ``V_n``: the recurrence of ``T_n`` from ``V_0 = 1``, ``V_1 = 2 x - 1``.",
+    "w": "of the fourth kind ``W_n``: the recurrence of ``T_n`` from ``W_0 = 1``, ``W_1 = 2 x + 1``.",
+}
+CHEBYSHEV = {}
+for _kind, _text in _CHEBYSHEV_DOC.items():
+    for _shifted in (False, True):
+        _name = f"{'shifted_' if _shifted else ''}chebyshev_polynomial_{_kind}"
+        _doc = (f"The {'shifted ' if _shifted else ''}Chebyshev polynomial {_text}"
+                + (" Shifted: evaluated at ``2 x - 1``, orthogonal on [0, 1]." if _shifted else ""))
+        CHEBYSHEV[_name] = _declare_polynomial(
+            _name, _doc, lambda input, n, _n=_name, _k=_kind, _s=_shifted: _chebyshev(_n, input, n, _k, _s))
+del _kind, _text, _shifted, _name, _doc
+
+HERMITE_H = _declare_polynomial(
+    "hermite_polynomial_h", "The physicists' Hermite polynomial ``H_n``: ``H_{n+1} = 2 x H_n - 2 n H_{n-1}``, "
+    "``H_0 = 1``, ``H_1 = 2 x`` (NaN beyond n = 128 in float32, 512 in float64, as in torch).",
+    lambda input, n: _hermite("hermite_polynomial_h", input, n, True))
+HERMITE_HE = _declare_polynomial(
+    "hermite_polynomial_he", "The probabilists' Hermite polynomial ``He_n``: ``He_{n+1} = x He_n - n He_{n-1}``, "
+    "``He_0 = 1``, ``He_1 = x`` (NaN beyond n = 128 in float32, 512 in float64, as in torch).",
+    lambda input, n: _hermite("hermite_polynomial_he", input, n, False))
+LAGUERRE_L = _declare_polynomial(
+    "laguerre_polynomial_l", "The Laguerre polynomial ``L_n``: ``(n + 1) L_{n+1} = (2 n + 1 - x) L_n - n L_{n-1}``, "
+    "``L_0 = 1``, ``L_1 = 1 - x``.", lambda input, n: _laguerre_legendre("laguerre_polynomial_l", input, n))
+LEGENDRE_P = _declare_polynomial(
+    "legendre_polynomial_p", "The Legendre polynomial ``P_n``: ``(n + 1) P_{n+1} = (2 n + 1) x P_n - n P_{n-1}``, "
+    "``P_0 = 1``, ``P_1 = x``.", lambda input, n: _laguerre_legendre("legendre_polynomial_p", input, n))
+
+SPHERICAL_BESSEL_J0 = declare("special_spherical_bessel_j0(Tensor input) -> Tensor", composite=True,
+                              differentiable=False, function=False, method=False, category="special")
+
+
+@SPHERICAL_BESSEL_J0.front
+def spherical_bessel_j0(input: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, ``j0(x) = sin(x) / x`` (1 at 0, 0 at
+    ``+-inf``); for ``|x| < 0.5`` torch's Taylor polynomial of degree 12, which this follows.
+
+    ``input``: a tensor of any shape; the result has its shape and dtype (float32 or float64; integral
+    inputs give the default float dtype). Not differentiable, as in torch.
+    """
+    import flambeau as fl
+
+    if not isinstance(input, Tensor):
+        raise TypeError(f"special_spherical_bessel_j0(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    x, _ = _poly_operands("spherical_bessel_j0", input, 0)
+    with _quiet():
+        x2 = x * x
+        series = 1.0 / 6227020800.0
+        for c in (-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0):
+            series = c + x2 * series
+        series = 1.0 + x2 * series
+        out = fl.where(x.abs() < 0.5, series, fl.sin(x) / x)
+    return fl.where(x.isinf(), 0.0, out)
+
+
+SPHERICAL_BESSEL_J0.samples(unary_samples(-12.0, 12.0), dtypes=FLOAT, ref="special.spherical_bessel_j0",
+                            gradcheck=False)
