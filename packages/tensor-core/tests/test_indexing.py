@@ -556,3 +556,12 @@ def test_index_put_accumulate_with_ints_and_arrays_matches_torch(key):
     f.index_put_(key, fl.tensor(v), accumulate=True)
     t[tkey] += torch.tensor(v)  # no position repeats in these keys: += is index_put with accumulate
     same(f, t)
+
+
+def test_indexing_a_0_dim_tensor_points_to_item_like_torch():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(IndexError) as theirs:
+        torch.tensor(1.0)[0]
+    with pytest.raises(IndexError) as ours:
+        fl.tensor(1.0)[0]
+    assert str(ours.value) == str(theirs.value)

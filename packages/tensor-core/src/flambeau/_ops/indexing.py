@@ -166,6 +166,9 @@ def _index_error(e: Exception, shape) -> Exception:
         return IndexError(f"index {m[1]} is out of bounds for dimension {m[2]} with size {m[3]}")
     m = re.search(_RE_TOO_MANY, msg)
     if m or "too many indices" in msg:
+        if len(shape) == 0:  # old programs' ``loss.data[0]``: torch's pointer to item()
+            return IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                              "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
         return IndexError(f"too many indices for tensor of dimension {len(shape)}")
     m = re.search(_RE_MASK, msg)
     if m:
