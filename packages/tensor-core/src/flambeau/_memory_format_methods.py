@@ -1,8 +1,9 @@
-"""The Tensor methods that take a memory format: ``contiguous``, ``to``, ``is_contiguous`` and ``dim_order``.
+"""The Tensor methods that take a memory format: ``contiguous``, ``is_contiguous`` and ``dim_order``
+(``to`` takes ``memory_format`` in its own front, in ``flambeau._ops.core``).
 
-See Note [Memory formats are strides] in ``flambeau._memory_format``. ``contiguous`` and ``to`` are
-bound as dunders of their operators (``OpDef.dunders``), as ``to`` already was, so dispatch modes see
-them under the operator's name (Note [Dispatch modes]) and the operator's own front does the copying.
+See Note [Memory formats are strides] in ``flambeau._memory_format``. ``contiguous`` is bound as a
+dunder of its operator (``OpDef.dunders``), as ``to`` is, so dispatch modes see it under the operator's
+name (Note [Dispatch modes]) and the operator's own front does the copying.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from flambeau._memory_format import (
     contiguous_format,
     is_contiguous_as,
     preserve_format,
-    suggest_memory_format,
 )
 from flambeau._ops._registry import OPS
 from flambeau._tensor import Tensor
@@ -21,9 +21,7 @@ from flambeau._tensor import Tensor
 __all__: list[str] = []
 
 _CONTIGUOUS = OPS["contiguous"]
-_TO_COPY = OPS["to_copy"]
 _contiguous = _CONTIGUOUS.fn
-_to = _TO_COPY.dunders["to"]
 _row_major = Tensor.is_contiguous
 
 
@@ -33,22 +31,6 @@ def contiguous(self: Tensor, memory_format=contiguous_format) -> Tensor:
         return _contiguous(self)
     check_format(memory_format)
     return as_format(self, memory_format, _contiguous)
-
-
-def to(self: Tensor, *args, memory_format=preserve_format, **kwargs) -> Tensor:
-    """``Tensor.to`` (dtype, device, ``copy``, ``non_blocking``) with ``memory_format``: the layout of a copy.
-
-    ``preserve_format`` (the default) keeps a channels-last input channels-last when a copy is made.
-    """
-    out = _to(self, *args, **kwargs) if kwargs else _to(self, *args)  # (the common call, kept cheap)
-    if memory_format is preserve_format or memory_format is None:
-        if out is self or self._data.ndim < 4:
-            return out
-        memory_format = suggest_memory_format(self)
-        if memory_format is contiguous_format:
-            return out
-    check_format(memory_format)
-    return as_format(out, memory_format, _contiguous)
 
 
 def is_contiguous(self: Tensor, memory_format=contiguous_format) -> bool:
@@ -77,8 +59,6 @@ def _bind() -> None:
     Tensor.dim_order = dim_order
     _CONTIGUOUS.dunders["contiguous"] = contiguous
     Tensor.contiguous = contiguous
-    _TO_COPY.dunders["to"] = to
-    Tensor.to = to
 
 
 _bind()

@@ -14,6 +14,13 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._device import CPU, to_device
+from flambeau._memory_format import (
+    as_format,
+    check_format,
+    contiguous_format,
+    preserve_format,
+    suggest_memory_format,
+)
 from flambeau._ops._common import (
     Tensor,
     _wrap,
@@ -43,10 +50,13 @@ def to_copy(input: Tensor, *, dtype, device, non_blocking: bool = False) -> Tens
     return out
 
 
-def to(self: Tensor, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False) -> Tensor:
+def to(self: Tensor, *args, dtype=None, device=None, non_blocking: bool = False, copy: bool = False,
+       memory_format=None) -> Tensor:
     """Convert dtype and/or move device: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``.
 
-    Returns self when nothing changes and ``copy`` is False.
+    Returns self when nothing changes and ``copy`` is False. ``memory_format`` is the layout of the result
+    (Note [Memory formats are strides] in ``flambeau._memory_format``): ``preserve_format`` (the default)
+    keeps a channels-last input channels-last when a copy is made.
     """
     for a in args:
         if isinstance(a, Tensor):
@@ -63,8 +73,17 @@ def to(self: Tensor, *args, dtype=None, device=None, non_blocking: bool = False,
     new_dtype = self.dtype if dtype is None else dt.to_dtype(dtype)
     new_device = self._device if device is None else to_device(device)
     if new_dtype is self.dtype and new_device is self._device and not copy:
-        return self
-    return to_copy(self, dtype=new_dtype, device=new_device, non_blocking=non_blocking)
+        out = self
+    else:
+        out = to_copy(self, dtype=new_dtype, device=new_device, non_blocking=non_blocking)
+    if memory_format is None or memory_format is preserve_format:
+        if out is self or self._data.ndim < 4:
+            return out
+        memory_format = suggest_memory_format(self)
+        if memory_format is contiguous_format:
+            return out
+    check_format(memory_format)
+    return as_format(out, memory_format, contiguous)
 
 
 # ``Tensor.to`` is to_copy's front (Note [Tensor methods from the layers above] in _tensor.py)
