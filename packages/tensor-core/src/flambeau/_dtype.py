@@ -90,6 +90,8 @@ short, int, long = int16, int32, int64  # noqa: A001
 ALL_DTYPES = (bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {d.np: d for d in ALL_DTYPES}
+# numpy dtypes whose kernels compute in a wider dtype (float16, bfloat16: Note [Compute dtype])
+LOW_PRECISION_NP = tuple(d.np for d in ALL_DTYPES if d.compute is not d)
 # Strings accepted wherever a dtype is (numpy-style and torch-style spellings).
 _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
             "long": int64, "cfloat": complex64, "cdouble": complex128, **_BY_NAME}

@@ -75,6 +75,16 @@ def _dense_in_order(shape, strides, order) -> bool:
     return True
 
 
+def dense_strides(shape, order=None) -> list:
+    """Dense strides of ``shape`` with the dimensions in ``order`` (outer to inner; row-major by default)."""
+    order = range(len(shape)) if order is None else order
+    strides, running = [0] * len(shape), 1
+    for d in reversed(order):
+        strides[d] = running
+        running *= max(shape[d], 1)
+    return strides
+
+
 def is_contiguous_as(t: Tensor, fmt) -> bool:
     """Whether ``t`` is dense in the layout of ``fmt`` (False for a permuted format of another rank)."""
     check_format(fmt)

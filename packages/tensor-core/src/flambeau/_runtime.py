@@ -22,6 +22,7 @@ from flambeau._determinism import FLAGS, use_deterministic_algorithms
 from flambeau._device import CPU, to_device
 from flambeau._factories import empty_strided
 from flambeau._legacy_types import resolve_type
+from flambeau._memory_format import dense_strides
 from flambeau._storage import Storage
 from flambeau._tensor import Tensor, _wrap
 
@@ -261,12 +262,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
         raise RuntimeError("Duplicate dim not allowed")
     if any(not 0 <= d < len(size) for d in order):
         raise RuntimeError(f"physical_layout must be a permutation of 0..{len(size) - 1}, got {order}")
-    strides = [0] * len(size)
-    running = 1
-    for d in reversed(order):
-        strides[d] = running
-        running *= max(size[d], 1)
-    return empty_strided(size, strides, dtype=dtype, device=device, requires_grad=requires_grad)
+    return empty_strided(size, dense_strides(size, order), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def from_file(filename, shared: bool | None = None, size: int = 0, *, dtype=None, layout=None, device=None,

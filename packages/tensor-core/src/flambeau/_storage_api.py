@@ -25,7 +25,7 @@ from flambeau import _dtype as dt
 from flambeau._backends import backend
 from flambeau._device import CPU, to_device
 from flambeau._grad_mode import is_grad_enabled
-from flambeau._memory_format import ORDERS
+from flambeau._memory_format import ORDERS, dense_strides
 from flambeau._runtime import is_warn_always_enabled
 from flambeau._storage import Storage
 from flambeau._tensor import Tensor
@@ -279,11 +279,10 @@ def _legacy(dtype: dt.dtype, device_type: str) -> type:
                                           "__module__": where})
 
 
-_LEGACY_DTYPES = (dt.bool, dt.uint8, dt.int8, dt.int16, dt.int32, dt.int64, dt.float16, dt.bfloat16, dt.float32,
-                  dt.float64, dt.complex64, dt.complex128)
-LEGACY = {f"{d.scalar_name}Storage": _legacy(d, "cpu") for d in _LEGACY_DTYPES}
+# one legacy storage class per dtype, as the legacy tensor types of flambeau._legacy_types
+LEGACY = {f"{d.scalar_name}Storage": _legacy(d, "cpu") for d in dt.ALL_DTYPES}
 # flambeau.cuda.FloatStorage ...: set on flambeau.cuda by flambeau/__init__.py, as the CUDA legacy tensor types
-CUDA_LEGACY = {f"{d.scalar_name}Storage": _legacy(d, "cuda") for d in _LEGACY_DTYPES}
+CUDA_LEGACY = {f"{d.scalar_name}Storage": _legacy(d, "cuda") for d in dt.ALL_DTYPES}
 _LEGACY_BY_DTYPE = {cls.dtype: cls for cls in LEGACY.values()}
 globals().update(LEGACY)
 
@@ -337,7 +336,7 @@ def set_(self: Tensor, source=None, storage_offset: int = 0, size=None, stride=N
         if not isinstance(source, Storage):
             raise TypeError(f"set_(): argument 'source' must be a Tensor or a storage, not {type(source).__name__}")
         shape = [source._buffer.nbytes // self.dtype.itemsize] if size is None else [int(n) for n in size]
-        strides = _contiguous_strides(shape) if stride is None else [int(s) for s in stride]
+        strides = dense_strides(shape) if stride is None else [int(s) for s in stride]
         data = _view(source, int(storage_offset), shape, strides, self.dtype)
         store = source
         self._device = source.device
@@ -345,16 +344,6 @@ def set_(self: Tensor, source=None, storage_offset: int = 0, size=None, stride=N
     # whose values autograd may have saved)
     self._data, self._storage = data, store
     return self
-
-
-def _contiguous_strides(shape, order=None) -> list:
-    """Dense strides of ``shape`` with the dimensions in ``order`` (outer to inner; row-major by default)."""
-    order = range(len(shape)) if order is None else order
-    strides, running = [0] * len(shape), 1
-    for d in reversed(order):
-        strides[d] = running
-        running *= max(shape[d], 1)
-    return strides
 
 
 def _view(store: Storage, offset: int, shape, strides, dtype: dt.dtype) -> np.ndarray:
@@ -401,7 +390,7 @@ def resize_(self: Tensor, *sizes, memory_format=None) -> Tensor:
         rank, order = ORDERS[memory_format]
         if len(shape) != rank:
             raise RuntimeError(f"required rank {rank} tensor to use {memory_format._name} format")
-    self._data = _view(store, offset, shape, _contiguous_strides(shape, order), self.dtype)
+    self._data = _view(store, offset, shape, dense_strides(shape, order), self.dtype)
     self._storage = store
     store._version += 1
     return self

@@ -20,8 +20,7 @@ _NO_EVENTS = "cpu backend doesn't support events."
 
 def _device_of(value) -> device:
     if value is None:
-        cuda = importlib.import_module("flambeau.cuda")
-        return to_device("cuda") if cuda.is_available() else CPU
+        return to_device("cuda") if _cuda().is_available() else CPU
     if isinstance(value, str) and value.split(":")[0] == "cpu":
         return CPU
     return to_device(value)

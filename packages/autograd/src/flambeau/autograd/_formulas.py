@@ -358,7 +358,7 @@ TABLE: dict[str, D] = {
     "logsumexp": D({"input": lambda g, s: _unreduce(g, s) * (s.input - _keep(s.result, s)).exp()},
                    save=("input", "result")),
     "norm": D({"input": _norm_formula}, save=("input", "result")),
-    "cumsum": D({"input": lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)}),
+    "cumsum": D({"input": lambda g, s: _reverse_cumsum(g, s.dim)}),
     "cumprod": D({"input": _cumprod_grad}, save=("input", "result")),
     "softmax": D({"input": lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))},
                  save=("result",)),

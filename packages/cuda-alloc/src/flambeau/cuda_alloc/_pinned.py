@@ -53,7 +53,7 @@ class PinnedMemoryAllocator:
         self.num_host_free = 0
         # torch's host statistics: blocks owned (live + cached), blocks handed out, their bytes
         self._blocks, self._block_bytes, self._active, self._active_bytes = Stat(), Stat(), Stat(), Stat()
-        self._times = {"host_alloc_time": _Timing(), "host_free_time": _Timing()}
+        self._times = _new_times()
 
     def malloc(self, size: int) -> int:
         """Return the address of a pinned block of at least ``size`` bytes."""
@@ -160,8 +160,7 @@ class PinnedMemoryAllocator:
         """
         out: dict[str, Any] = {}
         with self._lock:
-            for name, stat in (("allocations", self._blocks), ("allocated_bytes", self._block_bytes),
-                               ("active_requests", self._active), ("active_bytes", self._active_bytes)):
+            for name, stat in self._named_stats():
                 for field in Stat.__slots__:
                     out[f"{name}.{field}"] = getattr(stat, field)
             out["num_host_alloc"] = self.num_host_alloc
@@ -174,16 +173,21 @@ class PinnedMemoryAllocator:
     def reset_accumulated_host_memory_stats(self) -> None:
         """Zero the running sums (``allocated``, ``freed``), the call counts and the timings."""
         with self._lock:
-            for stat in (self._blocks, self._block_bytes, self._active, self._active_bytes):
+            for _, stat in self._named_stats():
                 stat.allocated = stat.freed = 0
             self.num_host_alloc = self.num_host_free = 0
-            self._times = {"host_alloc_time": _Timing(), "host_free_time": _Timing()}
+            self._times = _new_times()
 
     def reset_peak_host_memory_stats(self) -> None:
         """Set every peak to its current value."""
         with self._lock:
-            for stat in (self._blocks, self._block_bytes, self._active, self._active_bytes):
+            for _, stat in self._named_stats():
                 stat.peak = stat.current
+
+    def _named_stats(self) -> tuple[tuple[str, Stat], ...]:
+        """The four host statistics under their ``host_memory_stats()`` names."""
+        return (("allocations", self._blocks), ("allocated_bytes", self._block_bytes),
+                ("active_requests", self._active), ("active_bytes", self._active_bytes))
 
 
 class _Timing:
@@ -203,3 +207,8 @@ class _Timing:
     def as_dict(self) -> dict[str, float]:
         return {"total": self.total, "max": self.max, "min": self.min, "count": self.count,
                 "avg": self.total / self.count if self.count else 0.0}
+
+
+def _new_times() -> dict[str, _Timing]:
+    """Fresh timings of the raw pinning calls, under torch's key prefixes."""
+    return {"host_alloc_time": _Timing(), "host_free_time": _Timing()}

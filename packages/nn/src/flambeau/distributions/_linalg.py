@@ -1,23 +1,15 @@
-"""The few matrix functions MultivariateNormal needs: Cholesky factor and lower-triangular solve.
+"""The few matrix functions the distributions need, from ``flambeau.linalg``.
 
-They use ``flambeau.linalg`` when that package provides them, and otherwise a composite of
-flambeau operators (a column-by-column Cholesky and forward substitution, vectorised over the batch
-dims): autograd then differentiates them like any composite. The loops run ``n`` times for ``n x n``
-matrices, fine for the small event sizes of distributions.
+``_composite_cholesky`` / ``_composite_solve_triangular`` are reference composites of flambeau
+operators (a column-by-column Cholesky and forward substitution, vectorised over the batch dims)
+that the tests check against torch; the distributions do not use them.
 """
 
 from __future__ import annotations
 
 import flambeau as fl
+import flambeau.linalg as _la
 from flambeau.distributions.utils import broadcast_shapes
-
-
-def _linalg(name):
-    try:
-        import flambeau.linalg as linalg
-    except ImportError:
-        return None
-    return getattr(linalg, name, None)
 
 
 def _composite_cholesky(a):
@@ -44,33 +36,19 @@ def _composite_cholesky(a):
 
 
 def cholesky_ex(a):
-    """``(L, ok)`` as :func:`_composite_cholesky` (``ok`` from ``flambeau.linalg.cholesky_ex``'s
-    ``info == 0`` when that exists)."""
-    native = _linalg("cholesky_ex")
-    if native is not None:
-        out = native(a)
-        return out[0], out[1] == 0
-    return _composite_cholesky(a)
+    """``(L, ok)``: the lower Cholesky factor of ``a`` (..., n, n) and a bool (...) per matrix, False
+    where ``a`` is not positive definite."""
+    factor, info = _la.cholesky_ex(a)
+    return factor, info == 0
 
 
-def cholesky(a):
-    """The lower Cholesky factor of ``a`` (..., n, n); raises when a matrix is not positive definite."""
-    native = _linalg("cholesky")
-    if native is not None:
-        return native(a)
-    factor, ok = _composite_cholesky(a)
-    if not bool(ok.all()):
-        raise ValueError("cholesky: the input is not positive-definite (a leading minor is not positive)")
-    return factor
+cholesky = _la.cholesky
 
 
 def solve_triangular(lower, b):
     """``X`` with ``lower @ X = b`` for lower-triangular ``lower`` (..., n, n) and ``b`` (..., n, k);
     batch dims broadcast."""
-    native = _linalg("solve_triangular")
-    if native is not None:
-        return native(lower, b, upper=False)
-    return _composite_solve_triangular(lower, b)
+    return _la.solve_triangular(lower, b, upper=False)
 
 
 def _composite_solve_triangular(lower, b):
@@ -87,8 +65,4 @@ def _composite_solve_triangular(lower, b):
     return fl.stack(rows, -2)
 
 
-def cholesky_inverse(factor):
-    """``(L L^T)^{-1}`` from the lower Cholesky factor ``L`` (..., n, n)."""
-    eye = fl.eye(factor.shape[-1], dtype=factor.dtype, device=factor.device)
-    inv = solve_triangular(factor, eye)
-    return inv.mT @ inv
+cholesky_inverse = fl.cholesky_inverse

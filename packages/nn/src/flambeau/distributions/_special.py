@@ -1,9 +1,10 @@
 """Special functions and the Gamma sampler the distributions need.
 
-``lgamma`` / ``digamma`` use flambeau's operators (``fl.lgamma``, ``fl.digamma``) when tensor-core
-has them; until then they are composites of flambeau operators valid for positive arguments (all
-the distributions pass): shift the argument up by 8 with the recurrence, then Stirling's series.
-Both are accurate to about 1e-13 in float64, and autograd differentiates them as composites.
+``lgamma`` / ``digamma`` / ``gammainc`` are tensor-core's (``fl.lgamma``, ``fl.digamma``,
+``flambeau.special.gammainc``). ``_composite_lgamma`` / ``_composite_digamma`` are reference
+composites of flambeau operators (shift the argument up by 8 with the recurrence, then Stirling's
+series; about 1e-13 in float64) that the tests check against torch; ``_np_digamma`` is their numpy
+twin, used by :func:`standard_gamma_grad` on the host.
 
 Note [Gamma sampling on the host]
 ---------------------------------
@@ -28,27 +29,9 @@ _SHIFT = 8
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def _native(name):
-    fn = getattr(fl, name, None)
-    if fn is not None:
-        return fn
-    try:
-        import flambeau.special as special
-    except ImportError:
-        return None
-    return getattr(special, {"lgamma": "gammaln"}.get(name, name), None)
-
-
-def lgamma(x):
-    """``log |Gamma(x)|`` elementwise, for positive ``x`` (float tensor, same shape and dtype)."""
-    native = _native("lgamma")
-    return native(x) if native is not None else _composite_lgamma(x)
-
-
-def digamma(x):
-    """The derivative of ``lgamma`` elementwise, for positive ``x``."""
-    native = _native("digamma")
-    return native(x) if native is not None else _composite_digamma(x)
+lgamma = fl.lgamma
+digamma = fl.digamma
+gammainc = fl.special.gammainc  # tensor-core (`import flambeau` loads flambeau.special)
 
 
 def _composite_lgamma(x):
@@ -178,121 +161,3 @@ def host_sample(concentration_like, draw):
     see Note [Gamma sampling on the host]."""
     out = draw(_host_generator())
     return fl.tensor(np.asarray(out), dtype=concentration_like.dtype, device=concentration_like.device)
-
-
-# Note [Regularised incomplete gamma]
-# -----------------------------------
-# P(a, x) = gamma(a, x) / Gamma(a) is evaluated on the host in float64 (as the Gamma sampler is):
-# the power series x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1)...(a + n)) where x < a + 1, and
-# the Legendre continued fraction of Q = 1 - P (modified Lentz) elsewhere; both run until the
-# update is below float64's epsilon, so results agree with torch.special.gammainc to ~1e-13.
-# dP/dx is the Gamma(a, 1) density, computed with flambeau operators; dP/da is not implemented,
-# as in PyTorch.
-
-_EPS = np.finfo(np.float64).eps
-_TINY = np.finfo(np.float64).tiny
-_np_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
-
-
-def _gammainc_series(a: np.ndarray, x: np.ndarray) -> np.ndarray:
-    term = 1.0 / a
-    total = term.copy()
-    n = np.zeros_like(a)
-    active = np.ones(a.shape, dtype=bool)
-    for _ in range(100000):
-        if not active.any():
-            break
-        n = n + 1
-        term = np.where(active, term * x / (a + n), 0.0)
-        total = total + term
-        active = np.abs(term) > np.abs(total) * _EPS
-    return total * np.exp(-x + a * np.log(x) - _np_lgamma(a))
-
-
-def _gammaincc_fraction(a: np.ndarray, x: np.ndarray) -> np.ndarray:
-    b = x + 1.0 - a
-    c = np.full_like(a, 1.0 / _TINY)
-    d = 1.0 / b
-    h = d.copy()
-    active = np.ones(a.shape, dtype=bool)
-    for i in range(1, 100000):
-        if not active.any():
-            break
-        an = -i * (i - a)
-        b = b + 2.0
-        d = an * d + b
-        d = np.where(np.abs(d) < _TINY, _TINY, d)
-        c = b + an / c
-        c = np.where(np.abs(c) < _TINY, _TINY, c)
-        d = 1.0 / d
-        delta = np.where(active, d * c, 1.0)
-        h = h * delta
-        active = np.abs(delta - 1.0) > _EPS
-    return np.exp(-x + a * np.log(x) - _np_lgamma(a)) * h
-
-
-def np_gammainc(a, x) -> np.ndarray:
-    """The regularised lower incomplete gamma function ``P(a, x)`` on numpy float64 arrays
-    (broadcast); NaN where ``a <= 0`` or ``x < 0``, as ``torch.special.gammainc``."""
-    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
-    out = np.full(a.shape, np.nan)
-    with np.errstate(all="ignore"):
-        ok = (a > 0) & (x >= 0) & ~np.isnan(a) & ~np.isnan(x)
-        out[ok & (x == 0)] = 0.0
-        out[ok & np.isinf(x)] = 1.0
-        series = ok & (x > 0) & np.isfinite(x) & (x < a + 1)
-        fraction = ok & (x > 0) & np.isfinite(x) & ~series
-        out[series] = _gammainc_series(a[series], x[series])
-        out[fraction] = 1.0 - _gammaincc_fraction(a[fraction], x[fraction])
-    return out
-
-
-def _gammainc_function():
-    from flambeau.autograd import Function
-
-    class _GammaInc(Function):
-        @staticmethod
-        def forward(ctx, a, x):
-            ctx.save_for_backward(a, x)
-            like = x if isinstance(x, fl.Tensor) else a
-            out = np_gammainc(a.detach().cpu().numpy(), x.detach().cpu().numpy())
-            return fl.tensor(out, dtype=like.dtype, device=like.device)
-
-        @staticmethod
-        def backward(ctx, grad):
-            a, x = ctx.saved_tensors
-            if ctx.needs_input_grad[0]:
-                raise NotImplementedError("the derivative of gammainc w.r.t. its first argument `input` (the shape "
-                                          "a) is not implemented, as in PyTorch")
-            density = fl.exp(fl.xlogy(a - 1, x) - x - lgamma(a))
-            return None, _reduce_to(grad * density, x.shape)
-
-    return _GammaInc
-
-
-def _reduce_to(grad, shape):
-    """Sum ``grad`` over the dims broadcasting added to a tensor of ``shape``."""
-    while grad.dim() > len(shape):
-        grad = grad.sum(0)
-    for i, size in enumerate(shape):
-        if size == 1 and grad.shape[i] != 1:
-            grad = grad.sum(i, keepdim=True)
-    return grad
-
-
-_GAMMAINC = None
-
-
-def gammainc(a, x):
-    """The regularised lower incomplete gamma function :math:`P(a, x) = \\gamma(a, x) / \\Gamma(a)`
-    (``torch.special.gammainc``): ``a``, ``x`` float tensors (broadcast), result of their broadcast
-    shape and dtype; differentiable w.r.t. ``x`` (see Note [Regularised incomplete gamma]).
-    Uses ``flambeau.special.gammainc`` when tensor-core has it."""
-    native = getattr(getattr(fl, "special", None), "gammainc", None)
-    if native is not None:
-        return native(a, x)
-    global _GAMMAINC
-    if _GAMMAINC is None:
-        _GAMMAINC = _gammainc_function()
-    a, x = fl.broadcast_tensors(a, x)
-    return _GAMMAINC.apply(a, x)

@@ -27,6 +27,15 @@ def _precision_to_scale_tril(p):
     return solve_triangular(l_inv, eye)
 
 
+def _scale_tril_of(scale_tril, covariance_matrix, precision_matrix):
+    """The lower Cholesky factor of the one matrix given (the others are None), unbroadcast."""
+    if scale_tril is not None:
+        return scale_tril
+    if covariance_matrix is not None:
+        return cholesky(covariance_matrix)
+    return _precision_to_scale_tril(precision_matrix)
+
+
 class _ScaleTrilMatrices:
     """The three views of a (covariance) matrix kept as its lower Cholesky factor
     ``_unbroadcasted_scale_tril``, each expanded to ``_matrix_shape()`` (MultivariateNormal, Wishart)."""
@@ -87,12 +96,7 @@ class MultivariateNormal(_LocationMoments, _ScaleTrilMatrices, Distribution):
         setattr(self, name, matrix.expand(tuple(batch_shape) + (-1, -1)))
         self.loc = loc.expand(tuple(batch_shape) + (-1,))
         super().__init__(batch_shape, self.loc.shape[-1:], validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = _scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
 
     def expand(self, batch_shape, _instance=None):
         new = self.__class__.__new__(self.__class__) if _instance is None else _instance

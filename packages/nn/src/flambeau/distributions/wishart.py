@@ -8,12 +8,12 @@ from numbers import Number
 
 import flambeau as fl
 from flambeau.distributions import constraints
-from flambeau.distributions._linalg import cholesky, cholesky_inverse
+from flambeau.distributions._linalg import cholesky_inverse
 from flambeau.distributions._special import digamma
 from flambeau.distributions.chi2 import Chi2
 from flambeau.distributions.exp_family import ExponentialFamily
 from flambeau.distributions.lkj_cholesky import _mvlgamma
-from flambeau.distributions.multivariate_normal import _precision_to_scale_tril, _ScaleTrilMatrices
+from flambeau.distributions.multivariate_normal import _scale_tril_of, _ScaleTrilMatrices
 from flambeau.distributions.utils import broadcast_shapes, vec_to_tril_matrix
 
 __all__ = ["Wishart"]
@@ -85,12 +85,7 @@ class Wishart(_ScaleTrilMatrices, ExponentialFamily):
                           "ndim.", stacklevel=2)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
         self._batch_dims = [-(x + 1) for x in range(len(self._batch_shape))]
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+        self._unbroadcasted_scale_tril = _scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
         self._dist_chi2 = self._chi2(batch_shape)
 
     def _chi2(self, batch_shape):

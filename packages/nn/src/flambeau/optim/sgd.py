@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau._sparse import _linear_index
 from flambeau.optim import _kernels as K
 from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _to_scalar
 
@@ -93,10 +94,7 @@ def _sparse_update_(p: Tensor, g: Tensor, alpha: float) -> None:
     ``param.add_(sparse_grad, alpha=-lr)``)."""
     g = g.coalesce()
     sparse_dim = g.sparse_dim()
-    idx = g.indices()
-    rows = idx[0]
-    for d in range(1, sparse_dim):
-        rows = rows * p.shape[d] + idx[d]
+    rows = _linear_index(g.indices(), p.shape[:sparse_dim])
     p.view(-1, *p.shape[sparse_dim:]).index_add_(0, rows, g.values().to(p.dtype), alpha=_to_scalar(alpha))
 
 

@@ -6,6 +6,7 @@ import math
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau._sparse import _linear_index
 from flambeau.optim.optimizer import Optimizer, _check_lr, _to_scalar
 
 __all__ = ["SparseAdam"]
@@ -76,14 +77,9 @@ def _sparse_adam_update(p: Tensor, grad, state: dict, lr: float, beta1: float, b
         return
     sd = grad.sparse_dim()
     rows_shape = tuple(p.shape[:sd])
-    lin = None
-    stride = 1
-    for d in reversed(range(sd)):
-        term = grad._indices()[d] * stride
-        lin = term if lin is None else lin + term
-        stride *= rows_shape[d]
+    lin = _linear_index(grad._indices(), rows_shape)
     values = grad._values()
-    flat = (stride,) + tuple(p.shape[sd:])
+    flat = (math.prod(rows_shape),) + tuple(p.shape[sd:])
     exp_avg, exp_avg_sq = state["exp_avg"].view(flat), state["exp_avg_sq"].view(flat)
     old_avg = exp_avg.index_select(0, lin)
     old_sq = exp_avg_sq.index_select(0, lin)

@@ -24,7 +24,7 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._device import CPU
-from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, record_if_needed
 from flambeau._ops._registry import declare
 from flambeau._ops._samples import SampleInput, make_tensor
 
@@ -38,8 +38,7 @@ def _view(input: Tensor, arr, dtype, op, attrs: tuple = ()) -> Tensor:
     """``arr`` (a numpy view of ``input``'s data) as a view tensor of ``dtype`` sharing ``input``'s storage."""
     out = _wrap(arr, CPU, input._storage, dtype)
     out._base = input if input._base is None else input._base
-    if input._requires_grad and grad_state.enabled:
-        record(op, (input, *attrs), {}, out)
+    record_if_needed(op, (input, *attrs), {}, out)
     return out
 
 
@@ -171,8 +170,7 @@ def angle(input: Tensor) -> Tensor:
     d = input.dtype
     out_d = dt.to_real(d) if d.is_complex else (d if d.is_floating_point else dt.get_default_dtype())
     out = _wrap(ANGLE.kernel(input._device.type)(input._data, out_d), input._device, None, out_d)
-    if input._requires_grad and grad_state.enabled:
-        record(ANGLE, (input,), {}, out)
+    record_if_needed(ANGLE, (input,), {}, out)
     return out
 
 
@@ -188,8 +186,7 @@ def conj_physical(input: Tensor) -> Tensor:
     """The complex conjugate of each element, in a new tensor (a copy of a real ``input``)."""
     check_tensor(input, "input", "conj_physical")
     out = _wrap(CONJ_PHYSICAL.kernel(input._device.type)(input._data), input._device, None, input.dtype)
-    if input._requires_grad and grad_state.enabled:
-        record(CONJ_PHYSICAL, (input,), {}, out)
+    record_if_needed(CONJ_PHYSICAL, (input,), {}, out)
     return out
 
 
@@ -216,8 +213,7 @@ def _from_parts(op, a: Tensor, b: Tensor, names: tuple, floats: tuple, kinds: st
     dev = common_device(a, b)
     c = dt.to_complex(d)
     out = _wrap(op.kernel(dev.type)(a._data, b._data, c), dev, None, c)
-    if grad_state.enabled and (a._requires_grad or b._requires_grad):
-        record(op, (a, b), {}, out)
+    record_if_needed(op, (a, b), {}, out)
     return out
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import builtins
 import itertools
 import math
-from collections import namedtuple
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, wr
 from flambeau._ops._common import broadcast_shapes as _broadcast
 from flambeau._ops._registry import declare
 from flambeau._ops._samples import SampleInput, make_tensor
+from flambeau._ops.reduction import _return_type
 
 
 class _Flambeau:
@@ -55,13 +55,6 @@ __all__ = [
 ]
 
 _FLOATS = (dt.float16, dt.bfloat16, dt.float32, dt.float64)
-
-
-def _return_type(name: str, fields: str):
-    t = namedtuple(name, fields)
-    t.__module__ = "flambeau.return_types"
-    t.__doc__ = f"The ``({fields.replace(' ', ', ')})`` namedtuple returned by :func:`flambeau.{name}`."
-    return t
 
 
 _frexp_t = _return_type("frexp", "mantissa exponent")

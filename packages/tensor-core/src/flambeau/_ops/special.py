@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._ops._common import Tensor, _wrap, grad_state, inplace_needs_engine, record
+from flambeau._ops._common import Tensor, _wrap, inplace_needs_engine, record_if_needed
 from flambeau._ops._elementwise_base import (
     binary_op,
     binary_samples,
@@ -159,8 +159,7 @@ def _run_polygamma(n, input, d, inplace: bool):
         input._storage._version += 1
         return input
     out = _wrap(k(input._data, d, n), input._device)
-    if input._requires_grad and grad_state.enabled:
-        record(POLYGAMMA, (n, input), {}, out)
+    record_if_needed(POLYGAMMA, (n, input), {}, out)
     return out
 
 

@@ -19,7 +19,7 @@ needs cuFFT, not bound): the operators raise NotImplementedError naming the way 
 
 from __future__ import annotations
 
-from flambeau._ops._common import Tensor, _wrap, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, record_if_needed
 from flambeau._ops._registry import declare
 from flambeau._ops._samples import FLOAT, SampleInput, make_tensor
 
@@ -39,8 +39,7 @@ def _run(op, input: Tensor, dim: tuple, *params) -> Tensor:
         raise NotImplementedError(f"flambeau.fft: tensors on {dev} are not supported yet (an FFT on CUDA needs "
                                   "cuFFT, which flambeau does not bind yet); move the tensor to the CPU with .cpu()")
     out = _wrap(op.kernel("cpu")(input._data, dim, *params), dev)
-    if input._requires_grad and grad_state.enabled:
-        record(op, (input, dim, *params), {}, out)
+    record_if_needed(op, (input, dim, *params), {}, out)
     return out
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flambeau import _dtype as dt
-from flambeau._ops._common import Tensor
+from flambeau._ops._common import Tensor, wrap_dim
 from flambeau._ops.spectral import fft_c2c, fft_c2r, fft_r2c
 
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn",
@@ -54,9 +54,7 @@ def _wrap_dims(dims, ndim: int) -> tuple:
     for d in dims:
         if ndim == 0:
             raise IndexError(f"Dimension specified as {d} but tensor has no dimensions")
-        if not -ndim <= d < ndim:
-            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {d})")
-        out.append(d % ndim)
+        out.append(wrap_dim(d, ndim))
     if len(set(out)) != len(out):
         raise RuntimeError("FFT dims must be unique")
     return tuple(out)

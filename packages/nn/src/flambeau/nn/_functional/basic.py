@@ -401,12 +401,9 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between ``x1`` and ``x2`` (broadcast) along ``dim``; norms are clamped to ``eps``."""
-    x1n = x1.norm(2, dim, keepdim=True).clamp_min(eps)
-    x2n = x2.norm(2, dim, keepdim=True).clamp_min(eps)
-    return ((x1 / x1n) * (x2 / x2n)).sum(dim)
+    return fl.cosine_similarity(x1, x2, dim, eps)
 
 
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """``||x1 - x2 + eps||_p`` over the last dimension (inputs broadcast)."""
-    d = max(x1.ndim, x2.ndim) - 1
-    return (x1 - x2 + eps).norm(p, max(d, 0), keepdim=keepdim)
+    return fl.pairwise_distance(x1, x2, p, eps, keepdim)

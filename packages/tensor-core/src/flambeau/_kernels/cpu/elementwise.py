@@ -281,7 +281,7 @@ kernel("logit", "cpu")(_expr_kernel(_logit))
 def _as_ieee(a: np.ndarray) -> np.ndarray:
     """bfloat16 (ml_dtypes: numpy kind 'V', which numpy's float predicates do not see) widened to float32,
     exactly; other arrays as they are."""
-    return a.astype(np.float32) if a.dtype == dt.bfloat16.np else a
+    return a.astype(np.float32) if a.dtype == _BF16 else a
 
 
 def _classify(f, int_value: bool):
@@ -310,7 +310,7 @@ def _signbit(a, dtype, out=None):
 
 @kernel("nan_to_num", "cpu")
 def _nan_to_num_kernel(a, dtype, nan, posinf, neginf, out=None):
-    if a.dtype == dt.bfloat16.np:  # in float32, with bfloat16's own largest values for the infinities
+    if a.dtype == _BF16:  # in float32, with bfloat16's own largest values for the infinities
         info = ml_dtypes.finfo(a.dtype)
         posinf = float(info.max) if posinf is None else posinf
         neginf = float(info.min) if neginf is None else neginf

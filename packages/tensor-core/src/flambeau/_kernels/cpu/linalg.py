@@ -19,7 +19,7 @@ from flambeau import _dtype as dt
 from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
-_LOW_PRECISION = (np.dtype(np.float16), dt.bfloat16.np)
+_LOW_PRECISION = dt.LOW_PRECISION_NP  # computed in float32 (Note [Compute dtype])
 # Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
 _SMALL = 4096
 
@@ -136,10 +136,13 @@ def addbmm(input, a, b, beta, alpha):
 @kernel("einsum", "cpu")
 def einsum(equation, *arrays):
     if arrays and arrays[0].dtype in _LOW_PRECISION:
-        return _through_float32(einsum)(equation, *arrays)
+        return _einsum_float32(equation, *arrays)
     out = np.asarray(np.einsum(equation, *arrays, optimize=True))
     # numpy returns a view for a pure permutation ('ij->ji'); an operator's result owns its memory
     return out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
+
+
+_einsum_float32 = _through_float32(einsum)  # built once, not per call
 
 
 @kernel("tensordot", "cpu")
@@ -149,9 +152,8 @@ def tensordot(a, b, axes_a, axes_b):
 
 
 @kernel("trace", "cpu")
+@_through_float32
 def trace(a):
-    if a.dtype in _LOW_PRECISION:
-        return _through_float32(trace)(a)
     d = a.dtype if a.dtype.kind in "fc" else np.int64
     return np.asarray(np.trace(a, dtype=d)).astype(d, copy=False)
 

@@ -25,7 +25,7 @@ def _count(a, dims) -> int:
     return a.size if dims is None else math.prod(a.shape[d] for d in dims)
 
 
-_LOW_PRECISION = (np.dtype(np.float16), dt.bfloat16.np)  # accumulated in float32 (Note [Compute dtype])
+_LOW_PRECISION = dt.LOW_PRECISION_NP  # computed in float32 (Note [Compute dtype])
 
 
 def _acc(a):
@@ -34,8 +34,8 @@ def _acc(a):
 
 
 def _real_of(npdt) -> np.dtype:
-    """The real dtype of a complex numpy dtype (variances and norms of complex numbers are real)."""
-    return np.empty(0, npdt).real.dtype
+    """The real dtype of a complex numpy dtype (variances and norms of complex numbers are real), else ``npdt``."""
+    return dt.to_real(dt.from_numpy_dtype(npdt)).np if npdt.kind == "c" else npdt
 
 
 def _asarray(r, npdt=None) -> np.ndarray:

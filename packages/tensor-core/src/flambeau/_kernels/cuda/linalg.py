@@ -385,27 +385,23 @@ def _gemm(out, a, A, b, B, batch, M, N, K, x=None, X=None, alpha=1, beta=0, KZ=1
                            f"{_MAX_GRID_Z * T} rows, got {grid[2]} and {M}")
     bshape = tuple(cb) or (1,)
     fa, fb, fo = backend.flat_view(a), backend.flat_view(b), backend.flat_view(out)
-    use_x = x is not None and beta != 0
-    if sim() and (math.prod(cb) * M * N > _SIM_TILED_OUT or K * KZ > _SIM_TILED_K):  # Note [GEMMs under the ...]
-        xf, xbst, xrs, xcs = fo, (0,) * len(bshape), 0, 0
-        if use_x:
-            xf, xbst, xrs, xcs = backend.flat_view(x), tuple(xb[0]) or (0,), X[1], X[2]
-        total = math.prod(cb) * M * N
-        g, blk = launch_1d(total)
-        _compiled(_gemm_each_py, acc.name, 0)[g, blk, stream()](
-            fo, fa, tuple(abst) or (0,), A[1], A[2], zs[0], fb, tuple(bbst) or (0,), B[1], B[2], zs[1], bshape,
-            M, N, K, KZ, xf, xbst, xrs, xcs, use_x, acc.type(alpha), acc.type(beta), total)
-        return
-    if not epi:
+    each = sim() and (math.prod(cb) * M * N > _SIM_TILED_OUT or K * KZ > _SIM_TILED_K)  # Note [GEMMs under the ...]
+    if not epi and not each:
         matmul_kernel(acc.name, T)[grid, (T, T), stream()](
             fo, fa, tuple(abst) or (0,), A[1], A[2], fb, tuple(bbst) or (0,), B[1], B[2], bshape, M, N, K)
         return
+    use_x = x is not None and beta != 0
     xf, xbst, xrs, xcs = fo, (0,) * len(bshape), 0, 0
     if use_x:
         xf, xbst, xrs, xcs = backend.flat_view(x), tuple(xb[0]) or (0,), X[1], X[2]
-    addmm_kernel(acc.name, T)[grid, (T, T), stream()](
-        fo, fa, tuple(abst) or (0,), A[1], A[2], zs[0], fb, tuple(bbst) or (0,), B[1], B[2], zs[1], bshape,
-        M, N, K, KZ, xf, xbst, xrs, xcs, use_x, acc.type(alpha), acc.type(beta))
+    args = (fo, fa, tuple(abst) or (0,), A[1], A[2], zs[0], fb, tuple(bbst) or (0,), B[1], B[2], zs[1], bshape,
+            M, N, K, KZ, xf, xbst, xrs, xcs, use_x, acc.type(alpha), acc.type(beta))
+    if each:
+        total = math.prod(cb) * M * N
+        g, blk = launch_1d(total)
+        _compiled(_gemm_each_py, acc.name, 0)[g, blk, stream()](*args, total)
+        return
+    addmm_kernel(acc.name, T)[grid, (T, T), stream()](*args)
 
 
 def _cublas_gemm(out, a, A, b, B, batch, M, N, K, x, alpha, beta, KZ, zs) -> bool:
