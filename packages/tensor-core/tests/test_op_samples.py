@@ -132,3 +132,48 @@ def test_operators_without_samples():
     if missing:
         pytest.xfail(f"{len(missing)} operators with a CPU kernel have no samples "
                      f"({with_samples} of {len(OPS)} operators have): {', '.join(missing)}")
+
+
+def _bfloat16_copy(x):
+    return x.detach().to(fl.bfloat16) if isinstance(x, fl.Tensor) and x.dtype is fl.float32 else x
+
+
+def _to_torch_bfloat16(x):
+    if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16:  # numpy has no bfloat16 torch.from_numpy takes
+        return torch.from_numpy(x.detach().float().numpy()).bfloat16()
+    return _to_torch(x)
+
+
+def _float32_copy(x):
+    return x.float() if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16 else x
+
+
+def _dtype_names(x):
+    return map_structure(lambda t: str(t.dtype).split(".")[-1] if isinstance(t, (fl.Tensor, torch.Tensor)) else None, x)
+
+
+@pytest.mark.parametrize("name", [p.values[0] for p in ops_with_samples() if p.values[1] == "float32"])
+def test_bfloat16_against_torch(name):
+    """The first float32 samples rounded to bfloat16: the result dtypes are torch's for bfloat16, and the
+    values are the float32 result of the same (rounded) inputs rounded once (bfloat16 computes in
+    float32, Note [bfloat16 through float32]); torch's own bfloat16 kernels round more often, some
+    far more (its matrix_exp overflows), so they give the dtypes and float32 gives the values."""
+    op = OPS[name]
+    ref = torch_reference(name)
+    if ref is None or op.info.nondeterministic:
+        pytest.skip(f"{name}: no PyTorch reference" if ref is None else f"{name} is random")
+    call = flambeau_call(op)
+    ran = 0
+    for s in generate(op, "cpu", fl.float32)[:3]:
+        s.input, s.args, s.kwargs = (map_structure(_bfloat16_copy, v) for v in (s.input, s.args, s.kwargs))
+        try:
+            want = call_sample(ref, s, _to_torch_bfloat16)
+        except (RuntimeError, NotImplementedError, TypeError):
+            continue  # torch has no bfloat16 kernel for it: no dtypes to hold ours to
+        got = call_sample(call, s)
+        assert _dtype_names(got) == _dtype_names(want), name
+        exact = call_sample(call, s, _float32_copy)
+        compare(map_structure(_float32_copy, got), exact, rtol=2e-2, atol=1e-2, what=name)  # composites round per step
+        ran += 1
+    if not ran:
+        pytest.skip(f"{name}: torch takes none of its samples in bfloat16")

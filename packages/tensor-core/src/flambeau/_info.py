@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from flambeau import _dtype as dt
@@ -12,21 +13,24 @@ __all__ = ["finfo", "iinfo", "is_tensor", "is_floating_point", "is_nonzero", "nu
 class finfo:
     """Machine limits of a floating dtype: ``bits``, ``eps``, ``max``, ``min``, ``tiny``, ``resolution``.
 
-    ``finfo()`` describes the default dtype (float32 unless changed).
+    ``finfo()`` describes the default dtype (float32 unless changed); a complex dtype is described by
+    its parts' dtype (complex64: float32), as torch does.
     """
 
     def __init__(self, type=None):  # noqa: A002 - torch's argument name
         d = dt.get_default_dtype() if type is None else dt.to_dtype(type, "type")
+        if d.is_complex:  # torch describes a complex dtype by its parts' dtype
+            d = dt.float64 if d is dt.complex128 else dt.float32
         if not d.is_floating_point:
             raise TypeError(f"finfo(): expected a floating point dtype, got {d}")
-        info = np.finfo(d.np)
+        info = ml_dtypes.finfo(d.np)  # numpy's finfo does not know bfloat16
         self.dtype = d.name
         self.bits = info.bits
         self.eps = float(info.eps)
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.tiny)
-        self.resolution = float(info.resolution)
+        self.resolution = 10.0 ** -int(info.precision)  # exactly torch's (a float, not the dtype's rounding)
 
     def __repr__(self) -> str:
         return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "

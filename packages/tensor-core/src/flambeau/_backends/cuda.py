@@ -26,7 +26,8 @@ from flambeau.cuda._streams import _on_device, current_device, current_stream
 from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
-           "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array"]
+           "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array",
+           "reinterpret"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
 
@@ -183,6 +184,20 @@ def flat_view(arr):
     if arr.ndim == 1 and arr.strides[0] == item:
         return arr
     view = _DevArray((n,), (item,), arr.dtype, stream=arr.stream, gpu_data=arr.gpu_data)
+    view._fl_owner = arr
+    return view
+
+
+def reinterpret(arr, np_dtype):
+    """A view of device array ``arr``'s memory as ``np_dtype``, whose itemsize must equal ``arr``'s:
+    same shape and strides, no copy (how kernels read bfloat16 storage as uint16 bits)."""
+    dtype = np.dtype(np_dtype)
+    if dtype.itemsize != arr.dtype.itemsize:
+        raise ValueError(f"reinterpret: np_dtype must have itemsize {arr.dtype.itemsize} ({arr.dtype}), "
+                         f"got {dtype} of itemsize {dtype.itemsize}")
+    if SIM:
+        return _make(_raw(arr).view(dtype), arr.stream)
+    view = _DevArray(tuple(arr.shape), tuple(arr.strides), dtype, stream=arr.stream, gpu_data=arr.gpu_data)
     view._fl_owner = arr
     return view
 

@@ -96,11 +96,11 @@ def _check_matrix(A, fname: str, argname: str = "A", square: bool = False) -> No
                            f"{A.shape[-2]} by {A.shape[-1]} matrices")
 
 
-def _check_float(A, fname: str) -> None:
+def _check_float(A, fname: str, low_precision: bool = False) -> None:
     d = A.dtype
     if not d.is_floating_point and not d.is_complex:
         raise RuntimeError(f"{fname}: Expected a floating point or complex tensor as input. Got {d.scalar_name}")
-    if d.is_floating_point and d.itemsize < 4:
+    if d.is_floating_point and d.itemsize < 4 and not low_precision:
         raise RuntimeError(f"{fname}: Low precision dtypes not supported. Got {d.scalar_name}")
 
 
@@ -529,7 +529,8 @@ MATRIX_EXP = declare("linalg_matrix_exp(Tensor A) -> Tensor", category="linalg_s
 @MATRIX_EXP.front
 def matrix_exp(A: Tensor) -> Tensor:
     """Matrix exponential ``sum_k A^k / k!`` of square ``A`` ``(*, n, n)`` (scaling and squaring, Padé 13)."""
-    _check(A, "linalg.matrix_exp", square=True)
+    _check_matrix(A, "linalg.matrix_exp", square=True)
+    _check_float(A, "linalg.matrix_exp", low_precision=True)  # torch takes float16 and bfloat16 here (in float64)
     return _run(MATRIX_EXP, (A,), {}, A)
 
 

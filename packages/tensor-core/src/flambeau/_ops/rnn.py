@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from flambeau import _dtype as dt
 from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
 from flambeau._ops._registry import declare
 
@@ -73,8 +74,8 @@ def _check_weights(name, dtype, batch, in_features, hs, w_ih, w_hh, b_ih, b_hh, 
     check_tensor(w_hh, "w_hh", name)
     if not dtype.is_floating_point:
         raise RuntimeError(f"{name}(): expected a floating input, got {dtype}")
-    if dtype.np not in (np.float32, np.float64):
-        raise RuntimeError(f"{name}(): {dtype} is not supported (float32 and float64 are)")
+    if dtype.np not in (np.float32, np.float64) and dtype is not dt.bfloat16:  # bfloat16 computes in float32
+        raise RuntimeError(f"{name}(): {dtype} is not supported (float32, float64 and bfloat16 are)")
     nh = w_hh.shape[-1] if w_hh.ndim == 2 else -1
     if w_ih.ndim != 2 or w_hh.ndim != 2 or w_hh.shape[0] != gates * nh or w_ih.shape[0] != gates * nh:
         raise RuntimeError(f"{name}(): expected w_ih of shape [{gates} * hidden_size, input_size] and w_hh of "

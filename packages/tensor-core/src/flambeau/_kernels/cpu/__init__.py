@@ -1,5 +1,6 @@
 """CPU kernels, one module per operator family; importing this package registers them all."""
 
+from flambeau._kernels._low_precision import HOST, wrap_kernels
 from flambeau._kernels.cpu import (  # noqa: F401 - each module registers its family's kernels on import
     activation,
     attention,
@@ -25,3 +26,7 @@ from flambeau._kernels.cpu import (  # noqa: F401 - each module registers its fa
     special,
     spectral,
 )
+from flambeau._ops._registry import KERNELS
+
+# bfloat16 computes in float32 in every kernel not marked as taking it itself (Note [bfloat16 through float32]).
+wrap_kernels(KERNELS, "cpu", HOST)

@@ -22,6 +22,7 @@ import functools
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
 from flambeau._parallel import _state as _par_state
 from flambeau._parallel import run_chunks
@@ -107,7 +108,7 @@ def binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
             return kernel(wrap_scalar(a, npdt), wrap_scalar(b, npdt), dtype, out)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
-    return kernel
+    return takes_bfloat16(kernel)
 
 
 # Note [Parallel elementwise]: numpy runs ufuncs on one thread. For large C-contiguous operands,
@@ -247,7 +248,7 @@ def _bool_kernel(ufunc):
         r = ufunc(a, b)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
-    return kernel
+    return takes_bfloat16(kernel)
 
 
 def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
@@ -268,4 +269,4 @@ def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
         r = quiet_call(ufunc, a, **kw) if quiet else ufunc(a, **kw)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
-    return kernel
+    return takes_bfloat16(kernel)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 __all__ = ["fused_activation"]
@@ -163,6 +164,7 @@ _FUSED_MIN_SIZE = 4096  # below: numpy's passes cost less than a parallel launch
 
 
 @kernel("hardtanh_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_hardtanh_backward(g, a, min_val, max_val):
     if a.dtype in (_F32, _F64) and g.dtype == a.dtype and a.size >= _FUSED_MIN_SIZE:
         # one parallel pass (ReLU6's backward in MobileNets); the numpy form takes four
@@ -466,6 +468,7 @@ def fused_activation(name: str, x, g, npdt, out=None, params=None):
 
 
 @kernel("gelu_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_gelu_backward(g, a, approximate):
     return fused_activation("gelu_tanh" if approximate == "tanh" else "gelu", a, g, a.dtype)
 
@@ -476,7 +479,7 @@ def _fused_backward(name: str):
     def backward(g, a):
         return fused_activation(name, a, g, a.dtype)
 
-    return backward
+    return takes_bfloat16(backward)  # hot in training; handles bfloat16 itself
 
 
 kernel("silu_backward", "cpu")(_fused_backward("silu"))

@@ -16,6 +16,7 @@ import numpy as np
 
 from flambeau import _parallel
 from flambeau._blas import blas_is_controllable, single_threaded_blas
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _matmul = np.matmul
@@ -185,6 +186,7 @@ def _mask_layout(mask, batch_shape, ns, npdt):
 
 
 @kernel("scaled_dot_product_attention", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_sdpa(q, k, v, mask, drop, is_causal, scale):
     cdt = q.dtype
     half = cdt not in (np.float32, np.float64)
@@ -213,6 +215,7 @@ def _k_sdpa(q, k, v, mask, drop, is_causal, scale):
 
 
 @kernel("_scaled_dot_product_attention_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_sdpa_backward(grad, q, k, v, attn, drop, scale):
     cdt = q.dtype
     half = cdt not in (np.float32, np.float64)

@@ -22,6 +22,7 @@ import functools
 import numpy as np
 
 from flambeau._blas import blas_is_controllable, single_threaded_blas
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._kernels.cpu.conv_depthwise import _is_depthwise, _numba_depthwise, _plane_chunks
 from flambeau._ops._registry import kernel
 from flambeau._parallel import get_num_threads, run_chunks
@@ -475,6 +476,7 @@ def _compute_dtype(a):
 
 
 @kernel("convolution", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     half = _compute_dtype(x)
     if half is not None:
@@ -497,6 +499,7 @@ def _k_convolution(x, w, b, stride, padding, dilation, transposed, output_paddin
 
 
 @kernel("convolution_backward_weight", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation, transposed, output_padding, groups):
     half = _compute_dtype(g)
     if half is not None:

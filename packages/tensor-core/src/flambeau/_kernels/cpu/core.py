@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from flambeau._backends import backend
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 
@@ -19,6 +20,7 @@ def _real_part(arr, np_dtype):
 
 
 @kernel("to_copy", "cpu")
+@takes_bfloat16  # numpy casts and copies bfloat16 itself
 def _cpu_to_copy(arr, np_dtype, src, dst, non_blocking):
     arr = _real_part(arr, np_dtype) if src.type == "cpu" else arr
     if dst.type == "cpu":
@@ -31,11 +33,13 @@ def _cpu_to_copy(arr, np_dtype, src, dst, non_blocking):
 
 @kernel("clone", "cpu")
 @kernel("contiguous", "cpu")
+@takes_bfloat16  # numpy casts and copies bfloat16 itself
 def _cpu_clone(arr):
     return np.array(arr, order="C", copy=True)
 
 
 @kernel("copy_", "cpu")
+@takes_bfloat16  # numpy casts and copies bfloat16 itself
 def copy_kernel(dst, src):
     """``dst[...] = src`` with casting; also the CPU kernel of the in-place random methods
     (``normal_`` ...), whose fronts draw the values on the host."""
@@ -43,10 +47,12 @@ def copy_kernel(dst, src):
 
 
 @kernel("fill_", "cpu")
+@takes_bfloat16  # numpy casts and copies bfloat16 itself
 def _cpu_fill(dst, value):
     dst.fill(value)
 
 
 @kernel("zero_", "cpu")
+@takes_bfloat16  # numpy casts and copies bfloat16 itself
 def _cpu_zero(dst):
     dst.fill(0)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._kernels.cpu._elementwise import binary_kernel, unary_kernel, via_compute, wrap_scalar
 from flambeau._kernels.cpu._fast_exp import exp_f32
 from flambeau._kernels.cpu.activation import fused_activation
@@ -144,7 +144,7 @@ def _expr_kernel(f, keep_int: bool = False):
             return out
         return r
 
-    return expr
+    return takes_bfloat16(expr)
 
 
 @functools.cache
@@ -228,7 +228,7 @@ def _exp_kernel(default):
             return exp_f32(a, out)
         return default(a, dtype, out)
 
-    return exp
+    return takes_bfloat16(exp)
 
 
 for _name, _ufunc in _FLOAT_MATH.items():
@@ -250,16 +250,19 @@ kernel("round", "cpu")(_expr_kernel(lambda x, decimals: np.round(x, decimals), k
 
 # --- activations -------------------------------------------------------------------------------------
 @kernel("relu", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _relu_kernel(a, dtype, out=None):
     return np.maximum(a, a.dtype.type(0), out=out)
 
 
 @kernel("silu", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _silu_kernel(a, dtype, out=None):
     return fused_activation("silu", a, None, dtype.np, out)
 
 
 @kernel("gelu", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _gelu_kernel(a, dtype, approximate, out=None):
     return fused_activation("gelu_tanh" if approximate == "tanh" else "gelu", a, None, dtype.np, out)
 
@@ -291,7 +294,7 @@ def _classify(f, int_value: bool):
             return f(a)
         return np.full(a.shape, int_value, dtype=np.bool_)
 
-    return classify
+    return takes_bfloat16(classify)
 
 
 for _name, _f, _v in (("isnan", np.isnan, False), ("isinf", np.isinf, False), ("isposinf", np.isposinf, False),
@@ -309,11 +312,9 @@ def _signbit(a, dtype, out=None):
 
 
 @kernel("nan_to_num", "cpu")
+@takes_bfloat16
 def _nan_to_num_kernel(a, dtype, nan, posinf, neginf, out=None):
-    if a.dtype == _BF16:  # in float32, with bfloat16's own largest values for the infinities
-        info = ml_dtypes.finfo(a.dtype)
-        posinf = float(info.max) if posinf is None else posinf
-        neginf = float(info.min) if neginf is None else neginf
+    if a.dtype == _BF16:  # in float32 (the front passes bfloat16's own largest values for the infinities)
         r = np.nan_to_num(a.astype(np.float32), nan=nan, posinf=posinf, neginf=neginf).astype(a.dtype)
     elif a.dtype.kind not in "fc":
         r = a.copy()
@@ -351,6 +352,7 @@ kernel("fmin", "cpu")(binary_kernel(np.fmin))
 
 # --- clamp, where, lerp, addcmul, addcdiv ---------------------------------------------------------------
 @kernel("clamp", "cpu")
+@takes_bfloat16
 def _cpu_clamp(a, lo, hi, dtype, out=None):
     npdt = dtype.np
     if npdt is _BF16:
@@ -404,7 +406,7 @@ def _addc_kernel(ufunc):
             return out
         return np.asarray(r)
 
-    return addc
+    return takes_bfloat16(addc)
 
 
 kernel("addcmul", "cpu")(_addc_kernel(np.multiply))
@@ -418,6 +420,7 @@ for _name, _ufunc in {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": n
 
 
 @kernel("isclose", "cpu")
+@takes_bfloat16
 def _cpu_isclose(a, b, rtol, atol, equal_nan):
     if a.dtype == np.bool_:
         return np.equal(a, b)

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 from flambeau._parallel import get_num_threads
 
@@ -383,45 +384,47 @@ def _flat_out(arr):
 
 
 @kernel("index", "cpu")
+@takes_bfloat16  # moves data (index_add: hot in embedding backward)
 def _cpu_index(arr, key):
     r = arr[key]
     return r if r.flags.c_contiguous else np.ascontiguousarray(r)
 
 
 @kernel("index_put", "cpu")
-def _cpu_index_put(arr, key, values, accumulate):
+@takes_bfloat16  # moves data (index_add: hot in embedding backward)
+def _cpu_index_put(out, key, values, accumulate):
     if not accumulate:
-        arr[key] = values
+        out[key] = values
     else:
-        _accumulate(arr, key, values)
+        _accumulate(out, key, values)
 
 
-def _accumulate(arr, key, values):
-    """``arr[key] += values`` with repeated indices adding up (numba for the common layouts)."""
+def _accumulate(out, key, values):
+    """``out[key] += values`` with repeated indices adding up (numba for the common layouts)."""
     adv = [i for i, k in enumerate(key) if isinstance(k, np.ndarray)]
     if not adv:  # ints, slices, None, ...: no position repeats, a plain += is exact (np.add.at is slow)
-        arr[key] += values
+        out[key] += values
         return
-    ok = (arr.dtype in _NUMBA_DTYPES and adv and adv == list(range(adv[0], adv[0] + len(adv)))
+    ok = (out.dtype in _NUMBA_DTYPES and adv and adv == list(range(adv[0], adv[0] + len(adv)))
           and all(k.dtype.kind in "iu" for k in (key[i] for i in adv))
           and all((isinstance(k, slice) and k == slice(None)) for i, k in enumerate(key) if i not in adv)
-          and not any(k is Ellipsis or k is None for k in key) and adv[-1] + 1 <= arr.ndim)
+          and not any(k is Ellipsis or k is None for k in key) and adv[-1] + 1 <= out.ndim)
     if not ok:
-        np.add.at(arr, key, values)
+        np.add.at(out, key, values)
         return
     a0, a1 = adv[0], adv[-1] + 1
     idx_arrays = np.broadcast_arrays(*(key[i] for i in adv))
-    dims = arr.shape[a0:a1]
+    dims = out.shape[a0:a1]
     lin = np.ravel_multi_index(tuple(i.reshape(-1) for i in idx_arrays), dims, mode="wrap") if len(adv) > 1 \
         else idx_arrays[0].reshape(-1)
-    pre, post = arr.shape[:a0], arr.shape[a1:]
+    pre, post = out.shape[:a0], out.shape[a1:]
     P, M, Q = int(np.prod(pre)), int(np.prod(dims)), int(np.prod(post))
     target_shape = pre + idx_arrays[0].shape + post
-    vals = np.broadcast_to(np.asarray(values, dtype=arr.dtype), target_shape).reshape(P, lin.size, Q)
-    work = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-    _nb()[1](work.reshape(P, M, Q), lin.astype(np.int64, copy=False), vals, arr.dtype.type(1))
-    if work is not arr:
-        arr[...] = work
+    vals = np.broadcast_to(np.asarray(values, dtype=out.dtype), target_shape).reshape(P, lin.size, Q)
+    work = out if out.flags.c_contiguous else np.ascontiguousarray(out)
+    _nb()[1](work.reshape(P, M, Q), lin.astype(np.int64, copy=False), vals, out.dtype.type(1))
+    if work is not out:
+        out[...] = work
 
 
 @kernel("nonzero", "cpu")
@@ -463,6 +466,7 @@ def _collapse(arr, dim, index):
 
 
 @kernel("gather", "cpu")
+@takes_bfloat16  # moves data (index_add: hot in embedding backward)
 def _cpu_gather(arr, dim, index):
     out = np.empty(index.shape, arr.dtype)
     if index.size == 0:
@@ -593,6 +597,7 @@ def _cpu_scatter_reduce(out, dim, index, src, reduce, include_self):
 
 
 @kernel("index_select", "cpu")
+@takes_bfloat16  # moves data (index_add: hot in embedding backward)
 def _cpu_index_select(arr, dim, index):
     n = arr.shape[dim]
     out_shape = arr.shape[:dim] + index.shape + arr.shape[dim + 1:]
@@ -620,6 +625,7 @@ def _cpu_index_select(arr, dim, index):
 
 
 @kernel("index_add", "cpu")
+@takes_bfloat16  # moves data (index_add: hot in embedding backward)
 def _cpu_index_add(out, dim, index, src, alpha):
     if index.size == 0:
         return

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
@@ -52,7 +53,7 @@ def _through_float32(fn):
         r = fn(*(x.astype(np.float32) if x.__class__ is _ndarray else x for x in args))
         return r.astype(low)
 
-    return product
+    return takes_bfloat16(product)  # its own float32 routing, for float16 too
 
 
 def _blas_operands(fn):

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _add_reduce = np.add.reduce
@@ -201,6 +202,7 @@ def _check_targets(t: np.ndarray, c: int, ignore_index: int) -> np.ndarray:
 
 
 @kernel("nll_loss", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_nll_loss(x, target, weight, ignore_index, reduction):
     c = x.shape[0] if x.ndim == 1 else x.shape[1]
     t = target.astype(np.int64, copy=False)
@@ -232,6 +234,7 @@ def _k_nll_loss(x, target, weight, ignore_index, reduction):
 
 
 @kernel("nll_loss_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_nll_loss_backward(grad, x, target, weight, ignore_index, reduction, total_weight):
     c = x.shape[0] if x.ndim == 1 else x.shape[1]
     t = target.astype(np.int64, copy=False)
@@ -266,6 +269,7 @@ _NO_MAX = np.empty(0, np.float32)
 
 
 @kernel("cross_entropy", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing):
     c = x.shape[0] if x.ndim == 1 else x.shape[1]
     t = target.astype(np.int64, copy=False).reshape(-1)
@@ -296,6 +300,7 @@ def _k_cross_entropy(x, target, weight, ignore_index, reduction, label_smoothing
 
 
 @kernel("cross_entropy_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, label_smoothing, lse, total_weight):
     c = x.shape[0] if x.ndim == 1 else x.shape[1]
     t = target.astype(np.int64, copy=False).reshape(-1)
@@ -328,6 +333,7 @@ def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, 
 
 # --- element-wise losses --------------------------------------------------------------------------------
 @kernel("mse_loss", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_mse(a, b, reduction):
     d = np.asarray(np.subtract(a, b))
     if reduction == "none":

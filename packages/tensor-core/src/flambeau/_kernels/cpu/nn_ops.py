@@ -13,6 +13,8 @@ import functools
 
 import numpy as np
 
+from flambeau import _dtype as dt
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _max_reduce = np.maximum.reduce
@@ -123,8 +125,8 @@ def _softmax_kernel(log: bool):
     def softmax_kernel(a, dim):
         if a.ndim == 0:
             return np.asarray(np.zeros((), a.dtype) if log else np.ones((), a.dtype))
-        half = a.dtype == np.float16
-        if half:
+        low = a.dtype if a.dtype in dt.LOW_PRECISION_NP else None  # float16, bfloat16: in float32, rounded once
+        if low is not None:
             a = a.astype(np.float32)
         if a.size >= _NUMBA_MIN_SIZE and dim == a.ndim - 1 and a.flags.c_contiguous and a.shape[-1]:
             x = a.reshape(-1, a.shape[-1])
@@ -134,9 +136,9 @@ def _softmax_kernel(log: bool):
             r = out.reshape(a.shape)
         else:
             r = _softmax_numpy(a, dim, log)
-        return r.astype(np.float16) if half else r
+        return r if low is None else r.astype(low)
 
-    return softmax_kernel
+    return takes_bfloat16(softmax_kernel)
 
 
 kernel("softmax", "cpu")(_softmax_kernel(False))
@@ -145,11 +147,13 @@ kernel("log_softmax", "cpu")(_softmax_kernel(True))
 
 # --- embedding -------------------------------------------------------------------------------------
 @kernel("embedding", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_embedding(weight, indices):
     return np.take(weight, indices, axis=0)
 
 
 # --- dropout ---------------------------------------------------------------------------------------
 @kernel("dropout", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_dropout(a, mask, out=None):
     return np.multiply(a, mask, out=out)

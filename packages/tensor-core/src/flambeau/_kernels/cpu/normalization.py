@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 from flambeau._parallel import get_num_threads
 
@@ -323,6 +324,7 @@ def _in_dtype(v, t):
 
 
 @kernel("batch_norm", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps):
     n, c = x.shape[0], x.shape[1]
     xc = _compute(x)
@@ -395,6 +397,7 @@ def _k_batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, ma
 
 # --- layer_norm ---------------------------------------------------------------------------------------
 @kernel("layer_norm", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_layer_norm(x, k, weight, bias, eps):
     xc = _compute(x)
     t = xc.dtype

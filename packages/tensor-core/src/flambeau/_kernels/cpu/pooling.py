@@ -17,6 +17,7 @@ import functools
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 
@@ -197,6 +198,7 @@ def _avg_windows_backward(g, input_size, h0, h1, w0, w1, divh, divw):
 
 # --- kernels of the table -----------------------------------------------------------------------------
 @kernel("max_pool2d_with_indices", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     H, W = x.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
@@ -214,6 +216,7 @@ def _k_adaptive_max_pool2d(x, output_size):
 
 
 @kernel("max_pool2d_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_max_pool2d_backward(g, indices, input_size):
     gp, back = _planes(g)
     P = gp.shape[0]
@@ -240,6 +243,7 @@ def _avg_tables(input_size, kernel_size, stride, padding, ceil_mode, count_inclu
 
 
 @kernel("avg_pool2d", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     tables, OH, OW = _avg_tables(x.shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
                                  divisor_override)
@@ -247,6 +251,7 @@ def _k_avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
 
 
 @kernel("avg_pool2d_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_avg_pool2d_backward(g, input_size, kernel_size, stride, padding, ceil_mode, count_include_pad,
                            divisor_override):
     tables, _, _ = _avg_tables(input_size, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -260,6 +265,7 @@ def _adaptive_avg_tables(H, W, OH, OW):
 
 
 @kernel("adaptive_avg_pool2d", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_adaptive_avg_pool2d(x, output_size):
     H, W = x.shape[-2:]
     OH, OW = output_size
@@ -271,6 +277,7 @@ def _k_adaptive_avg_pool2d(x, output_size):
 
 
 @kernel("adaptive_avg_pool2d_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_adaptive_avg_pool2d_backward(g, input_size):
     H, W = input_size[-2:]
     OH, OW = g.shape[-2:]

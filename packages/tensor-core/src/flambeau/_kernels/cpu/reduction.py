@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
@@ -79,6 +80,7 @@ def _parallel_sum(a, dims, npdt):
 
 
 @kernel("sum", "cpu")
+@takes_bfloat16  # accumulates in dtype.compute
 def _k_sum(a, dims, keepdim, dtype):
     if dtype.compute is not dtype:  # accumulate half and bfloat16 in float32 as torch does
         return _asarray(_add_reduce(a, dims, dtype.compute.np, None, keepdim), dtype.np)
@@ -99,6 +101,7 @@ def _k_nansum(a, dims, keepdim, dtype):
 
 
 @kernel("mean", "cpu")
+@takes_bfloat16  # accumulates in dtype.compute
 def _k_mean(a, dims, keepdim, dtype):
     acc = dtype.compute.np
     n = _count(a, dims)
@@ -125,6 +128,7 @@ def _k_nanmean(a, dims, keepdim, dtype):
 
 
 @kernel("prod", "cpu")
+@takes_bfloat16  # accumulates in dtype.compute
 def _k_prod(a, dims, keepdim, dtype):
     acc = dtype.compute.np
     return _asarray(np.prod(a, axis=dims, dtype=acc, keepdims=keepdim), dtype.np)

@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 
 @kernel("reshape", "cpu")
+@takes_bfloat16  # moves data: bfloat16 as any dtype
 def _cpu_reshape_copy(arr, shape):
     return np.array(arr, order="C").reshape(shape)
 
 
 @kernel("cat", "cpu")
+@takes_bfloat16  # moves data: bfloat16 as any dtype
 def _cpu_cat(arrays, dim, np_dtype):
     return np.concatenate(arrays, axis=dim, dtype=np_dtype, casting="unsafe")
 
 
 @kernel("stack", "cpu")
+@takes_bfloat16  # moves data: bfloat16 as any dtype
 def _cpu_stack(arrays, dim, np_dtype):
     # np.stack's Python layer costs more than the copy for small inputs
     key = (slice(None),) * dim + (None,)

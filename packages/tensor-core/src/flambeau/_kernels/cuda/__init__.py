@@ -9,9 +9,11 @@ Importing imports no numba: a family module builds its numba.cuda kernels on fir
 concrete signatures of its kernels (``ptx_cases``) for the PTX compilation test.
 """
 
+from flambeau._kernels._low_precision import wrap_kernels
 from flambeau._kernels.cuda import (
     activation,
     attention,
+    bfloat16,
     complex,
     conv,
     core,
@@ -32,10 +34,14 @@ from flambeau._kernels.cuda import (
     special,
     spectral,
 )
+from flambeau._ops._registry import KERNELS
 
 # The family modules, for tests that walk every kernel (PTX compilation).
 FAMILIES = (core, elementwise, activation, reduction, linalg, indexing, shape, loss, nn_ops, normalization,
-            pooling, resample, conv, attention, rnn, random, complex, searching, special, spectral, numeric)
+            pooling, resample, conv, attention, rnn, random, complex, searching, special, spectral, numeric, bfloat16)
+
+# bfloat16 computes in float32 in every kernel that does not move its bits itself (Note [bfloat16 on CUDA]).
+wrap_kernels(KERNELS, "cuda", bfloat16.CONVERSIONS)
 
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).

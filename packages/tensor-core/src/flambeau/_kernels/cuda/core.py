@@ -16,12 +16,16 @@ import functools
 
 import numpy as np
 
+from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda.bfloat16 import BF16, narrow, widen
 from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
 __all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "ptx_cases"]
+
+_U16, _F32 = np.dtype(np.uint16), np.dtype(np.float32)
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
@@ -59,6 +63,9 @@ def fill(dst, value) -> None:
     if n == 0:
         return
     shape = tuple(dst.shape)
+    if dst.dtype == BF16:  # the value's bfloat16 bits, filled as uint16 (Note [bfloat16 on CUDA])
+        value = np.array(value, BF16).view(_U16)[()]
+        dst = be().reinterpret(dst, _U16)
     v = dst.dtype.type(value)
     grid, block = launch_1d(n)
     fill_kernel()[grid, block, stream()](be().flat_view(dst), strides_for(dst, shape), v,
@@ -71,11 +78,31 @@ def copy_into(dst, src) -> None:
         fill(dst, src)
         return
     broadcast_shapes(dst.shape, src.shape)
+    if dst.dtype == BF16 or src.dtype == BF16:
+        _copy_bfloat16(dst, src)
+        return
     unary_into("identity", np.dtype(dst.dtype), dst, src)  # no arithmetic: any dtype
+
+
+def _copy_bfloat16(dst, src) -> None:
+    """:func:`copy_into` where either side is bfloat16: its bits between two bfloat16 arrays, else
+    through float32 (exact from bfloat16; rounded once to it)."""
+    backend = be()
+    if dst.dtype == src.dtype:
+        unary_into("identity", _U16, backend.reinterpret(dst, _U16), backend.reinterpret(src, _U16))
+    elif src.dtype == BF16:
+        copy_into(dst, widen(src))
+    else:
+        if src.dtype != _F32:
+            wide = backend.empty(tuple(src.shape), _F32)
+            unary_into("identity", _F32, wide, src)
+            src = wide
+        narrow(src, out=dst)
 
 
 @kernel("clone", "cuda")
 @kernel("contiguous", "cuda")
+@takes_bfloat16  # its bits move (Note [bfloat16 on CUDA])
 def contiguous(arr):
     """A C-contiguous device copy of ``arr``."""
     out = be().empty(arr.shape, arr.dtype)
@@ -84,6 +111,7 @@ def contiguous(arr):
 
 
 @kernel("to_copy", "cuda")
+@takes_bfloat16  # its bits move (Note [bfloat16 on CUDA])
 def to_copy(arr, np_dtype, src, dst, non_blocking):
     backend = be()
     np_dtype = np.dtype(np_dtype)
@@ -101,16 +129,19 @@ def to_copy(arr, np_dtype, src, dst, non_blocking):
 
 
 @kernel("copy_", "cuda")
+@takes_bfloat16  # its bits move (Note [bfloat16 on CUDA])
 def copy_(dst, src) -> None:
     be().copy_(dst, src)  # a host array goes to the device first
 
 
 @kernel("fill_", "cuda")
+@takes_bfloat16  # its bits move (Note [bfloat16 on CUDA])
 def fill_(dst, value) -> None:
     fill(dst, value)
 
 
 @kernel("zero_", "cuda")
+@takes_bfloat16  # its bits move (Note [bfloat16 on CUDA])
 def zero_(dst) -> None:
     fill(dst, 0)
 

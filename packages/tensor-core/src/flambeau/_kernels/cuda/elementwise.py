@@ -56,7 +56,7 @@ from flambeau._size import broadcast_shapes
 
 __all__ = ["BINARY", "UNARY", "NARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "BOOL_VARIANTS", "dtypes_for",
            "binary_kernel", "unary_kernel", "binary_launcher", "unary_launcher", "unary_into", "compute_dtype",
-           "bind_helpers", "nary_device", "nary_kernel", "nary", "nary_ptx_cases", "ptx_cases"]
+           "bind_helpers", "nary_device", "nary_kernel", "nary_python", "nary", "nary_ptx_cases", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 # device helpers once bound (Note [Device helpers])
@@ -800,11 +800,17 @@ def nary_device(fn, arity: int):
     return cuda.jit(device=True)(unary_p)
 
 
+def nary_python(fn, arity: int, compute: str):
+    """The Python function of the strided ternary kernel of scalar function ``fn`` computing in numpy
+    dtype ``compute``: what :func:`nary_kernel` compiles (and the PTX test compiles for a signature)."""
+    return _nary_py(nary_device(fn, arity), np.dtype(compute).type)
+
+
 @functools.cache
 def nary_kernel(fn, arity: int, compute: str):
     """The strided ternary kernel of scalar function ``fn`` computing in numpy dtype ``compute`` (cached)."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_nary_py(nary_device(fn, arity), np.dtype(compute).type))
+    return cuda.jit(cache=CACHE)(nary_python(fn, arity, compute))
 
 
 @functools.cache

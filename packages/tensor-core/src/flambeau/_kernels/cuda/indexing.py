@@ -53,6 +53,7 @@ from flambeau._kernels.cuda._launch import (
     stream,
     strides_for,
 )
+from flambeau._kernels.cuda.bfloat16 import via_float32
 from flambeau._kernels.cuda.core import contiguous, copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
@@ -771,6 +772,7 @@ def masked_fill(arr, mask, value, np_dtype):
 
 
 @_device_args
+@via_float32  # called by the front directly, outside the kernel table (Note [bfloat16 on CUDA])
 def masked_fill_inplace(out, mask, value):
     """The kernel of ``masked_fill_``: ``out[mask] = value`` in place (``mask`` broadcasts to ``out``)."""
     _where(out, out, mask, value)
@@ -910,15 +912,16 @@ def _mask_key(arr, key, values):
 
 @kernel("index_put", "cuda")
 @_device_args
-def index_put(arr, key, values, accumulate):
+def index_put(out, key, values, accumulate):
+    """``out[key] = values`` (``+=`` when ``accumulate``) in place."""
     if isinstance(values, np.ndarray):
         values = be().from_numpy(values)
-    dtype = np.dtype(arr.dtype)
+    dtype = np.dtype(out.dtype)
     items = key if isinstance(key, tuple) else (key,)
     if all(k is None or k is Ellipsis or isinstance(k, slice) for k in items):
-        # only slices, None and Ellipsis: the key is a view of arr (slicing's backward); _plan turns ints
+        # only slices, None and Ellipsis: the key is a view of out (slicing's backward); _plan turns ints
         # into index arrays, which take the general path
-        view = _plan(arr, key)[0]
+        view = _plan(out, key)[0]
         if is_array(values):
             values = _values_to(values, dtype, tuple(view.shape))
         if accumulate:
@@ -928,18 +931,18 @@ def index_put(arr, key, values, accumulate):
     if accumulate:
         alert_not_deterministic("index_put_ with accumulate=True")
     if accumulate and dtype not in _ATOMIC:  # atomics on a widened copy
-        work = _cast_to(arr, np.float32 if dtype.kind == "f" else np.int64)
+        work = _cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
         index_put(work, key, _cast_to(values, work.dtype) if is_array(values) else values, True)
-        copy_into(arr, work)
+        copy_into(out, work)
         return
-    m = None if accumulate else _mask_key(arr, key, values)
+    m = None if accumulate else _mask_key(out, key, values)
     if m is not None:
-        mask = _reshape(m, tuple(m.shape) + (1,) * (arr.ndim - m.ndim))
+        mask = _reshape(m, tuple(m.shape) + (1,) * (out.ndim - m.ndim))
         if is_array(values):
-            values = _values_to(values, dtype, tuple(arr.shape))
-        _where(arr, arr, mask, values)
+            values = _values_to(values, dtype, tuple(out.shape))
+        _where(out, out, mask, values)
         return
-    view, shape, vst, idx, ist, kstride, dsizes, dstrides = _advanced(arr, key)
+    view, shape, vst, idx, ist, kstride, dsizes, dstrides = _advanced(out, key)
     if is_array(values):
         values = _values_to(values, dtype, shape)
         vals, vals_st, scalar = values, strides_for(values, shape), None

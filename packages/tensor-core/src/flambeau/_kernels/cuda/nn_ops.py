@@ -33,6 +33,7 @@ from flambeau._kernels.cuda._launch import (
     sim,
     stream,
 )
+from flambeau._kernels.cuda.bfloat16 import via_float32
 from flambeau._ops._registry import kernel
 
 __all__ = ["acc_dtype", "block", "offset_fn", "flag_fn", "block_sum_fn", "block_max_fn", "row_max_fn", "row_grid",
@@ -413,6 +414,7 @@ def _renorm_kernels(acc: str):
     return cuda.jit(cache=CACHE)(_mark_py()), cuda.jit(cache=CACHE)(_renorm_py(np.dtype(acc).type))
 
 
+@functools.partial(via_float32, writes=("weight",))  # called by the front directly (Note [bfloat16 on CUDA])
 def embedding_renorm(weight, indices, max_norm: float, norm_type: float) -> None:
     """``max_norm`` of embedding on the device: rows of ``weight`` referenced by ``indices`` whose
     ``norm_type``-norm exceeds ``max_norm`` are scaled to it in place (floating weights)."""
