@@ -21,15 +21,17 @@ def storage_data_ptr(buffer: np.ndarray) -> int:
     return buffer.__array_interface__["data"][0]
 
 
-def as_strided(buffer: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
-    """A view of ``buffer`` with ``shape``, element ``strides`` and element ``offset``.
+def as_strided(buffer: np.ndarray, shape: tuple, strides: tuple, offset: int, np_dtype=None) -> np.ndarray:
+    """A view of ``buffer`` with ``shape``, element ``strides`` and element ``offset``, its elements of
+    ``np_dtype`` (default: the buffer's; another one views the same bytes, as ``Tensor.view(dtype)``).
 
     ``buffer`` is a storage's owner array; bounds are checked by the caller.
     """
-    item = buffer.dtype.itemsize
+    dtype = buffer.dtype if np_dtype is None else np.dtype(np_dtype)
+    item = dtype.itemsize
     # Storage buffers are always one contiguous block (C or F order, or flat), so ravel('K') is a
     # view in memory order.
-    return np.ndarray(shape, buffer.dtype, buffer=buffer.ravel(order="K"), offset=offset * item,
+    return np.ndarray(shape, dtype, buffer=buffer.ravel(order="K"), offset=offset * item,
                       strides=tuple(s * item for s in strides))
 
 

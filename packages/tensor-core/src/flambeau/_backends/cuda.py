@@ -143,26 +143,28 @@ def _extent(shape, strides, item) -> int:
     return item + sum((n - 1) * s for n, s in zip(shape, strides))
 
 
-def as_strided(buffer, shape: tuple, strides: tuple, offset: int):
-    """A view of the flat device array ``buffer``: ``shape``, element ``strides``, element ``offset``.
+def as_strided(buffer, shape: tuple, strides: tuple, offset: int, np_dtype=None):
+    """A view of the flat device array ``buffer``: ``shape``, element ``strides``, element ``offset``,
+    its elements of ``np_dtype`` (default: the buffer's; another one views the same bytes).
 
     Bounds are checked by the caller; strides are non-negative.
     """
-    item = buffer.dtype.itemsize
+    dtype = buffer.dtype if np_dtype is None else np.dtype(np_dtype)
+    item = dtype.itemsize
     shape = tuple(int(n) for n in shape)
     bstrides = tuple(int(s) * item for s in strides)
     if SIM:
         raw = _raw(buffer)
         flat = raw.reshape(-1, order="A") if raw.ndim != 1 else raw
-        view = np.ndarray(shape, raw.dtype, buffer=flat, offset=offset * item, strides=bstrides) \
-            if flat.size else np.empty(shape, raw.dtype)
+        view = np.ndarray(shape, dtype, buffer=flat, offset=offset * item, strides=bstrides) \
+            if flat.size else np.empty(shape, dtype)
         return _make(view, buffer.stream)
     start = offset * item
     extent = _extent(shape, bstrides, item)
     if extent == 0:
-        return _DevArray(shape, bstrides, buffer.dtype, stream=buffer.stream)
+        return _DevArray(shape, bstrides, dtype, stream=buffer.stream)
     gpu = buffer.gpu_data.view(start, start + extent)
-    view = _DevArray(shape, bstrides, buffer.dtype, stream=buffer.stream, gpu_data=gpu)
+    view = _DevArray(shape, bstrides, dtype, stream=buffer.stream, gpu_data=gpu)
     view._fl_owner = buffer  # keep the allocation alive as long as any view of it
     return view
 

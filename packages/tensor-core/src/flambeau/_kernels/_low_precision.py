@@ -39,13 +39,13 @@ import numpy as np
 
 from flambeau import _dtype as _fdt
 
-__all__ = ["BF16", "Conversions", "HOST", "takes_bfloat16", "via_float32", "wrap_kernels"]
+__all__ = ["BF16", "WRITTEN", "Conversions", "HOST", "takes_bfloat16", "via_float32", "wrap_kernels"]
 
 BF16 = np.dtype(_fdt.bfloat16.np)
 _BF16_T = BF16.type
 _F32 = np.dtype(np.float32)
 _FL_BF16, _FL_F32, _FL_DTYPE = _fdt.bfloat16, _fdt.float32, _fdt.dtype
-_WRITTEN = ("out", "dst")  # parameter names of the arguments a kernel writes (Note [bfloat16 through float32])
+WRITTEN = ("out", "dst")  # parameter names of the arguments a kernel writes (Note [bfloat16 through float32])
 
 
 class Conversions(NamedTuple):
@@ -139,7 +139,7 @@ class _Widening:
         return self.conv.is_array(r) and self.conv.views(r, self.temps)
 
 
-def via_float32(fn, conv: Conversions, writes: tuple = _WRITTEN):
+def via_float32(fn, conv: Conversions, writes: tuple = WRITTEN):
     """Kernel ``fn`` made to take bfloat16 by computing in float32 (Note [bfloat16 through float32])
     on the device whose arrays ``conv`` converts; calls without bfloat16 arrays or dtypes go straight
     to ``fn``. ``writes``: the names of the parameters whose arrays ``fn`` writes in place."""

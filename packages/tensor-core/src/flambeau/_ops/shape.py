@@ -121,7 +121,7 @@ def _mkview(input: Tensor, arr) -> Tensor:
         item = input.dtype.itemsize
         off = input.storage_offset() + (_ptr(arr) - _ptr(_DUMMIES[arr.dtype])) // item
         arr = backend(dev.type).as_strided(input._storage._buffer, tuple(arr.shape),
-                                           tuple(s // item for s in arr.strides), off)
+                                           tuple(s // item for s in arr.strides), off, input.dtype.np)
     out = _wrap(arr, dev, input._storage, input.dtype)
     base = input._base
     out._base = input if base is None else base
@@ -242,11 +242,14 @@ VIEW = declare("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", function=Fals
 
 
 @VIEW.front
-def view(self: Tensor, *shape) -> Tensor:
+def view(self: Tensor, *shape, dtype=None) -> Tensor:
     """A view of ``self`` with ``shape`` (one entry may be ``-1``); shares storage.
 
     Raises RuntimeError when the strides of ``self`` don't allow it (use :func:`reshape`).
+    ``view(dtype)`` reinterprets the bytes instead (:func:`_view_dtype`).
     """
+    if dtype is not None or (len(shape) == 1 and isinstance(shape[0], dt.dtype)):
+        return _view_dtype(self, shape[0] if dtype is None else dtype)
     shape = _shape_args(shape, "size")
     src = _src(self)
     shape = _infer_size(shape, src.size)
@@ -256,6 +259,38 @@ def view(self: Tensor, *shape) -> Tensor:
     out = _mkview(self, arr)
     if self._requires_grad and grad_state.enabled:
         record(VIEW, (self, shape), {}, out)
+    return out
+
+
+def _view_dtype(self: Tensor, dtype) -> Tensor:
+    """``self``'s bytes as ``dtype`` (torch's ``Tensor.view(dtype)``): a view sharing storage, never
+    differentiable. Another element size rescales the last dimension, which must then be contiguous,
+    with torch's checks and messages; the other strides and the offset must fit the new size."""
+    d = dt.to_dtype(dtype)
+    old_item, new_item = self.dtype.itemsize, d.itemsize
+    shape, strides = list(self.shape), list(self.stride())
+    offset = self.storage_offset()
+    if old_item != new_item:
+        what = f"to view {self.dtype.scalar_name} as {d.scalar_name} (different element sizes)"
+        if not shape:
+            raise RuntimeError(f"self.dim() cannot be 0 {what}")
+        if strides[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {strides[-1]}")
+        if new_item > old_item:
+            ratio = new_item // old_item
+            if shape[-1] % ratio:
+                raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but got {shape[-1]}")
+            if offset % ratio:
+                raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}, but got {offset}")
+            for i, st in enumerate(strides[:-1]):
+                if st % ratio:
+                    raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} {what}, but got {st}")
+        shape[-1] = shape[-1] * old_item // new_item
+        strides = [st * old_item // new_item for st in strides[:-1]] + [1]
+        offset = offset * old_item // new_item
+    arr = backend(self._device.type).as_strided(self._storage._buffer, tuple(shape), tuple(strides), offset, d.np)
+    out = _wrap(arr, self._device, self._storage, d)
+    out._base = self if self._base is None else self._base
     return out
 
 
@@ -772,14 +807,14 @@ def as_strided(input: Tensor, size, stride, storage_offset=None) -> Tensor:
         raise RuntimeError(f"Tensor: invalid storage offset {off}")
     item = input.dtype.itemsize
     buf = input._storage._buffer
-    nbytes = buf.nbytes if hasattr(buf, "nbytes") else buf.size * item
+    nbytes = buf.nbytes if hasattr(buf, "nbytes") else buf.size * buf.dtype.itemsize
     need = 0 if 0 in size else (off + 1 + sum((n - 1) * s for n, s in zip(size, stride))) * item
     if need > nbytes:
         raise RuntimeError(
             f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {off}, and itemsize {item} "
             f"requiring a storage size of {need} are out of bounds for storage of size {nbytes}"
         )
-    arr = backend(input._device.type).as_strided(buf, size, stride, off)
+    arr = backend(input._device.type).as_strided(buf, size, stride, off, input.dtype.np)
     out = _wrap(arr, input._device, input._storage, input.dtype)
     out._base = input if input._base is None else input._base
     if input._requires_grad and grad_state.enabled:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from flambeau._kernels._low_precision import BF16, Conversions
+from flambeau._kernels._low_precision import BF16, WRITTEN, Conversions
 from flambeau._kernels._low_precision import via_float32 as _via_float32
 from flambeau._kernels.cuda._launch import be, is_array
 from flambeau._kernels.cuda.elementwise import nary, nary_python
 
-__all__ = ["BF16", "CONVERSIONS", "is_bfloat16", "widen", "narrow", "via_float32", "ptx_cases"]
+__all__ = ["BF16", "CONVERSIONS", "widen", "narrow", "via_float32", "ptx_cases"]
 
 _F32 = np.dtype(np.float32)
 _U16, _U32 = np.dtype(np.uint16), np.dtype(np.uint32)
@@ -37,11 +37,6 @@ def _narrow_bits(x, p):
     if (x & 0x7FFFFFFF) > 0x7F800000:  # NaN: keep sign and payload's top bits, make it quiet
         return (x >> 16) | 0x40
     return (x + 0x7FFF + ((x >> 16) & 1)) >> 16  # round to nearest, ties to even
-
-
-def is_bfloat16(x) -> bool:
-    """Whether ``x`` is a device array of bfloat16."""
-    return is_array(x) and x.dtype == BF16
 
 
 def widen(x):
@@ -70,7 +65,7 @@ def _views(r, arrays) -> bool:
 CONVERSIONS = Conversions(is_array, widen, narrow, _views)
 
 
-def via_float32(fn, writes: tuple = ("out", "dst")):
+def via_float32(fn, writes: tuple = WRITTEN):
     """:func:`flambeau._kernels._low_precision.via_float32` for CUDA kernel ``fn``."""
     return _via_float32(fn, CONVERSIONS, writes)
 
