@@ -63,11 +63,3 @@ def test_float32_float16_int_and_strided_inputs():
     t = x.cuda()
     assert t.polygamma_(1) is t
     _same(t, fl.polygamma(1, x), rtol=1e-6)
-
-
-def test_fft_on_cuda_says_what_is_missing():
-    x = fl.tensor([1.0, 2.0, 3.0]).cuda()
-    with pytest.raises(NotImplementedError, match="cuFFT"):
-        fl.fft.rfft(x)
-    with pytest.raises(NotImplementedError, match="cuFFT"):
-        fl.fft.fft(x)

@@ -5,8 +5,8 @@
 complex64 and complex128 hold pairs of float32 / float64 (real part first, as C and torch store
 them), so ``real``, ``imag``, ``view_as_real`` and ``view_as_complex`` are views: new strides and
 a new dtype on the same storage, with torch's storage offsets (in elements of the view's dtype).
-They run no kernel. ``angle``, ``complex`` and ``polar`` are elementwise and have CPU kernels in
-``flambeau._kernels.cpu.complex``.
+They run no kernel, on any device. ``angle``, ``conj_physical``, ``complex`` and ``polar`` are
+elementwise, with kernels in ``flambeau._kernels.cpu.complex`` and ``flambeau._kernels.cuda.complex``.
 
 Note [Conjugation is a copy]
     torch's ``conj`` returns a lazily conjugated view (a "conj bit" resolved when read).
@@ -14,16 +14,12 @@ Note [Conjugation is a copy]
     (as ``conj_physical``), so writes to it do not reach the input; ``is_conj`` is always False
     and ``resolve_conj`` returns its input. Of a real tensor, ``conj`` returns the input itself,
     as torch does.
-
-Complex tensors live on the CPU for now: these operators raise NotImplementedError on CUDA.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from flambeau import _dtype as dt
-from flambeau._device import CPU
+from flambeau._backends import backend
 from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, record_if_needed
 from flambeau._ops._registry import declare
 from flambeau._ops._samples import SampleInput, make_tensor
@@ -31,21 +27,21 @@ from flambeau._ops._samples import SampleInput, make_tensor
 __all__ = ["real", "imag", "view_as_real", "view_as_complex", "angle", "conj", "conj_physical", "complex",
            "polar", "is_complex", "is_conj", "resolve_conj", "resolve_neg"]
 
-_as_strided = np.lib.stride_tricks.as_strided
 
-
-def _view(input: Tensor, arr, dtype, op, attrs: tuple = ()) -> Tensor:
-    """``arr`` (a numpy view of ``input``'s data) as a view tensor of ``dtype`` sharing ``input``'s storage."""
-    out = _wrap(arr, CPU, input._storage, dtype)
+def _view(input: Tensor, shape: tuple, strides: tuple, offset: int, dtype, op) -> Tensor:
+    """A view tensor of ``dtype`` over ``input``'s storage bytes (``shape``, element ``strides`` and
+    ``offset`` in ``dtype``'s elements), on any device."""
+    arr = backend(input._device.type).as_strided(input._storage._buffer, shape, strides, offset, dtype.np)
+    out = _wrap(arr, input._device, input._storage, dtype)
     out._base = input if input._base is None else input._base
-    record_if_needed(op, (input, *attrs), {}, out)
+    record_if_needed(op, (input,), {}, out)
     return out
 
 
-def _cpu_only(input: Tensor, name: str) -> None:
-    if input._device is not CPU:
-        raise NotImplementedError(f"flambeau.{name}: complex tensors are not supported on {input.device} yet "
-                                  "(complex tensors live on the CPU)")
+def _parts(input: Tensor, op, imag: bool) -> Tensor:
+    """The real (or imaginary) parts of complex ``input``: every other real of its storage."""
+    return _view(input, tuple(input.shape), tuple(2 * st for st in input.stride()),
+                 2 * input.storage_offset() + imag, dt.to_real(input.dtype), op)
 
 
 # --- real and imag: views, also the Tensor.real / Tensor.imag properties -----------------------------
@@ -61,8 +57,7 @@ def real(input: Tensor) -> Tensor:
     check_tensor(input, "input", "real")
     if not input.dtype.is_complex:
         return input
-    _cpu_only(input, "real")
-    return _view(input, input._data.real, dt.to_real(input.dtype), REAL)
+    return _parts(input, REAL, imag=False)
 
 
 IMAG = declare("imag(Tensor(a) self) -> Tensor(a)", view=True, method=False, category="complex")
@@ -77,8 +72,7 @@ def imag(input: Tensor) -> Tensor:
     check_tensor(input, "input", "imag")
     if not input.dtype.is_complex:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
-    _cpu_only(input, "imag")
-    return _view(input, input._data.imag, dt.to_real(input.dtype), IMAG)
+    return _parts(input, IMAG, imag=True)
 
 
 def _set_part(get):
@@ -103,11 +97,8 @@ def view_as_real(input: Tensor) -> Tensor:
     check_tensor(input, "input", "view_as_real")
     if not input.dtype.is_complex:
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    _cpu_only(input, "view_as_real")
-    a = input._data
-    re = a.real
-    arr = _as_strided(re, a.shape + (2,), a.strides + (re.itemsize,))
-    return _view(input, arr, dt.to_real(input.dtype), VIEW_AS_REAL)
+    return _view(input, tuple(input.shape) + (2,), tuple(2 * st for st in input.stride()) + (1,),
+                 2 * input.storage_offset(), dt.to_real(input.dtype), VIEW_AS_REAL)
 
 
 VIEW_AS_COMPLEX = declare("view_as_complex(Tensor(a) self) -> Tensor(a)", view=True, method=False,
@@ -127,7 +118,6 @@ def view_as_complex(input: Tensor) -> Tensor:
     if d not in (dt.float32, dt.float64):
         raise RuntimeError("view_as_complex is only supported for float and double tensors, but got a tensor "
                            f"of scalar type: {d.scalar_name}")
-    _cpu_only(input, "view_as_complex")
     shape, strides = input.shape, input.stride()
     if not shape or shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
@@ -137,9 +127,8 @@ def view_as_complex(input: Tensor) -> Tensor:
         raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
     if input.storage_offset() % 2:
         raise RuntimeError("Tensor must have a storage_offset divisible by 2")
-    c = dt.to_complex(d)
-    arr = input._data.view(c.np)[..., 0]  # the last axis (2 reals, stride 1) becomes one complex
-    return _view(input, arr, c, VIEW_AS_COMPLEX)
+    return _view(input, tuple(shape[:-1]), tuple(st // 2 for st in strides[:-1]), input.storage_offset() // 2,
+                 dt.to_complex(d), VIEW_AS_COMPLEX)
 
 
 def _complex_samples(device, dtype, requires_grad):

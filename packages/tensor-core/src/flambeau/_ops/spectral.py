@@ -13,8 +13,8 @@ the transformed dims (a tuple of non-negative ints, already checked), ``norm`` (
 - ``_fft_c2r(input, dim, norm, last_dim_size)``: a onesided Hermitian complex input to real,
   ``last_dim_size`` long along ``dim[-1]``.
 
-CPU kernels: numpy's pocketfft (``flambeau._kernels.cpu.spectral``). CUDA has no FFT yet (it
-needs cuFFT, not bound): the operators raise NotImplementedError naming the way out.
+CPU kernels: numpy's pocketfft (``flambeau._kernels.cpu.spectral``); CUDA kernels: radix-2 and
+Bluestein transforms in numba.cuda (``flambeau._kernels.cuda.spectral``; cuFFT is not bound).
 """
 
 from __future__ import annotations
@@ -35,10 +35,7 @@ FFT_C2R = declare("_fft_c2r(Tensor input, int[] dim, str norm, int last_dim_size
 
 def _run(op, input: Tensor, dim: tuple, *params) -> Tensor:
     dev = input._device
-    if dev.type != "cpu":
-        raise NotImplementedError(f"flambeau.fft: tensors on {dev} are not supported yet (an FFT on CUDA needs "
-                                  "cuFFT, which flambeau does not bind yet); move the tensor to the CPU with .cpu()")
-    out = _wrap(op.kernel("cpu")(input._data, dim, *params), dev)
+    out = _wrap(op.kernel(dev.type)(input._data, dim, *params), dev)
     record_if_needed(op, (input, dim, *params), {}, out)
     return out
 

@@ -46,18 +46,9 @@ wrap_kernels(KERNELS, "cuda", bfloat16.CONVERSIONS)
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).
 _NEEDS_CUSOLVER = "needs cuSOLVER (getrf/potrf/geqrf/gesdd/syevd), not bound yet; move the tensor to the CPU"
-_NEEDS_CUFFT = "needs cuFFT, not bound yet; move the tensor to the CPU"
-_COMPLEX_ON_CPU = "complex tensors compute on the CPU only for now (CUDA has complex + - * / and copies)"
 NOT_ON_CUDA: dict[str, str] = {
-    "angle": _COMPLEX_ON_CPU,
-    "complex": _COMPLEX_ON_CPU,
-    "conj_physical": _COMPLEX_ON_CPU,
-    "polar": _COMPLEX_ON_CPU,
     "linalg_lu_factor_ex": "needs cuSOLVER (getrf), not bound yet; move the tensor to the CPU",
     "linalg_eig": "needs cuSOLVER (geev), not bound yet; move the tensor to the CPU",
-    "_fft_c2c": _NEEDS_CUFFT,
-    "_fft_r2c": _NEEDS_CUFFT,
-    "_fft_c2r": _NEEDS_CUFFT,
     "linalg_inv_ex": _NEEDS_CUSOLVER,
     "linalg_det": _NEEDS_CUSOLVER,
     "linalg_slogdet": _NEEDS_CUSOLVER,

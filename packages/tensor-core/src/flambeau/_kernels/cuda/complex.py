@@ -1,17 +1,110 @@
 """CUDA kernels of the complex family (Note [numba.cuda bound on first use] in ``_launch``).
 
-None yet. On CUDA, complex tensors have the arithmetic of the elementwise templates (``add``,
-``sub``, ``mul``, ``div``, ``neg``, ``eq``, ``ne`` and copies: the "c" kind of
-``elementwise.KINDS``); other operators raise torch's ``"<op>_cuda" not implemented for
-'ComplexFloat'``, the views of the family refuse CUDA tensors, and ``angle``, ``complex``,
-``conj_physical`` and ``polar`` are listed in ``NOT_ON_CUDA``.
+Note [Complex on CUDA]
+    Complex device arrays are numba's complex64/complex128 arrays. The elementwise templates take
+    them for the arithmetic, eq/ne, the logical operators and the math of ``COMPLEX_VARIANTS``
+    (cmath, which numba compiles for CUDA; ``abs`` gives the real dtype); the views of the family
+    (``real``, ``imag``, ``view_as_real``, ``view_as_complex``) reinterpret the storage's bytes, as on
+    the CPU. This module adds ``angle``, ``conj_physical``, ``complex`` and ``polar`` (the CPU
+    kernels' conventions, ``flambeau._kernels.cpu.complex``), each a scalar function of the ternary
+    template. numba's simulator runs cmath as Python's, which raises where numpy returns inf or NaN
+    (``log(0)``, ``atan(1j)``): the simulator tier tests finite values away from those points.
 """
 
 from __future__ import annotations
 
+import cmath
+import math
+
+import numpy as np
+
+from flambeau._kernels.cuda.core import contiguous
+from flambeau._kernels.cuda.elementwise import nary, nary_ptx_cases
+from flambeau._ops._registry import kernel
+
 cuda = None
 
 
-def ptx_cases() -> list:
+def _phase(x, p):
+    return cmath.phase(x)
+
+
+def _sign_angle(x, p):
+    # torch: pi for negative reals, 0 otherwise, NaN kept
+    c = type(x)
+    if x < 0:
+        return c(math.pi)
+    return x if x != x else c(0)
+
+
+def _conj(x, p):
+    return x.conjugate()
+
+
+def _from_parts(x, y, p):
+    return complex(x, y)
+
+
+def _from_polar(r, t, p):
+    return complex(r * math.cos(t), r * math.sin(t))
+
+
+_HALF = np.dtype(np.float16)
+
+
+def _real_compute(d) -> np.dtype:
+    d = np.dtype(d)
+    return np.dtype(np.float32) if d == _HALF else d
+
+
+@kernel("angle", "cuda")
+def _k_angle(a, out_dtype):
+    out = np.dtype(out_dtype.np)
+    src = np.dtype(a.dtype)
+    if src.kind == "c":
+        return nary(_phase, 1, src, (a,), (), out)
+    return nary(_sign_angle, 1, np.dtype(out_dtype.compute.np), (a,), (), out)
+
+
+@kernel("conj_physical", "cuda")
+def _k_conj_physical(a):
+    src = np.dtype(a.dtype)
+    return nary(_conj, 1, src, (a,)) if src.kind == "c" else contiguous(a)
+
+
+@kernel("complex", "cuda")
+def _k_complex(real, imag, complex_dtype):
+    return nary(_from_parts, 2, _real_compute(real.dtype), (real, imag), (), np.dtype(complex_dtype.np))
+
+
+@kernel("polar", "cuda")
+def _k_polar(abs_, angle, complex_dtype):
+    return nary(_from_polar, 2, _real_compute(abs_.dtype), (abs_, angle), (), np.dtype(complex_dtype.np))
+
+
+def ptx_cases(ndim: int = 2) -> list:
     """(label, python function, signature) for every kernel template x dtype this family launches."""
-    return []
+    from numba import types
+
+    from flambeau._kernels.cuda.elementwise import nary_python
+
+    idx = types.UniTuple(types.int64, ndim)
+    cases = nary_ptx_cases({"conj": (_conj, 1, "c", False)}, ndim)
+    for real, cplx in (("float32", "complex64"), ("float64", "complex128")):
+        r, c = types.Array(getattr(types, real), 1, "C"), types.Array(getattr(types, cplx), 1, "C")
+        tr, tc = getattr(types, real), getattr(types, cplx)
+
+        def sig(out, a, t):
+            return (out, idx, a, idx, t, types.boolean, a, idx, t, types.boolean, a, idx, t, types.boolean,
+                    types.UniTuple(t, 3), idx, types.int64)
+
+        cases += [(f"angle:{cplx}", nary_python(_phase, 1, cplx), sig(r, c, tc)),
+                  (f"angle:{real}", nary_python(_sign_angle, 1, real), sig(r, r, tr)),
+                  (f"complex:{real}", nary_python(_from_parts, 2, real), sig(c, r, tr)),
+                  (f"polar:{real}", nary_python(_from_polar, 2, real), sig(c, r, tr))]
+    i64 = types.Array(types.int64, 1, "C")
+    cases.append(("angle:int64", nary_python(_sign_angle, 1, "float32"),
+                  (types.Array(types.float32, 1, "C"), idx, i64, idx, types.float32, types.boolean, i64, idx,
+                   types.float32, types.boolean, i64, idx, types.float32, types.boolean,
+                   types.UniTuple(types.float32, 3), idx, types.int64)))
+    return cases

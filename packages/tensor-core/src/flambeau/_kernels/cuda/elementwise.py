@@ -43,6 +43,7 @@ Note [Device helpers]
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 
@@ -54,7 +55,8 @@ from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array,
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
-__all__ = ["BINARY", "UNARY", "NARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "BOOL_VARIANTS", "dtypes_for",
+__all__ = ["BINARY", "UNARY", "NARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "BOOL_VARIANTS", "COMPLEX_VARIANTS",
+           "REAL_OUT", "dtypes_for",
            "binary_kernel", "unary_kernel", "binary_launcher", "unary_launcher", "unary_into", "compute_dtype",
            "bind_helpers", "nary_device", "nary_kernel", "nary_python", "nary", "nary_ptx_cases", "ptx_cases"]
 
@@ -609,15 +611,126 @@ def _isclose(x, y, p):
 
 
 
+# --- complex versions (cmath; numba compiles it for CUDA): Note [Complex on CUDA] ---------------------
+def _c_exp(x):
+    return cmath.exp(x)
+
+
+def _c_exp2(x):
+    c = type(x)
+    return cmath.exp(x * c(0.6931471805599453))
+
+
+def _c_expm1(x):
+    return cmath.exp(x) - 1
+
+
+def _c_log(x):
+    return cmath.log(x)
+
+
+def _c_log2(x):
+    c = type(x)
+    return cmath.log(x) * c(1.4426950408889634)
+
+
+def _c_log10(x):
+    return cmath.log10(x)
+
+
+def _c_log1p(x):
+    return cmath.log(x + 1)
+
+
+def _c_sqrt(x):
+    return cmath.sqrt(x)
+
+
+def _c_rsqrt(x):
+    return 1 / cmath.sqrt(x)
+
+
+def _c_sin(x):
+    return cmath.sin(x)
+
+
+def _c_cos(x):
+    return cmath.cos(x)
+
+
+def _c_tan(x):
+    return cmath.tan(x)
+
+
+def _c_asin(x):
+    return cmath.asin(x)
+
+
+def _c_acos(x):
+    return cmath.acos(x)
+
+
+def _c_atan(x):
+    return cmath.atan(x)
+
+
+def _c_sinh(x):
+    return cmath.sinh(x)
+
+
+def _c_cosh(x):
+    return cmath.cosh(x)
+
+
+def _c_tanh(x):
+    return cmath.tanh(x)
+
+
+def _c_asinh(x):
+    return cmath.asinh(x)
+
+
+def _c_acosh(x):
+    return cmath.acosh(x)
+
+
+def _c_atanh(x):
+    return cmath.atanh(x)
+
+
+def _c_sigmoid(x):
+    return 1 / (1 + cmath.exp(-x))
+
+
+def _c_reciprocal(x):
+    return 1 / x
+
+
+def _c_sgn(x):
+    return x if x == 0 else x / abs(x)
+
+
+def _c_isnan(x):
+    return x.real != x.real or x.imag != x.imag
+
+
+def _c_isinf(x):
+    return math.isinf(x.real) or math.isinf(x.imag)
+
+
+def _c_isfinite(x):
+    return math.isfinite(x.real) and math.isfinite(x.imag)
+
+
 # operator -> (scalar function, dtype kinds the kernel supports: "f" float, "i" int, "b" bool). Each
 # name registers as that operator's CUDA kernel; aliases (``true_divide``, ``negative``) dispatch to
 # their operator's kernel and need no entry.
 BINARY = {
-    "add": (_add, "fibc"), "sub": (_sub, "fic"), "mul": (_mul, "fibc"), "div": (_div, "fc"), "pow": (_pow, "fi"),
+    "add": (_add, "fibc"), "sub": (_sub, "fic"), "mul": (_mul, "fibc"), "div": (_div, "fc"), "pow": (_pow, "fic"),
     "maximum": (_maximum, "fib"), "minimum": (_minimum, "fib"), "fmax": (_fmax, "fib"), "fmin": (_fmin, "fib"),
     "eq": (_eq, "fibc"), "ne": (_ne, "fibc"), "lt": (_lt, "fib"), "le": (_le, "fib"), "gt": (_gt, "fib"),
-    "ge": (_ge, "fib"), "logical_and": (_logical_and, "fib"), "logical_or": (_logical_or, "fib"),
-    "logical_xor": (_logical_xor, "fib"), "bitwise_and": (_bitwise_and, "ib"),
+    "ge": (_ge, "fib"), "logical_and": (_logical_and, "fibc"), "logical_or": (_logical_or, "fibc"),
+    "logical_xor": (_logical_xor, "fibc"), "bitwise_and": (_bitwise_and, "ib"),
     "bitwise_or": (_bitwise_or, "ib"), "bitwise_xor": (_bitwise_xor, "ib"), "atan2": (_atan2, "f"),
     "hypot": (_hypot, "f"), "copysign": (_copysign, "f"),
     "logaddexp": (_logaddexp, "f"), "logaddexp2": (_logaddexp2, "f"), "xlogy": (_xlogy, "f"),
@@ -626,18 +739,18 @@ BINARY = {
 }
 
 UNARY = {
-    "neg": (_neg, "fic"), "abs": (_abs, "fi"), "exp": (_exp, "f"), "exp2": (_exp2, "f"),
-    "expm1": (_expm1, "f"), "log": (_log, "f"), "log2": (_log2, "f"),
-    "log10": (_log10, "f"), "log1p": (_log1p, "f"), "sqrt": (_sqrt, "f"), "rsqrt": (_rsqrt, "f"),
-    "sin": (_sin, "f"), "cos": (_cos, "f"), "tan": (_tan, "f"), "asin": (_asin, "f"), "acos": (_acos, "f"),
-    "atan": (_atan, "f"), "sinh": (_sinh, "f"), "cosh": (_cosh, "f"), "tanh": (_tanh, "f"),
-    "sigmoid": (_sigmoid, "f"), "relu": (_relu, "fi"), "silu": (_silu, "f"), "erf": (_erf, "f"),
-    "erfc": (_erfc, "f"), "reciprocal": (_reciprocal, "f"), "square": (_square, "fi"),
-    "sign": (_sign, "fib"), "sgn": (_sign, "fib"), "logical_not": (_logical_not, "fib"),
-    "bitwise_not": (_bitwise_not, "ib"), "isnan": (_isnan, "fib"), "isinf": (_isinf, "fib"),
-    "isfinite": (_isfinite, "fib"), "acosh": (_acosh, "f"), "asinh": (_asinh, "f"), "atanh": (_atanh, "f"),
+    "neg": (_neg, "fic"), "abs": (_abs, "fic"), "exp": (_exp, "fc"), "exp2": (_exp2, "fc"),
+    "expm1": (_expm1, "fc"), "log": (_log, "fc"), "log2": (_log2, "fc"),
+    "log10": (_log10, "fc"), "log1p": (_log1p, "fc"), "sqrt": (_sqrt, "fc"), "rsqrt": (_rsqrt, "fc"),
+    "sin": (_sin, "fc"), "cos": (_cos, "fc"), "tan": (_tan, "fc"), "asin": (_asin, "fc"), "acos": (_acos, "fc"),
+    "atan": (_atan, "fc"), "sinh": (_sinh, "fc"), "cosh": (_cosh, "fc"), "tanh": (_tanh, "fc"),
+    "sigmoid": (_sigmoid, "fc"), "relu": (_relu, "fi"), "silu": (_silu, "f"), "erf": (_erf, "f"),
+    "erfc": (_erfc, "f"), "reciprocal": (_reciprocal, "fc"), "square": (_square, "fic"),
+    "sign": (_sign, "fib"), "sgn": (_sign, "fibc"), "logical_not": (_logical_not, "fibc"),
+    "bitwise_not": (_bitwise_not, "ib"), "isnan": (_isnan, "fibc"), "isinf": (_isinf, "fibc"),
+    "isfinite": (_isfinite, "fibc"), "acosh": (_acosh, "fc"), "asinh": (_asinh, "fc"), "atanh": (_atanh, "fc"),
     "deg2rad": (_deg2rad, "f"), "rad2deg": (_rad2deg, "f"), "signbit": (_signbit, "fib"),
-    "isposinf": (_isposinf, "fib"), "isneginf": (_isneginf, "fib"), "positive": (_identity, "fi"),
+    "isposinf": (_isposinf, "fib"), "isneginf": (_isneginf, "fib"), "positive": (_identity, "fic"),
     "erfinv": (_erfinv, "f"), "floor": (_floor, "fi"), "ceil": (_ceil, "fi"), "trunc": (_trunc, "fi"),
     "frac": (_frac, "f"),
 }
@@ -650,6 +763,16 @@ INT_VARIANTS = {"fmod": _fmod_int, "floor": _identity, "ceil": _identity, "trunc
                 "signbit": _is_negative}
 BOOL_VARIANTS = {"bitwise_not": _not, "signbit": _false, "isnan": _false, "isinf": _false, "isposinf": _false,
                  "isneginf": _false, "isfinite": _true}
+# Complex versions of functions whose float version does not suit complex numbers (Note [Complex on CUDA]).
+COMPLEX_VARIANTS = {
+    "exp": _c_exp, "exp2": _c_exp2, "expm1": _c_expm1, "log": _c_log, "log2": _c_log2, "log10": _c_log10,
+    "log1p": _c_log1p, "sqrt": _c_sqrt, "rsqrt": _c_rsqrt, "sin": _c_sin, "cos": _c_cos, "tan": _c_tan,
+    "asin": _c_asin, "acos": _c_acos, "atan": _c_atan, "sinh": _c_sinh, "cosh": _c_cosh, "tanh": _c_tanh,
+    "asinh": _c_asinh, "acosh": _c_acosh, "atanh": _c_atanh, "sigmoid": _c_sigmoid, "reciprocal": _c_reciprocal,
+    "sgn": _c_sgn, "isnan": _c_isnan, "isinf": _c_isinf, "isfinite": _c_isfinite,
+}
+# Ops whose result is real for a complex compute dtype (abs of complex64 is float32).
+REAL_OUT = {"abs"}
 
 def _offsets(i, shape, s0, s1, s2, s3):
     """Element offsets of flat C-order index ``i`` of ``shape`` in four operands of element strides ``s0`` to
@@ -685,7 +808,7 @@ NARY = {
 }
 
 # Compute dtypes of the elementwise kernels per kind (8/16-bit integers compute in int64).
-# Complex numbers ("c") have the arithmetic, the comparisons eq/ne, neg and copies only.
+# Complex numbers ("c"): the arithmetic, eq/ne, the logical ops and the math of COMPLEX_VARIANTS.
 KINDS = {"f": ("float32", "float64"), "i": ("int32", "int64"), "b": ("bool",), "c": ("complex64", "complex128")}
 
 # Ops whose result is bool whatever the compute dtype.
@@ -727,6 +850,8 @@ def _device_fn(table: str, name: str, kind: str = "f"):
         fn = INT_VARIANTS[name]
     elif kind == "b" and name in BOOL_VARIANTS:
         fn = BOOL_VARIANTS[name]
+    elif kind == "c" and name in COMPLEX_VARIANTS:
+        fn = COMPLEX_VARIANTS[name]
     return device(fn)
 
 
@@ -888,6 +1013,14 @@ def binary_launcher(name: str):
     return launch
 
 
+_REAL_PART = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+
+
+def _result_dtype(name: str, compute: np.dtype) -> np.dtype:
+    """The dtype of a non-bool result of unary op ``name`` in ``compute``: real for :data:`REAL_OUT` of complex."""
+    return _REAL_PART[compute] if compute.kind == "c" and name in REAL_OUT else compute
+
+
 def unary_launcher(name: str):
     """The CUDA kernel of unary elementwise op ``name``."""
     kinds = UNARY[name][1]
@@ -897,7 +1030,7 @@ def unary_launcher(name: str):
         compute = np.dtype(dtype.np)
         kdt = _kind_check(name, compute, kinds, half=True)
         if out is None:
-            out = be().empty(a.shape, np.bool_ if bool_out else compute)
+            out = be().empty(a.shape, np.bool_ if bool_out else _result_dtype(name, compute))
         unary_into(name, kdt, out, a)
         return out
 
@@ -1059,7 +1192,8 @@ def ptx_cases(ndim: int = 2) -> list:
                 dt = _kind_check(name, storage, kinds, half=True)  # float16 operands compute in float32
                 t = from_dtype(dt)
                 arr = types.Array(from_dtype(storage), 1, "C")
-                outt = types.Array(types.boolean if name in BOOL_OUT else from_dtype(storage), 1, "C")
+                outt = types.Array(types.boolean if name in BOOL_OUT else
+                                   from_dtype(_result_dtype(name, storage)), 1, "C")
                 py = template(_device_fn(table, name, dt.kind), dt.type)
                 if table == "binary":
                     sig = (outt, idx, arr, idx, t, types.boolean, arr, idx, t, types.boolean, idx, types.int64)
