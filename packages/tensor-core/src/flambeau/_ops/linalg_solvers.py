@@ -34,8 +34,10 @@ Kernel convention (arrays in, arrays out; CPU kernels: ``flambeau._kernels.cpu.l
 Autograd recording: ``inputs`` are the tensors and positional arguments in signature order, multi-output
 operators record their namedtuple.
 
-No CUDA kernels: they need cuSOLVER, which flambeau does not bind; the composites run on CUDA where
-their parts do (``vector_norm``, ``matrix_norm('fro')``, ``vecdot``, ``cross``, ``multi_dot``,
+CUDA kernels (``flambeau._kernels.cuda.linalg_solvers``, flambeau's own: cuSOLVER is not bound) for the
+LU family (``lu_factor_ex``, ``inv_ex``, ``det``, ``slogdet``, ``solve``), ``solve_triangular`` and
+``cholesky_ex``; QR, SVD, the eigendecompositions, pinv and matrix_exp are CPU-only. The composites run
+on CUDA where their parts do (``vector_norm``, ``matrix_norm('fro')``, ``vecdot``, ``cross``, ``multi_dot``,
 ``matrix_power`` with ``n >= 0``, ``diagonal``).
 """
 
@@ -115,14 +117,15 @@ def _kernel(op, device):
     if k is None:
         raise NotImplementedError(
             f"flambeau.{op.name} has no kernel for device type '{device.type}' (available: "
-            f"{', '.join(sorted(op.kernels)) or 'none'}): it needs cuSOLVER, which flambeau does not bind yet; "
-            "move the tensor to the CPU (A.cpu())")
+            f"{', '.join(sorted(op.kernels)) or 'none'}): it needs cuSOLVER, which flambeau does not bind yet, "
+            "or a kernel of flambeau's own, which it does not have yet; move the tensor to the CPU (A.cpu())")
     return k
 
 
-def _raise_for_info(info: np.ndarray, batched: bool, message) -> None:
-    """LinAlgError for the first matrix whose ``info`` is non-zero (``message(info) -> str``)."""
-    flat = np.asarray(info).reshape(-1)
+def _raise_for_info(info: Tensor, batched: bool, message) -> None:
+    """LinAlgError for the first matrix whose ``info`` (a tensor on any device) is non-zero
+    (``message(info) -> str``); a CUDA ``info`` is read back, as torch does to raise."""
+    flat = info.cpu().numpy().reshape(-1)
     bad = np.flatnonzero(flat)
     if bad.size:
         i = int(bad[0])
@@ -168,7 +171,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False):
     _check(A, "linalg.inv_ex", square=True)
     out = _run(INV_EX, (A,), {}, A, wrap=return_types.linalg_inv_ex)
     if check_errors:
-        _raise_for_info(out.info._data, A.ndim > 2, _inv_message("linalg.inv_ex"))
+        _raise_for_info(out.info, A.ndim > 2, _inv_message("linalg.inv_ex"))
     return out
 
 
@@ -176,7 +179,7 @@ def inv(A: Tensor) -> Tensor:
     """Inverse of square matrices ``A`` ``(*, n, n)`` (float32/float64); :class:`LinAlgError` if one is singular."""
     _check(A, "linalg.inv", square=True)
     out = _run(INV_EX, (A,), {}, A, wrap=return_types.linalg_inv_ex)
-    _raise_for_info(out.info._data, A.ndim > 2, _inv_message("linalg.inv"))
+    _raise_for_info(out.info, A.ndim > 2, _inv_message("linalg.inv"))
     return out.inverse
 
 
@@ -259,7 +262,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     batch dimensions broadcast. :class:`LinAlgError` if a matrix of ``A`` is singular.
     """
     x, info = _solve_ex(A, B, left, "linalg.solve")
-    _raise_for_info(info._data, info.ndim > 0, _solve_message("flambeau.linalg.solve"))
+    _raise_for_info(info, info.ndim > 0, _solve_message("flambeau.linalg.solve"))
     return x
 
 
@@ -272,7 +275,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     """
     x, info = _solve_ex(A, B, left, "linalg.solve")  # torch's checks name linalg.solve here too
     if check_errors:
-        _raise_for_info(info._data, info.ndim > 0, _solve_message("flambeau.linalg.solve_ex"))
+        _raise_for_info(info, info.ndim > 0, _solve_message("flambeau.linalg.solve_ex"))
     return return_types.linalg_solve_ex(x, info)
 
 
@@ -326,7 +329,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
     _check(A, "linalg.cholesky_ex", square=True)
     out = _run(CHOLESKY_EX, (A,), {"upper": upper}, A, upper, wrap=return_types.linalg_cholesky_ex)
     if check_errors:
-        _raise_for_info(out.info._data, A.ndim > 2, _cholesky_message)
+        _raise_for_info(out.info, A.ndim > 2, _cholesky_message)
     return out
 
 
@@ -338,7 +341,7 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """
     _check(A, "linalg.cholesky", square=True)
     out = _run(CHOLESKY_EX, (A,), {"upper": upper}, A, upper, wrap=return_types.linalg_cholesky_ex)
-    _raise_for_info(out.info._data, A.ndim > 2, _cholesky_message)
+    _raise_for_info(out.info, A.ndim > 2, _cholesky_message)
     return out.L
 
 
@@ -592,7 +595,7 @@ def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False):
     _check_lu(A, pivot, "linalg.lu_factor_ex")
     out = _run(LU_FACTOR_EX, (A,), {}, A, wrap=return_types.linalg_lu_factor_ex)
     if check_errors:
-        _raise_for_info(out.info._data, A.ndim > 2, _lu_message("linalg.lu_factor_ex"))
+        _raise_for_info(out.info, A.ndim > 2, _lu_message("linalg.lu_factor_ex"))
     return out
 
 
@@ -600,7 +603,7 @@ def lu_factor(A: Tensor, *, pivot: bool = True):
     """The namedtuple ``(LU, pivots)`` of :func:`lu_factor_ex`; :class:`LinAlgError` for a singular ``A``."""
     _check_lu(A, pivot, "linalg.lu_factor")
     out = _run(LU_FACTOR_EX, (A,), {}, A, wrap=return_types.linalg_lu_factor_ex)
-    _raise_for_info(out.info._data, A.ndim > 2, _lu_message("linalg.lu_factor"))
+    _raise_for_info(out.info, A.ndim > 2, _lu_message("linalg.lu_factor"))
     return return_types.linalg_lu_factor(out.LU, out.pivots)
 
 

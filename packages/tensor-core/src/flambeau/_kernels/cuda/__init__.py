@@ -20,6 +20,7 @@ from flambeau._kernels.cuda import (
     elementwise,
     indexing,
     linalg,
+    linalg_solvers,
     loss,
     nn_ops,
     normalization,
@@ -37,24 +38,19 @@ from flambeau._kernels.cuda import (
 from flambeau._ops._registry import KERNELS
 
 # The family modules, for tests that walk every kernel (PTX compilation).
-FAMILIES = (core, elementwise, activation, reduction, linalg, indexing, shape, loss, nn_ops, normalization,
-            pooling, resample, conv, attention, rnn, random, complex, searching, special, spectral, numeric, bfloat16)
+FAMILIES = (core, elementwise, activation, reduction, linalg, linalg_solvers, indexing, shape, loss, nn_ops,
+            normalization, pooling, resample, conv, attention, rnn, random, complex, searching, special, spectral,
+            numeric, bfloat16)
 
 # bfloat16 computes in float32 in every kernel that does not move its bits itself (Note [bfloat16 on CUDA]).
 wrap_kernels(KERNELS, "cuda", bfloat16.CONVERSIONS)
 
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).
-_NEEDS_CUSOLVER = "needs cuSOLVER (getrf/potrf/geqrf/gesdd/syevd), not bound yet; move the tensor to the CPU"
+_NEEDS_CUSOLVER = ("needs cuSOLVER (geqrf/gesdd/syevd) or a kernel of flambeau's own, neither there yet; "
+                   "move the tensor to the CPU")
 NOT_ON_CUDA: dict[str, str] = {
-    "linalg_lu_factor_ex": "needs cuSOLVER (getrf), not bound yet; move the tensor to the CPU",
     "linalg_eig": "needs cuSOLVER (geev), not bound yet; move the tensor to the CPU",
-    "linalg_inv_ex": _NEEDS_CUSOLVER,
-    "linalg_det": _NEEDS_CUSOLVER,
-    "linalg_slogdet": _NEEDS_CUSOLVER,
-    "linalg_solve": _NEEDS_CUSOLVER,
-    "linalg_solve_triangular": _NEEDS_CUSOLVER,
-    "linalg_cholesky_ex": _NEEDS_CUSOLVER,
     "linalg_qr": _NEEDS_CUSOLVER,
     "linalg_svd": _NEEDS_CUSOLVER,
     "linalg_svdvals": _NEEDS_CUSOLVER,
