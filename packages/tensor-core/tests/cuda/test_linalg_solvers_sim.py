@@ -85,3 +85,76 @@ def test_gradients_match_the_cpu():
         loss(a, b).backward()
         grads.append((a.grad, b.grad))
     _pairs(grads[1], grads[0], 1e-8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3), (3, 5), (6, 1), (1, 4)])
+def test_qr_is_lapacks_householder_qr(shape, dtype):
+    A = fl.tensor(RNG.standard_normal(shape).astype(getattr(np, dtype)))
+    for mode in ("reduced", "complete", "r"):
+        _pairs(fl.linalg.qr(A.cuda(), mode=mode), fl.linalg.qr(A, mode=mode))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_reads_one_triangle_and_matches_the_cpu_up_to_signs(uplo, dtype):
+    S = fl.tensor(RNG.standard_normal((2, 5, 5)).astype(getattr(np, dtype)))
+    S = S + S.mT
+    M = S.triu() if uplo == "U" else S.tril()
+    (w, v), (ww, vw) = fl.linalg.eigh(M.cuda(), UPLO=uplo), fl.linalg.eigh(M, UPLO=uplo)
+    _close(w, ww)
+    _close(fl.linalg.eigvalsh(M.cuda(), UPLO=uplo), ww)
+    v, vw = v.cpu().numpy(), vw.numpy()  # eigenvectors are defined up to their signs
+    np.testing.assert_allclose(v * np.sign((v * vw).sum(-2, keepdims=True)), vw, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3), (3, 5), (6, 1), (1, 4), (2, 3, 3)])
+def test_svd_reconstructs_with_orthonormal_factors(shape, dtype):
+    tol = 1e-4 if dtype == "float32" else 1e-9
+    A = fl.tensor(RNG.standard_normal(shape).astype(getattr(np, dtype)))
+    if shape == (2, 3, 3):
+        A[0, :, 2] = A[0, :, 0] * 2  # rank-deficient: U's last column is a completion
+    for full in (True, False):
+        got, want = fl.linalg.svd(A.cuda(), full_matrices=full), fl.linalg.svd(A, full_matrices=full)
+        assert [tuple(x.shape) for x in got] == [tuple(x.shape) for x in want]
+        U, S, Vh = (x.cpu().numpy() for x in got)
+        np.testing.assert_allclose(S, want.S.numpy(), rtol=tol, atol=tol)
+        k = min(shape[-2:])
+        np.testing.assert_allclose((U[..., :k] * S[..., None, :]) @ Vh[..., :k, :], A.numpy(), atol=10 * tol)
+        for Q in (U, np.swapaxes(Vh, -1, -2)):
+            eye = np.broadcast_to(np.eye(Q.shape[-1]), Q.shape[:-2] + (Q.shape[-1],) * 2)
+            np.testing.assert_allclose(np.swapaxes(Q, -1, -2) @ Q, eye, atol=10 * tol)
+    _close(fl.linalg.svdvals(A.cuda()), fl.linalg.svdvals(A), tol)
+
+
+def test_pinv_and_gradients_through_the_decompositions_match_the_cpu():
+    for shape in ((4, 4), (2, 5, 3), (3, 5)):
+        A = fl.tensor(RNG.standard_normal(shape))
+        _close(fl.linalg.pinv(A.cuda()), fl.linalg.pinv(A), 1e-8)
+    S = fl.tensor(RNG.standard_normal((3, 3)))
+    S = S + S.T
+    _close(fl.linalg.pinv(S.cuda(), hermitian=True), fl.linalg.pinv(S, hermitian=True), 1e-8)
+    R = fl.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=fl.float64)
+    _close(fl.linalg.pinv(R.cuda()), fl.linalg.pinv(R), 1e-8)
+    _close(fl.linalg.pinv(R.cuda(), atol=10.0), fl.linalg.pinv(R, atol=10.0))
+    A = fl.tensor(RNG.standard_normal((4, 3)))
+    for loss in (lambda a: fl.linalg.svdvals(a).sum(), lambda a: fl.linalg.pinv(a).pow(2).sum(),
+                 lambda a: fl.linalg.qr(a).R.abs().sum() + fl.linalg.qr(a).Q.pow(2).sum(),
+                 lambda a: fl.linalg.eigvalsh(a @ a.mT).sum()):
+        x, y = A.detach().requires_grad_(), A.detach().cuda().requires_grad_()
+        loss(x).backward()
+        loss(y).backward()
+        _close(y.grad, x.grad, 1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matrix_exp_scales_each_matrix_of_a_batch(dtype):
+    scales = np.array([0.1, 1.0, 8.0])[:, None, None]  # no squaring, a few, more
+    A = fl.tensor((RNG.standard_normal((3, 4, 4)) * scales).astype(getattr(np, dtype)))
+    _close(fl.linalg.matrix_exp(A.cuda()), fl.linalg.matrix_exp(A), 1e-5 if dtype == "float32" else 1e-10)
+    x = fl.tensor(RNG.standard_normal((3, 3)))
+    a, b = x.detach().requires_grad_(), x.detach().cuda().requires_grad_()
+    fl.linalg.matrix_exp(a).sum().backward()
+    fl.linalg.matrix_exp(b).sum().backward()
+    _close(b.grad, a.grad, 1e-9)

@@ -34,11 +34,9 @@ Kernel convention (arrays in, arrays out; CPU kernels: ``flambeau._kernels.cpu.l
 Autograd recording: ``inputs`` are the tensors and positional arguments in signature order, multi-output
 operators record their namedtuple.
 
-CUDA kernels (``flambeau._kernels.cuda.linalg_solvers``, flambeau's own: cuSOLVER is not bound) for the
-LU family (``lu_factor_ex``, ``inv_ex``, ``det``, ``slogdet``, ``solve``), ``solve_triangular`` and
-``cholesky_ex``; QR, SVD, the eigendecompositions, pinv and matrix_exp are CPU-only. The composites run
-on CUDA where their parts do (``vector_norm``, ``matrix_norm('fro')``, ``vecdot``, ``cross``, ``multi_dot``,
-``matrix_power`` with ``n >= 0``, ``diagonal``).
+CUDA kernels (``flambeau._kernels.cuda.linalg_solvers``, flambeau's own: cuSOLVER is not bound) for
+every primitive but ``linalg_eig``. The composites run on CUDA where their parts do (``vector_norm``,
+``matrix_norm('fro')``, ``vecdot``, ``cross``, ``multi_dot``, ``matrix_power``, ``diagonal`` ...).
 """
 
 from __future__ import annotations

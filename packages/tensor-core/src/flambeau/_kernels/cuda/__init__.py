@@ -47,15 +47,7 @@ wrap_kernels(KERNELS, "cuda", bfloat16.CONVERSIONS)
 
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).
-_NEEDS_CUSOLVER = ("needs cuSOLVER (geqrf/gesdd/syevd) or a kernel of flambeau's own, neither there yet; "
-                   "move the tensor to the CPU")
 NOT_ON_CUDA: dict[str, str] = {
-    "linalg_eig": "needs cuSOLVER (geev), not bound yet; move the tensor to the CPU",
-    "linalg_qr": _NEEDS_CUSOLVER,
-    "linalg_svd": _NEEDS_CUSOLVER,
-    "linalg_svdvals": _NEEDS_CUSOLVER,
-    "linalg_eigh": _NEEDS_CUSOLVER,
-    "linalg_eigvalsh": _NEEDS_CUSOLVER,
-    "linalg_pinv": _NEEDS_CUSOLVER,
-    "linalg_matrix_exp": _NEEDS_CUSOLVER,
+    "linalg_eig": ("the nonsymmetric eigenproblem (Hessenberg QR iterations, complex results) has no kernel of "
+                   "flambeau's own yet and cuSOLVER is not bound; move the tensor to the CPU"),
 }

@@ -1,22 +1,27 @@
-"""CUDA kernels of the LU and Cholesky families of ``flambeau._ops.linalg_solvers``, in numba.cuda.
+"""CUDA kernels of ``flambeau._ops.linalg_solvers``, in numba.cuda (cuSOLVER is not bound).
 
 The calling conventions are the CPU kernels' (``flambeau._kernels.cpu.linalg_solvers``): ``info``
-arrays are int32 of the batch shape, LAPACK's meaning. cuSOLVER is not bound; these are flambeau's own
-kernels, one thread block per matrix of a batch:
+arrays are int32 of the batch shape, LAPACK's meaning. One thread block per matrix of a batch: right
+for batches of small and middling matrices, far from cuSOLVER on one large matrix.
 
 * :func:`_lu_py` is getrf: partial pivoting (the first row of largest magnitude, as idamax), row
   swaps, multipliers and the rank-1 update of the trailing block, each step spread over the block's
   threads; a zero pivot records ``info`` and the elimination goes on past it, as LAPACK's does;
-* :func:`_lu_solve_py` is getrs (one thread per right-hand side: the row swaps, then the unit-lower
-  and the upper substitutions), and :func:`_triangular_py` is trsm for one triangle;
-* :func:`_cholesky_py` is potrf of the lower triangle: each column's diagonal on one thread, the rest
-  of the column over the others; it stops at the first minor that is not positive-definite;
-* :func:`_lu_det_py` reads determinants (or their sign and log) off the LU factors, one thread per matrix.
+  :func:`_lu_solve_py` is getrs (one thread per right-hand side) and :func:`_triangular_py` trsm;
+  :func:`_lu_det_py` reads determinants (or their sign and log) off the LU factors;
+* :func:`_cholesky_py` is potrf of the lower triangle; it stops at the first minor that is not
+  positive-definite;
+* :func:`_qr_py` and :func:`_orgqr_py` are geqrf and orgqr: Householder reflectors with LAPACK's
+  dlarfg convention, so Q and R are LAPACK's own;
+* :func:`_jacobi_py` diagonalises a symmetric matrix by cyclic Jacobi rotations (eigh, eigvalsh;
+  eigenvalues ascending, eigenvectors up to their signs); :func:`_svd_jacobi_py` is one-sided
+  (Hestenes) Jacobi for the SVD, whose U is completed by a QR (full matrices, zero singular values);
+  pinv and matrix_exp (Padé 13 with scaling and squaring, in float64) are built from these and the
+  matrix products.
 
 float32 and float64 (the fronts refuse float16/bfloat16, as torch's linalg does); complex matrices
 raise torch's "not implemented" error on CUDA. Inputs are first copied (broadcast, contiguous) into
-the work arrays the kernels factor in place. Not here: QR, SVD, eigendecompositions, pinv and
-matrix_exp (``NOT_ON_CUDA`` says why).
+work arrays the kernels change in place. Not here: ``linalg_eig`` (``NOT_ON_CUDA`` says why).
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ import numpy as np
 from flambeau._dtype import scalar_name
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
-from flambeau._ops._registry import kernel
+from flambeau._kernels.cuda.elementwise import binary_launcher
+from flambeau._kernels.cuda.linalg import matmul
+from flambeau._kernels.cuda.shape import tril, triu
+from flambeau._ops._registry import KERNELS, kernel
 from flambeau._size import broadcast_shapes
 
 cuda = None
@@ -251,8 +259,418 @@ def _nan_where_py():
     return nan_where
 
 
+def _qr_py():
+    bind_numba_cuda(globals())
+
+    def qr(a, tau, m, n):
+        # geqrf: a (B, m, n) flat becomes R above its diagonal and the Householder vectors below it
+        # (LAPACK's dlarfg convention: beta = -sign(alpha) * norm, v[k] = 1 implied); tau (B, min(m, n))
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        base = b * m * n
+        kmax = min(m, n)
+        red = cuda.shared.array(128, np.float64)
+        for k in range(kmax):
+            acc = 0.0
+            i = k + 1 + t
+            while i < m:
+                v = a[base + i * n + k]
+                acc += v * v
+                i += T
+            red[t] = acc
+            cuda.syncthreads()
+            if t == 0:
+                tot = 0.0
+                for q in range(T):
+                    tot += red[q]
+                red[0] = tot
+            cuda.syncthreads()
+            sigma = red[0]
+            alpha = a[base + k * n + k]
+            cuda.syncthreads()
+            if sigma == 0.0:  # H = I
+                if t == 0:
+                    tau[b * kmax + k] = 0
+            else:
+                norm = math.sqrt(alpha * alpha + sigma)
+                beta = -norm if alpha >= 0 else norm
+                tk = (beta - alpha) / beta
+                scale = 1.0 / (alpha - beta)
+                i = k + 1 + t
+                while i < m:
+                    a[base + i * n + k] = a[base + i * n + k] * scale
+                    i += T
+                cuda.syncthreads()
+                j = k + 1 + t
+                while j < n:  # H applied to the trailing columns, one per thread
+                    w = a[base + k * n + j]
+                    for i in range(k + 1, m):
+                        w += a[base + i * n + k] * a[base + i * n + j]
+                    w *= tk
+                    a[base + k * n + j] -= w
+                    for i in range(k + 1, m):
+                        a[base + i * n + j] -= w * a[base + i * n + k]
+                    j += T
+                cuda.syncthreads()
+                if t == 0:
+                    a[base + k * n + k] = beta
+                    tau[b * kmax + k] = tk
+            cuda.syncthreads()
+
+    return qr
+
+
+def _orgqr_py():
+    bind_numba_cuda(globals())
+
+    def orgqr(a, tau, q, m, n, qcols):
+        # q (B, m, qcols), the identity on entry: becomes H_0 H_1 ... H_{k-1} of a's reflectors
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        base = b * m * n
+        qb = b * m * qcols
+        kmax = min(m, n)
+        for r in range(kmax):
+            k = kmax - 1 - r
+            tk = tau[b * kmax + k]
+            if tk != 0:
+                j = t
+                while j < qcols:
+                    w = q[qb + k * qcols + j]
+                    for i in range(k + 1, m):
+                        w += a[base + i * n + k] * q[qb + i * qcols + j]
+                    w *= tk
+                    q[qb + k * qcols + j] -= w
+                    for i in range(k + 1, m):
+                        q[qb + i * qcols + j] -= w * a[base + i * n + k]
+                    j += T
+            cuda.syncthreads()
+
+    return orgqr
+
+
+def _jacobi_py():
+    bind_numba_cuda(globals())
+
+    def jacobi(a, v, n, max_sweeps, tol):
+        # cyclic Jacobi on the symmetric a (B, n, n), rotated towards diagonal in place; v (B, n, n),
+        # the identity on entry, accumulates the rotations (eigenvectors in its columns)
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        base = b * n * n
+        red = cuda.shared.array(128, np.float64)
+        rot = cuda.shared.array(2, np.float64)
+        for _sweep in range(max_sweeps):
+            off = 0.0
+            total = 0.0
+            q = t
+            while q < n * n:
+                x = a[base + q]
+                total += x * x
+                if q // n != q % n:
+                    off += x * x
+                q += T
+            red[t] = off
+            cuda.syncthreads()
+            if t == 0:
+                s_off = 0.0
+                for r in range(T):
+                    s_off += red[r]
+                rot[0] = s_off
+            cuda.syncthreads()
+            red[t] = total
+            cuda.syncthreads()
+            if t == 0:
+                s_tot = 0.0
+                for r in range(T):
+                    s_tot += red[r]
+                rot[1] = s_tot
+            cuda.syncthreads()
+            done = rot[0] <= tol * tol * rot[1]
+            cuda.syncthreads()
+            if done:
+                return
+            for p in range(n - 1):
+                for qq in range(p + 1, n):
+                    if t == 0:
+                        apq = a[base + p * n + qq]
+                        c = 1.0
+                        s = 0.0
+                        if apq != 0:
+                            theta = (a[base + qq * n + qq] - a[base + p * n + p]) / (2.0 * apq)
+                            tt = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                            if theta < 0:
+                                tt = -tt
+                            c = 1.0 / math.sqrt(tt * tt + 1.0)
+                            s = tt * c
+                        rot[0] = c
+                        rot[1] = s
+                    cuda.syncthreads()
+                    c = rot[0]
+                    s = rot[1]
+                    if s != 0:
+                        k = t
+                        while k < n:  # columns p and q
+                            akp = a[base + k * n + p]
+                            akq = a[base + k * n + qq]
+                            a[base + k * n + p] = c * akp - s * akq
+                            a[base + k * n + qq] = s * akp + c * akq
+                            vkp = v[base + k * n + p]
+                            vkq = v[base + k * n + qq]
+                            v[base + k * n + p] = c * vkp - s * vkq
+                            v[base + k * n + qq] = s * vkp + c * vkq
+                            k += T
+                        cuda.syncthreads()
+                        k = t
+                        while k < n:  # then rows p and q
+                            apk = a[base + p * n + k]
+                            aqk = a[base + qq * n + k]
+                            a[base + p * n + k] = c * apk - s * aqk
+                            a[base + qq * n + k] = s * apk + c * aqk
+                            k += T
+                    cuda.syncthreads()
+
+    return jacobi
+
+
+def _sorted_eigen_py():
+    bind_numba_cuda(globals())
+
+    def sorted_eigen(a, v, w, vout, order, n):
+        # eigenvalues (a's diagonal) ascending into w (B, n), v's columns in that order into vout
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        base = b * n * n
+        ob = b * n
+        if t == 0:
+            for i in range(n):
+                order[ob + i] = i
+            for i in range(1, n):  # insertion sort of the indices by eigenvalue (stable)
+                j = i
+                while j > 0 and a[base + order[ob + j - 1] * (n + 1)] > a[base + order[ob + j] * (n + 1)]:
+                    tmp = order[ob + j]
+                    order[ob + j] = order[ob + j - 1]
+                    order[ob + j - 1] = tmp
+                    j -= 1
+            for i in range(n):
+                w[ob + i] = a[base + order[ob + i] * (n + 1)]
+        cuda.syncthreads()
+        q = t
+        while q < n * n:
+            r = q // n
+            c = q - r * n
+            vout[base + q] = v[base + r * n + order[ob + c]]
+            q += T
+
+    return sorted_eigen
+
+
+def _svd_jacobi_py():
+    bind_numba_cuda(globals())
+
+    def svd_jacobi(u, v, m, n, max_sweeps, tol):
+        # one-sided Jacobi (Hestenes) on u (B, m, n), m >= n: rotates pairs of columns until every pair
+        # is orthogonal; v (B, n, n), the identity on entry, accumulates the rotations
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        ub = b * m * n
+        vb = b * n * n
+        red = cuda.shared.array(384, np.float64)
+        rot = cuda.shared.array(3, np.float64)
+        for _sweep in range(max_sweeps):
+            if t == 0:
+                rot[2] = 0.0
+            cuda.syncthreads()
+            for p in range(n - 1):
+                for q in range(p + 1, n):
+                    al = 0.0
+                    be_ = 0.0
+                    ga = 0.0
+                    k = t
+                    while k < m:
+                        up = u[ub + k * n + p]
+                        uq = u[ub + k * n + q]
+                        al += up * up
+                        be_ += uq * uq
+                        ga += up * uq
+                        k += T
+                    red[t] = al
+                    red[128 + t] = be_
+                    red[256 + t] = ga
+                    cuda.syncthreads()
+                    if t == 0:
+                        sa = 0.0
+                        sb = 0.0
+                        sg = 0.0
+                        for r in range(T):
+                            sa += red[r]
+                            sb += red[128 + r]
+                            sg += red[256 + r]
+                        c = 1.0
+                        s = 0.0
+                        if sg != 0 and abs(sg) > tol * math.sqrt(sa * sb):
+                            zeta = (sb - sa) / (2.0 * sg)
+                            tt = 1.0 / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                            if zeta < 0:
+                                tt = -tt
+                            c = 1.0 / math.sqrt(1.0 + tt * tt)
+                            s = c * tt
+                            rot[2] = 1.0
+                        rot[0] = c
+                        rot[1] = s
+                    cuda.syncthreads()
+                    c = rot[0]
+                    s = rot[1]
+                    if s != 0:
+                        k = t
+                        while k < m:
+                            up = u[ub + k * n + p]
+                            uq = u[ub + k * n + q]
+                            u[ub + k * n + p] = c * up - s * uq
+                            u[ub + k * n + q] = s * up + c * uq
+                            k += T
+                        k = t
+                        while k < n:
+                            vp = v[vb + k * n + p]
+                            vq = v[vb + k * n + q]
+                            v[vb + k * n + p] = c * vp - s * vq
+                            v[vb + k * n + q] = s * vp + c * vq
+                            k += T
+                    cuda.syncthreads()
+            converged = rot[2] == 0.0
+            cuda.syncthreads()
+            if converged:
+                return
+
+    return svd_jacobi
+
+
+def _svd_sort_py():
+    bind_numba_cuda(globals())
+
+    def svd_sort(u, v, s_out, u_out, v_out, norms, order, m, n):
+        # singular values (u's column norms) descending into s_out (B, n); u's columns over their norms
+        # (zero columns stay zero) and v's columns in that order into u_out (B, m, n), v_out (B, n, n)
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        ub = b * m * n
+        vb = b * n * n
+        ob = b * n
+        j = t
+        while j < n:
+            acc = 0.0
+            for k in range(m):
+                x = u[ub + k * n + j]
+                acc += x * x
+            norms[ob + j] = math.sqrt(acc)
+            j += T
+        cuda.syncthreads()
+        if t == 0:
+            for i in range(n):
+                order[ob + i] = i
+            for i in range(1, n):  # insertion sort, descending and stable
+                k = i
+                while k > 0 and norms[ob + order[ob + k - 1]] < norms[ob + order[ob + k]]:
+                    tmp = order[ob + k]
+                    order[ob + k] = order[ob + k - 1]
+                    order[ob + k - 1] = tmp
+                    k -= 1
+            for i in range(n):
+                s_out[ob + i] = norms[ob + order[ob + i]]
+        cuda.syncthreads()
+        q = t
+        while q < m * n:
+            r = q // n
+            c = q - r * n
+            src = order[ob + c]
+            sv = norms[ob + src]
+            u_out[ub + q] = u[ub + r * n + src] / sv if sv > 0 else 0.0
+            q += T
+        q = t
+        while q < n * n:
+            r = q // n
+            c = q - r * n
+            v_out[vb + q] = v[vb + r * n + order[ob + c]]
+            q += T
+
+    return svd_sort
+
+
+def _column_signs_py():
+    bind_numba_cuda(globals())
+
+    def column_signs(q, r, m, qcols, rrows, rcols, k):
+        # q (B, m, qcols) from the QR of u (B, m, rcols), r (B, rrows, rcols): column j < k times the sign
+        # of r[j, j] (kept where it is zero), so that q's first columns are u's own unit columns
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        qb = b * m * qcols
+        rb = b * rrows * rcols
+        p = t
+        while p < m * k:
+            i = p // k
+            j = p - i * k
+            if r[rb + j * rcols + j] < 0:
+                q[qb + i * qcols + j] = -q[qb + i * qcols + j]
+            p += T
+
+    return column_signs
+
+
+def _pinv_scale_py():
+    bind_numba_cuda(globals())
+
+    def pinv_scale(v, s, rows, k, atol, rtol):
+        # v (B, rows, k): column j over s[j] where |s[j]| > max(atol, rtol * max |s|), else zero
+        b = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        T = cuda.blockDim.x
+        sb = b * k
+        vb = b * rows * k
+        smax = 0.0
+        for j in range(k):
+            smax = max(smax, abs(s[sb + j]))
+        cut = max(atol, rtol * smax)
+        q = t
+        while q < rows * k:
+            sj = s[sb + q % k]
+            v[vb + q] = v[vb + q] / sj if abs(sj) > cut else 0.0
+            q += T
+
+    return pinv_scale
+
+
+def _one_norm_py():
+    bind_numba_cuda(globals())
+
+    def one_norm(a, n, count, out):
+        # out[b] = the largest column sum of |a[b]| (one thread per matrix)
+        b = cuda.grid(1)
+        if b < count:
+            base = b * n * n
+            best = 0.0
+            for j in range(n):
+                acc = 0.0
+                for i in range(n):
+                    acc += abs(a[base + i * n + j])
+                best = max(best, acc)
+            out[b] = best
+
+    return one_norm
+
+
 _PY = {"lu": _lu_py, "lu_solve": _lu_solve_py, "triangular": _triangular_py, "cholesky": _cholesky_py,
-       "lu_det": _lu_det_py, "nan_where": _nan_where_py}
+       "lu_det": _lu_det_py, "nan_where": _nan_where_py, "qr": _qr_py, "orgqr": _orgqr_py, "jacobi": _jacobi_py,
+       "sorted_eigen": _sorted_eigen_py, "svd_jacobi": _svd_jacobi_py, "svd_sort": _svd_sort_py,
+       "column_signs": _column_signs_py, "pinv_scale": _pinv_scale_py,
+       "one_norm": _one_norm_py}
 
 
 @functools.cache
@@ -348,7 +766,7 @@ def inv_ex(a):
     batch = tuple(a.shape[:-2])
     n = a.shape[-1]
     lu, piv, info = _lu(a, batch)
-    x = be().from_numpy(np.ascontiguousarray(np.broadcast_to(np.eye(n, dtype=d), batch + (n, n))))
+    x = _eye_batch(batch, n, n, d)
     _solve_with_lu(lu, piv, x, batch)
     _nan_where_singular(x, info, batch)
     return x, info
@@ -419,6 +837,202 @@ def cholesky_ex(a, upper):
     return (_transposed(low) if upper else low), info
 
 
+def _eye_batch(batch, m: int, cols: int, dtype):
+    """A new device array of identity matrices ``batch + (m, cols)``."""
+    eye = np.broadcast_to(np.eye(m, cols, dtype=dtype), tuple(batch) + (m, cols))
+    return be().from_numpy(np.ascontiguousarray(eye))
+
+
+@kernel("linalg_qr", "cuda")
+def qr(a, mode):
+    d = _check_real(a, "linalg_qr")
+    batch = tuple(a.shape[:-2])
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    work = _work(a, batch)
+    tau = be().empty(batch + (k,), d)
+    if k:
+        _per_matrix("qr", _count(batch), _flat(work), _flat(tau), m, n)
+    rows = m if mode == "complete" else k
+    r = triu(_prefix_rows(work, rows), 0)
+    if mode == "r":
+        return be().empty((0,), d), r
+    q = _eye_batch(batch, m, m if mode == "complete" else k, d)
+    if k and q.size:
+        _per_matrix("orgqr", _count(batch), _flat(work), _flat(tau), _flat(q), m, n, q.shape[-1])
+    return q, r
+
+
+def _prefix_rows(a, rows: int):
+    """The first ``rows`` rows of each matrix of contiguous ``a``, contiguous."""
+    shape = tuple(a.shape[:-2]) + (rows, a.shape[-1])
+    item = a.dtype.itemsize
+    backend = be()
+    return contiguous(backend.as_strided(backend.flat_view(a), shape, tuple(s // item for s in a.strides), 0))
+
+
+def _symmetric(a, uplo: str, batch):
+    """Contiguous symmetric copies of ``a`` filled from triangle ``uplo`` (the other one is not read)."""
+    low = tril(a, 0) if uplo == "L" else triu(a, 0)
+    diag_free = tril(a, -1) if uplo == "L" else triu(a, 1)
+    out = _work(low, batch)
+    copy_into(out, binary_launcher("add")(low, _transposed(diag_free), _fl(a.dtype)))
+    return out
+
+
+def _fl(np_dtype):
+    from flambeau._dtype import from_numpy_dtype
+
+    return from_numpy_dtype(np_dtype)
+
+
+_SWEEPS = 60  # cyclic Jacobi converges quadratically: a dozen sweeps in practice; a bound, not a goal
+
+
+def _eigh(a, uplo):
+    d = _check_real(a, "linalg_eigh")
+    batch = tuple(a.shape[:-2])
+    n = a.shape[-1]
+    work = _symmetric(a, uplo, batch)
+    v = _eye_batch(batch, n, n, d)
+    w = be().empty(batch + (n,), d)
+    vout = be().empty(batch + (n, n), d)
+    if n and _count(batch):
+        tol = float(np.finfo(d).eps)
+        _per_matrix("jacobi", _count(batch), _flat(work), _flat(v), n, _SWEEPS, tol)
+        order = be().empty(batch + (n,), np.int64)
+        _per_matrix("sorted_eigen", _count(batch), _flat(work), _flat(v), _flat(w), _flat(vout), _flat(order), n)
+    return w, vout
+
+
+@kernel("linalg_eigh", "cuda")
+def eigh(a, uplo):
+    return _eigh(a, uplo)
+
+
+@kernel("linalg_eigvalsh", "cuda")
+def eigvalsh(a, uplo):
+    return _eigh(a, uplo)[0]
+
+
+def _svd_tall(a, batch, full_matrices: bool, compute_uv: bool):
+    """``(U, S, V)`` of ``a`` ``(..., m, n)`` with ``m >= n``: one-sided Jacobi, then ``U`` completed
+    (and its zero-singular-value columns filled) by a QR of its unit columns."""
+    d = np.dtype(a.dtype)
+    m, n = a.shape[-2:]
+    count = _count(batch)
+    u = _work(a, batch)
+    v = _eye_batch(batch, n, n, d)
+    s_out = be().empty(tuple(batch) + (n,), d)
+    u_out = be().empty(tuple(batch) + (m, n), d)
+    v_out = be().empty(tuple(batch) + (n, n), d)
+    if n == 0 or count == 0:
+        return (_eye_batch(batch, m, m if full_matrices else 0, d) if compute_uv else None), s_out, v_out
+    _per_matrix("svd_jacobi", count, _flat(u), _flat(v), m, n, _SWEEPS, float(np.finfo(d).eps))
+    norms = be().empty(tuple(batch) + (n,), d)
+    order = be().empty(tuple(batch) + (n,), np.int64)
+    _per_matrix("svd_sort", count, _flat(u), _flat(v), _flat(s_out), _flat(u_out), _flat(v_out), _flat(norms),
+                _flat(order), m, n)
+    if not compute_uv:
+        return None, s_out, None
+    q, r = qr(u_out, "complete" if full_matrices else "reduced")
+    _per_matrix("column_signs", count, _flat(q), _flat(r), m, q.shape[-1], r.shape[-2], n, min(m, n))
+    return q, s_out, v_out
+
+
+def _svd(a, full_matrices: bool, compute_uv: bool = True):
+    """``(U, S, Vh)`` of any ``a`` ``(..., m, n)``: a wide matrix is decomposed through its transpose."""
+    _check_real(a, "linalg_svd")
+    batch = tuple(a.shape[:-2])
+    m, n = a.shape[-2:]
+    if m >= n:
+        u, s, v = _svd_tall(a, batch, full_matrices, compute_uv)
+        return u, s, (_transposed(v) if compute_uv else None)
+    v, s, u = _svd_tall(_transposed(a), batch, full_matrices, compute_uv)  # a^T = V S U^T
+    return u, s, (_transposed(v) if compute_uv else None)
+
+
+@kernel("linalg_svd", "cuda")
+def svd(a, full_matrices):
+    return _svd(a, bool(full_matrices))
+
+
+@kernel("linalg_svdvals", "cuda")
+def svdvals(a):
+    return _svd(a, False, compute_uv=False)[1]
+
+
+@kernel("linalg_pinv", "cuda")
+def pinv(a, atol, rtol, hermitian):
+    """``V diag(1/s) U^T`` from the SVD (the eigendecomposition when ``hermitian``), small values cut
+    at ``max(atol, rtol * largest)`` as the CPU kernel does."""
+    _check_real(a, "linalg_pinv")
+    batch = tuple(a.shape[:-2])
+    if hermitian:
+        s, w = _eigh(a, "L")
+        left, scaled = _transposed(w), contiguous(w)  # W diag(1/w) W^T
+    else:
+        u, s, vh = _svd(a, False)
+        left, scaled = _transposed(u), _transposed(vh)  # V diag(1/s) U^T
+    rows, k = scaled.shape[-2:]
+    if rows and k and _count(batch):
+        _per_matrix("pinv_scale", _count(batch), _flat(scaled), _flat(s), rows, k, float(atol), float(rtol))
+    return matmul(scaled, left)
+
+
+# Padé approximant of degree 13 and its range: the CPU kernel's (``matrix_exp_pade13``), Higham 2005.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0, 129060195264000.0,
+           10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0,
+           1.0)
+_THETA13 = 5.371920351148152
+
+
+@kernel("linalg_matrix_exp", "cuda")
+def matrix_exp(a):
+    """``exp(a)`` of square matrices in float64 (as the CPU kernel): each matrix scaled by its own
+    ``2**-s``, Padé 13 (matrix products and one LU solve), then squared ``s`` times; the scalings are
+    read back to the host (one synchronisation), the squarings of a batch run together."""
+    d = np.dtype(a.dtype)
+    if d.kind != "f":
+        raise RuntimeError(f'"linalg_matrix_exp_cuda" not implemented for \'{scalar_name(d)}\'')
+    batch = tuple(a.shape[:-2])
+    n = a.shape[-1]
+    count = _count(batch)
+    f64 = np.dtype(np.float64)
+    x = _work(a, batch, f64)
+    if n == 0 or count == 0:
+        return _work(x, batch, d)
+    fl64 = _fl(f64)
+    add, mul = binary_launcher("add"), binary_launcher("mul")
+
+    def comb(*terms):  # sum of coefficient * matrix
+        out = None
+        for c, m in terms:
+            out = mul(m, c, fl64) if out is None else add(out, mul(m, c, fl64), fl64)
+        return out
+
+    norms = be().empty((count,), f64)
+    _per_thread("one_norm", count, _flat(x), n, count, norms)
+    host = be().to_numpy(norms)
+    steps = np.array([max(0, math.ceil(math.log2(v / _THETA13))) if v > _THETA13 else 0 for v in host], np.int64)
+    x = mul(x, be().from_numpy((0.5 ** steps).reshape(tuple(batch) + (1, 1))), fl64)
+    b = _PADE13
+    eye = _eye_batch(batch, n, n, f64)
+    x2 = matmul(x, x)
+    x4 = matmul(x2, x2)
+    x6 = matmul(x4, x2)
+    u = matmul(x, add(matmul(x6, comb((b[13], x6), (b[11], x4), (b[9], x2))),
+                      comb((b[7], x6), (b[5], x4), (b[3], x2), (b[1], eye)), fl64))
+    v = add(matmul(x6, comb((b[12], x6), (b[10], x4), (b[8], x2))),
+            comb((b[6], x6), (b[4], x4), (b[2], x2), (b[0], eye)), fl64)
+    r, _ = solve(binary_launcher("sub")(v, u, fl64), add(v, u, fl64))
+    mask_host = np.zeros(tuple(batch) + (1, 1), np.bool_)
+    for k in range(1, int(steps.max(initial=0)) + 1):
+        mask_host[...] = (steps >= k).reshape(mask_host.shape)
+        r = KERNELS["where"]["cuda"](be().from_numpy(mask_host), matmul(r, r), r, fl64)
+    return _work(r, batch, d)
+
+
 # --- concrete signatures (PTX test) -------------------------------------------------------------------------
 def ptx_cases() -> list:
     """(label, python function, signature) for every kernel template x dtype this family launches."""
@@ -433,5 +1047,14 @@ def ptx_cases() -> list:
                   (f"triangular:{dn}", _triangular_py(), (f, f, i64, i64, b, b)),
                   (f"cholesky:{dn}", _cholesky_py(), (f, f, i32, i64)),
                   (f"lu_det:{dn}", _lu_det_py(), (f, i32, i64, i64, f, f, b)),
-                  (f"nan_where:{dn}", _nan_where_py(), (f, i32, i64, i64))]
+                  (f"nan_where:{dn}", _nan_where_py(), (f, i32, i64, i64)),
+                  (f"qr:{dn}", _qr_py(), (f, f, i64, i64)),
+                  (f"orgqr:{dn}", _orgqr_py(), (f, f, f, i64, i64, i64)),
+                  (f"jacobi:{dn}", _jacobi_py(), (f, f, i64, i64, types.float64)),
+                  (f"sorted_eigen:{dn}", _sorted_eigen_py(), (f, f, f, f, types.Array(i64, 1, "C"), i64)),
+                  (f"svd_jacobi:{dn}", _svd_jacobi_py(), (f, f, i64, i64, i64, types.float64)),
+                  (f"svd_sort:{dn}", _svd_sort_py(), (f, f, f, f, f, f, types.Array(i64, 1, "C"), i64, i64)),
+                  (f"column_signs:{dn}", _column_signs_py(), (f, f, i64, i64, i64, i64, i64)),
+                  (f"pinv_scale:{dn}", _pinv_scale_py(), (f, f, i64, i64, types.float64, types.float64)),
+                  (f"one_norm:{dn}", _one_norm_py(), (f, i64, i64, types.Array(types.float64, 1, "C")))]
     return cases
