@@ -45,8 +45,32 @@ _THREADS = 128  # threads per block: one block per matrix (the shared arrays of 
 
 
 # --- kernels ---------------------------------------------------------------------------------------------
-def _lu_py():
+_d_block_sum = None  # the device function of _block_sum, bound with numba.cuda (_bind)
+
+
+def _block_sum(red, value):
+    """The sum of ``value`` over the block's threads, for every thread (``red``: a shared float64 array
+    of at least blockDim entries, free again on return)."""
+    t = cuda.threadIdx.x
+    red[t] = value
+    cuda.syncthreads()
+    total = 0.0
+    for r in range(cuda.blockDim.x):
+        total += red[r]
+    cuda.syncthreads()
+    return total
+
+
+def _bind():
+    """numba.cuda and the device function as this module's globals (Note [numba.cuda bound on first use])."""
     bind_numba_cuda(globals())
+    global _d_block_sum
+    if _d_block_sum is None:
+        _d_block_sum = cuda.jit(device=True)(_block_sum)
+
+
+def _lu_py():
+    _bind()
 
     def lu(a, piv, info, m, n):
         # a: (B, m, n) flat, factored in place; piv (B, min(m, n)) int32 1-based; info (B,) int32
@@ -113,7 +137,7 @@ def _lu_py():
 
 
 def _lu_solve_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def lu_solve(lu, piv, x, n, nrhs):
         # x: (B, n, nrhs) flat, overwritten by the solution of lu[b] x = x
@@ -145,7 +169,7 @@ def _lu_solve_py():
 
 
 def _triangular_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def triangular(a, x, n, nrhs, upper, unit):
         # x: (B, n, nrhs) flat, overwritten by the solution of T x = x, T a triangle of a[b]
@@ -171,7 +195,7 @@ def _triangular_py():
 
 
 def _cholesky_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def cholesky(a, low, info, n):
         # low: (B, n, n) flat, zeroed by the caller; the factor of a[b]'s lower triangle
@@ -211,7 +235,7 @@ def _cholesky_py():
 
 
 def _lu_det_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def lu_det(lu, piv, n, count, sign, value, log):
         # one thread per matrix: det (log False) or (sign, log|det|) (log True) from the LU factors
@@ -245,7 +269,7 @@ def _lu_det_py():
 
 
 def _nan_where_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def nan_where(x, info, per, total):
         # x (B, per) flat: NaN in every entry of the matrices whose info is not zero
@@ -260,7 +284,7 @@ def _nan_where_py():
 
 
 def _qr_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def qr(a, tau, m, n):
         # geqrf: a (B, m, n) flat becomes R above its diagonal and the Householder vectors below it
@@ -278,15 +302,7 @@ def _qr_py():
                 v = a[base + i * n + k]
                 acc += v * v
                 i += T
-            red[t] = acc
-            cuda.syncthreads()
-            if t == 0:
-                tot = 0.0
-                for q in range(T):
-                    tot += red[q]
-                red[0] = tot
-            cuda.syncthreads()
-            sigma = red[0]
+            sigma = _d_block_sum(red, acc)
             alpha = a[base + k * n + k]
             cuda.syncthreads()
             if sigma == 0.0:  # H = I
@@ -322,7 +338,7 @@ def _qr_py():
 
 
 def _orgqr_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def orgqr(a, tau, q, m, n, qcols):
         # q (B, m, qcols), the identity on entry: becomes H_0 H_1 ... H_{k-1} of a's reflectors
@@ -352,7 +368,7 @@ def _orgqr_py():
 
 
 def _jacobi_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def jacobi(a, v, n, max_sweeps, tol):
         # cyclic Jacobi on the symmetric a (B, n, n), rotated towards diagonal in place; v (B, n, n),
@@ -373,25 +389,7 @@ def _jacobi_py():
                 if q // n != q % n:
                     off += x * x
                 q += T
-            red[t] = off
-            cuda.syncthreads()
-            if t == 0:
-                s_off = 0.0
-                for r in range(T):
-                    s_off += red[r]
-                rot[0] = s_off
-            cuda.syncthreads()
-            red[t] = total
-            cuda.syncthreads()
-            if t == 0:
-                s_tot = 0.0
-                for r in range(T):
-                    s_tot += red[r]
-                rot[1] = s_tot
-            cuda.syncthreads()
-            done = rot[0] <= tol * tol * rot[1]
-            cuda.syncthreads()
-            if done:
+            if _d_block_sum(red, off) <= tol * tol * _d_block_sum(red, total):
                 return
             for p in range(n - 1):
                 for qq in range(p + 1, n):
@@ -437,7 +435,7 @@ def _jacobi_py():
 
 
 def _sorted_eigen_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def sorted_eigen(a, v, w, vout, order, n):
         # eigenvalues (a's diagonal) ascending into w (B, n), v's columns in that order into vout
@@ -470,7 +468,7 @@ def _sorted_eigen_py():
 
 
 def _svd_jacobi_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def svd_jacobi(u, v, m, n, max_sweeps, tol):
         # one-sided Jacobi (Hestenes) on u (B, m, n), m >= n: rotates pairs of columns until every pair
@@ -480,7 +478,7 @@ def _svd_jacobi_py():
         T = cuda.blockDim.x
         ub = b * m * n
         vb = b * n * n
-        red = cuda.shared.array(384, np.float64)
+        red = cuda.shared.array(128, np.float64)
         rot = cuda.shared.array(3, np.float64)
         for _sweep in range(max_sweeps):
             if t == 0:
@@ -499,18 +497,10 @@ def _svd_jacobi_py():
                         be_ += uq * uq
                         ga += up * uq
                         k += T
-                    red[t] = al
-                    red[128 + t] = be_
-                    red[256 + t] = ga
-                    cuda.syncthreads()
+                    sa = _d_block_sum(red, al)
+                    sb = _d_block_sum(red, be_)
+                    sg = _d_block_sum(red, ga)
                     if t == 0:
-                        sa = 0.0
-                        sb = 0.0
-                        sg = 0.0
-                        for r in range(T):
-                            sa += red[r]
-                            sb += red[128 + r]
-                            sg += red[256 + r]
                         c = 1.0
                         s = 0.0
                         if sg != 0 and abs(sg) > tol * math.sqrt(sa * sb):
@@ -551,7 +541,7 @@ def _svd_jacobi_py():
 
 
 def _svd_sort_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def svd_sort(u, v, s_out, u_out, v_out, norms, order, m, n):
         # singular values (u's column norms) descending into s_out (B, n); u's columns over their norms
@@ -603,7 +593,7 @@ def _svd_sort_py():
 
 
 def _column_signs_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def column_signs(q, r, m, qcols, rrows, rcols, k):
         # q (B, m, qcols) from the QR of u (B, m, rcols), r (B, rrows, rcols): column j < k times the sign
@@ -625,7 +615,7 @@ def _column_signs_py():
 
 
 def _pinv_scale_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def pinv_scale(v, s, rows, k, atol, rtol):
         # v (B, rows, k): column j over s[j] where |s[j]| > max(atol, rtol * max |s|), else zero
@@ -648,7 +638,7 @@ def _pinv_scale_py():
 
 
 def _one_norm_py():
-    bind_numba_cuda(globals())
+    _bind()
 
     def one_norm(a, n, count, out):
         # out[b] = the largest column sum of |a[b]| (one thread per matrix)
@@ -675,7 +665,7 @@ _PY = {"lu": _lu_py, "lu_solve": _lu_solve_py, "triangular": _triangular_py, "ch
 
 @functools.cache
 def _compiled(name: str):
-    bind_numba_cuda(globals())
+    _bind()
     return cuda.jit(cache=CACHE)(_PY[name]())
 
 
