@@ -73,3 +73,23 @@ def test_angle_conj_complex_polar_and_gradients_match_the_cpu():
         loss(a).backward()
         loss(b).backward()
         _close(b.grad, a.grad)
+
+
+def test_sums_means_and_products_match_the_cpu():
+    rng = np.random.default_rng(1)
+
+    def c(*shape):
+        return fl.tensor((rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64))
+
+    z, A, B, v = c(3, 4, 5), c(2, 3, 4), c(2, 4, 5), c(4)
+    for f in (lambda t: t.sum(), lambda t: t.sum(1), lambda t: t.mean((0, 2), keepdim=True),
+              lambda t: t[:, ::2].sum(-1), lambda t: t.mT.mean(0)):
+        _close(f(z.cuda()), f(z))
+    with pytest.raises(RuntimeError, match="not implemented for 'ComplexFloat'"):
+        z.cuda().prod()
+    for f in (lambda a, b: a @ b, fl.bmm, lambda a, b: fl.einsum("bij,bjk->bik", a, b),
+              lambda a, b: fl.addmm(a[0, :, :1], a[0], b[0][:, :1], beta=0.5, alpha=2)):
+        _close(f(A.cuda(), B.cuda()), f(A, B))
+    w = v.flip(0)
+    for f in (fl.dot, fl.vdot, lambda x, y: A[0].to(x.device) @ x):
+        _close(f(v.cuda(), w.cuda()), f(v, w))

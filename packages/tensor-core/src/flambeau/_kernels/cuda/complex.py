@@ -67,7 +67,7 @@ def _k_angle(a, out_dtype):
 
 
 @kernel("conj_physical", "cuda")
-def _k_conj_physical(a):
+def conj_physical(a):
     src = np.dtype(a.dtype)
     return nary(_conj, 1, src, (a,)) if src.kind == "c" else contiguous(a)
 

@@ -38,6 +38,7 @@ from flambeau._kernels.cuda._launch import (
     sim,
     stream,
 )
+from flambeau._kernels.cuda.complex import conj_physical
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
@@ -264,9 +265,10 @@ def rowdot_kernel(acc: str, block: int = REDUCE_BLOCK):
 
 # --- host helpers -------------------------------------------------------------------------------
 def _acc(d: np.dtype) -> np.dtype:
-    """Accumulator dtype: float32 for float16/32, float64, int64 for every integer."""
+    """Accumulator dtype: float32 for float16/32, float64 and the complex dtypes themselves, int64 for
+    every integer."""
     d = np.dtype(d)
-    if d == np.float64:
+    if d == np.float64 or d.kind == "c":
         return d
     if d.kind == "f":
         return np.dtype(np.float32)
@@ -274,7 +276,7 @@ def _acc(d: np.dtype) -> np.dtype:
 
 
 def _product_dtype(compute: np.dtype, name: str = "addmm_cuda") -> np.dtype:
-    if compute == np.bool_ or compute.kind not in "fiu":
+    if compute == np.bool_ or compute.kind not in "fiuc":  # complex: numba's kernels (cuBLAS takes reals only here)
         raise RuntimeError(f"\"{name}\" not implemented for '{scalar_name(compute)}'")
     return compute
 
@@ -522,11 +524,18 @@ def matmul(a, b):
 
 
 @kernel("dot", "cuda")
-@kernel("vdot", "cuda")
 def dot(a, b):
-    """Dot product of two 1-d device arrays of one dtype (0-d result; vdot is dot for real dtypes)."""
+    """Dot product of two 1-d device arrays of one dtype (0-d result)."""
     compute = _product_dtype(np.result_type(a.dtype, b.dtype), "dot")
     return _rowdot(compute, a, (), _est(a), b, (), _est(b), (), a.shape)
+
+
+@kernel("vdot", "cuda")
+def vdot(a, b):
+    """``dot(conj(a), b)``: ``dot`` for real dtypes."""
+    if np.dtype(a.dtype).kind == "c":
+        a = conj_physical(a)
+    return dot(a, b)
 
 
 # --- addmm, addmv, baddbmm, addbmm --------------------------------------------------------------------
@@ -840,7 +849,8 @@ def tensordot(a, b, axes_a, axes_b):
 # (accumulator, operand dtype, output dtype) of every launch
 _GEMM_TYPES = [("float32", "float32", "float32"), ("float32", "float16", "float16"), ("float64", "float64", "float64"),
                ("int64", "int64", "int64"), ("int64", "int32", "int32"), ("int64", "int16", "int16"),
-               ("int64", "int8", "int8"), ("int64", "uint8", "uint8")]
+               ("int64", "int8", "int8"), ("int64", "uint8", "uint8"), ("complex64", "complex64", "complex64"),
+               ("complex128", "complex128", "complex128")]
 # the rowdot's single pass (operand -> output), first pass (operand -> partials) and second pass (partials -> output)
 _ROWDOT_TYPES = sorted({t for acc, dn, on in _GEMM_TYPES + [("int64", d, "int64") for d in ("int32", "int16", "int8",
                                                                                           "uint8", "bool")]
