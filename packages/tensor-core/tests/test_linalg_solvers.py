@@ -362,14 +362,14 @@ def test_bad_arguments_raise_as_torch(call):
     assert str(err.value) == _ours(terr)
 
 
-def test_primitives_on_cuda_name_the_operator_and_what_to_do():
+def test_every_primitive_has_a_cuda_kernel_and_a_device_without_one_is_named():
     from flambeau._ops.linalg_solvers import _kernel
 
-    for name in ("linalg_eig",):
-        op = OPS[name]
-        assert "cuda" not in op.kernels
-        with pytest.raises(NotImplementedError, match=f"flambeau.{name} has no kernel for device type 'cuda'.*CPU"):
-            _kernel(op, fl.device("cuda"))
+    prims = [op for name, op in OPS.items() if name.startswith("linalg_") and "cpu" in op.kernels]
+    assert prims and all("cuda" in op.kernels for op in prims), [op.name for op in prims if "cuda" not in op.kernels]
+    cpu_only = type("Op", (), {"name": "linalg_cpu_only_example", "kernels": {"cpu": abs}})()  # not in the table
+    with pytest.raises(NotImplementedError, match="linalg_cpu_only_example has no kernel for device type 'cuda'.*CPU"):
+        _kernel(cpu_only, fl.device("cuda"))
 
 
 def test_linalg_namespace_is_public_and_complete():

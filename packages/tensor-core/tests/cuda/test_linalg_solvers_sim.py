@@ -158,3 +158,10 @@ def test_matrix_exp_scales_each_matrix_of_a_batch(dtype):
     fl.linalg.matrix_exp(a).sum().backward()
     fl.linalg.matrix_exp(b).sum().backward()
     _close(b.grad, a.grad, 1e-9)
+
+
+def test_eig_runs_on_the_host_as_torch_and_answers_on_the_device():
+    A = fl.tensor(RNG.standard_normal((2, 4, 4)))
+    got, want = fl.linalg.eig(A.cuda()), fl.linalg.eig(A)
+    assert all(t.device.type == "cuda" for t in got)
+    _pairs(got, want, 1e-12)

@@ -47,7 +47,4 @@ wrap_kernels(KERNELS, "cuda", bfloat16.CONVERSIONS)
 
 # Operators with a CPU kernel and none on CUDA, with the reason (one table: the coverage test walks
 # the operator table against it, and the operator reference in docs/ prints the reasons).
-NOT_ON_CUDA: dict[str, str] = {
-    "linalg_eig": ("the nonsymmetric eigenproblem (Hessenberg QR iterations, complex results) has no kernel of "
-                   "flambeau's own yet and cuSOLVER is not bound; move the tensor to the CPU"),
-}
+NOT_ON_CUDA: dict[str, str] = {}

@@ -21,7 +21,9 @@ for batches of small and middling matrices, far from cuSOLVER on one large matri
 
 float32 and float64 (the fronts refuse float16/bfloat16, as torch's linalg does); complex matrices
 raise torch's "not implemented" error on CUDA. Inputs are first copied (broadcast, contiguous) into
-work arrays the kernels change in place. Not here: ``linalg_eig`` (``NOT_ON_CUDA`` says why).
+work arrays the kernels change in place. ``linalg_eig`` (the nonsymmetric eigenproblem) runs on the
+host, as torch's does for CUDA tensors (MAGMA's geev is a CPU routine): the one kernel here that waits
+for the device.
 """
 
 from __future__ import annotations
@@ -1021,6 +1023,14 @@ def matrix_exp(a):
         mask_host[...] = (steps >= k).reshape(mask_host.shape)
         r = KERNELS["where"]["cuda"](be().from_numpy(mask_host), matmul(r, r), r, fl64)
     return _work(r, batch, d)
+
+
+@kernel("linalg_eig", "cuda")
+def eig(a):
+    """``(eigenvalues, eigenvectors)`` of square ``a``, complex, computed by LAPACK's geev on the host and
+    copied back, as torch does for CUDA tensors (it synchronises the device with the CPU)."""
+    w, v = KERNELS["linalg_eig"]["cpu"](be().to_numpy(a))
+    return be().from_numpy(w), be().from_numpy(v)
 
 
 # --- concrete signatures (PTX test) -------------------------------------------------------------------------
