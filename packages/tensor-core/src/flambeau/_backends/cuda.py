@@ -38,7 +38,25 @@ def is_simulator() -> bool:
 
 
 if SIM:
+    from numba.cuda.simulator import kernelapi as _sim_kernelapi
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray as _FakeArray
+
+    # Note [Simulator shared arrays]: numba's simulator hands a block's threads the shared array of a
+    # source line from a dict it fills on first use with a get-then-set, so two threads that reach the
+    # line together can each make their own array: a tiled kernel then reads tiles no one wrote (a 2x2
+    # matmul came out wrong in 2 runs of 12, more often with the short switch interval the CUDA tests
+    # set). dict.setdefault does the same in one step under the GIL, so every thread gets one array.
+    _sim_array = _sim_kernelapi.FakeCUDAShared.array
+
+    def _shared_array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:
+            return _sim_array(self, shape, dtype, alignment)
+        if isinstance(dtype, _sim_kernelapi.types.Type):
+            dtype = _sim_kernelapi.numpy_support.as_dtype(dtype)
+        caller = tuple(_sim_kernelapi.traceback.extract_stack(sys._getframe())[-2][0:2])
+        return self._allocations.setdefault(caller, np.empty(shape, dtype))
+
+    _sim_kernelapi.FakeCUDAShared.array = _shared_array
 
     class _DevArray(_FakeArray):
         """The simulator's device array, with a plain-tuple ``shape`` as real device arrays have
