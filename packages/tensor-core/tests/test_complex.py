@@ -259,12 +259,13 @@ for got, want in ((zc + zc, z + z), (zc * wc, z * w), (zc / 2, z / 2), (zc - 1j,
                   (zc == zc, z == z), (zc.t().contiguous(), z.t()),
                   (zc * zc.to(fl.complex128), z * z.to(fl.complex128))):
     assert got.dtype is want.dtype and np.allclose(got.cpu().numpy(), want.numpy()), (got, want)
+assert np.allclose(zc.sum().cpu().numpy(), z.sum().numpy())
 try:
-    zc.sum()
+    zc.prod()
 except RuntimeError as e:
     assert "not implemented for 'ComplexFloat'" in str(e)
 else:
-    raise AssertionError("sum of a complex CUDA tensor should raise")
+    raise AssertionError("prod of a complex CUDA tensor should raise")
 """
 
 
