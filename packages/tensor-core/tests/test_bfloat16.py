@@ -257,3 +257,27 @@ def test_nan_and_order_as_torch(name):
     for (od, ov), (td, tv) in zip(*(r if isinstance(r, list) else [r] for r in (ours, theirs))):
         assert od == td, name
         np.testing.assert_allclose(ov, tv, rtol=2.0 ** -7, equal_nan=True, err_msg=name)
+
+
+def test_the_float32_route_rounds_only_what_the_call_asks_for():
+    """``via_float32`` (Note [bfloat16 through float32]) on host arrays: a bfloat16 result where the call
+    is bfloat16's, float32 where a float32 dtype argument asks for it, written arguments rounded back."""
+    from flambeau._kernels._low_precision import HOST, via_float32
+
+    def kernel(a, b, np_dtype, out=None):
+        assert a.dtype == np.float32 and b.dtype == np.float32  # the kernel never sees bfloat16
+        r = (a + b).astype(np_dtype)
+        if out is not None:
+            out[...] = r
+            return out
+        return r
+
+    wrapped = via_float32(kernel, HOST)
+    a = np.array([1.0, 2.5], ml_dtypes.bfloat16)
+    f = np.array([0.5], np.float32)  # broadcast: the result has the shape of no float32 operand
+    assert wrapped(a, a, ml_dtypes.bfloat16).dtype == ml_dtypes.bfloat16
+    assert wrapped(a, f, np.dtype(np.float32)).dtype == np.float32
+    assert wrapped(f, f, np.dtype(np.float32)).dtype == np.float32  # no bfloat16: straight through
+    out = np.zeros(2, ml_dtypes.bfloat16)
+    assert wrapped(a, a, ml_dtypes.bfloat16, out=out) is out
+    np.testing.assert_array_equal(out.astype(np.float32), [2.0, 5.0])

@@ -69,11 +69,10 @@ def _is_bf16_dtype(v) -> bool:
 
 def _mentions_bfloat16(values) -> bool:
     for v in values:
+        if v is _FL_BF16 or v is BF16 or v is _BF16_T:  # the dtype, as a kernel may be handed it
+            return True
         c = v.__class__
-        if c is _FL_DTYPE or c is np.dtype or c is type:
-            if _is_bf16_dtype(v):
-                return True
-        elif c is list or c is tuple:
+        if c is list or c is tuple:
             if _mentions_bfloat16(v):
                 return True
         elif getattr(v, "dtype", None) is BF16:  # an array or scalar of any device
@@ -109,7 +108,7 @@ class _Widening:
         if _is_bf16_dtype(v):
             self.bf16_dtype = True
             return _FL_F32 if v is _FL_BF16 else _F32
-        if c is _FL_DTYPE or c is np.dtype or c is type and issubclass(v, np.generic):
+        if c is _FL_DTYPE or isinstance(v, np.dtype) or c is type and issubclass(v, np.generic):
             self.other_dtype = True
             return v
         if c is list or c is tuple:
