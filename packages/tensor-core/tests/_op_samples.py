@@ -112,3 +112,13 @@ def run_checks(op, check: str, samples, body, dtype: str = ""):
         pytest.xfail(f"{op.name} [{check}]: " + "; ".join(expected))
     if not ran:
         pytest.skip(f"{op.name} [{check}]: no applicable sample")
+
+
+def bfloat16_copy(x):
+    """A float32 tensor as bfloat16 (detached); anything else as it is (the bfloat16 walks' samples)."""
+    return x.detach().to(fl.bfloat16) if isinstance(x, fl.Tensor) and x.dtype is fl.float32 else x
+
+
+def float32_copy(x):
+    """A bfloat16 tensor as float32 (``compare`` goes through torch.from_numpy, which takes no bfloat16)."""
+    return x.float() if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16 else x

@@ -18,7 +18,17 @@ import warnings
 
 import pytest
 import torch
-from _op_samples import call_sample, compare, flambeau_call, leaves, map_structure, ops_with_samples, run_checks
+from _op_samples import (
+    bfloat16_copy,
+    call_sample,
+    compare,
+    flambeau_call,
+    float32_copy,
+    leaves,
+    map_structure,
+    ops_with_samples,
+    run_checks,
+)
 
 import flambeau as fl
 from flambeau._ops._registry import OPS
@@ -134,18 +144,10 @@ def test_operators_without_samples():
                      f"({with_samples} of {len(OPS)} operators have): {', '.join(missing)}")
 
 
-def _bfloat16_copy(x):
-    return x.detach().to(fl.bfloat16) if isinstance(x, fl.Tensor) and x.dtype is fl.float32 else x
-
-
 def _to_torch_bfloat16(x):
     if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16:  # numpy has no bfloat16 torch.from_numpy takes
         return torch.from_numpy(x.detach().float().numpy()).bfloat16()
     return _to_torch(x)
-
-
-def _float32_copy(x):
-    return x.float() if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16 else x
 
 
 def _dtype_names(x):
@@ -165,15 +167,15 @@ def test_bfloat16_against_torch(name):
     call = flambeau_call(op)
     ran = 0
     for s in generate(op, "cpu", fl.float32)[:3]:
-        s.input, s.args, s.kwargs = (map_structure(_bfloat16_copy, v) for v in (s.input, s.args, s.kwargs))
+        s.input, s.args, s.kwargs = (map_structure(bfloat16_copy, v) for v in (s.input, s.args, s.kwargs))
         try:
             want = call_sample(ref, s, _to_torch_bfloat16)
         except (RuntimeError, NotImplementedError, TypeError):
             continue  # torch has no bfloat16 kernel for it: no dtypes to hold ours to
         got = call_sample(call, s)
         assert _dtype_names(got) == _dtype_names(want), name
-        exact = call_sample(call, s, _float32_copy)
-        compare(map_structure(_float32_copy, got), exact, rtol=2e-2, atol=1e-2, what=name)  # composites round per step
+        exact = call_sample(call, s, float32_copy)
+        compare(map_structure(float32_copy, got), exact, rtol=2e-2, atol=1e-2, what=name)  # composites round per step
         ran += 1
     if not ran:
         pytest.skip(f"{name}: torch takes none of its samples in bfloat16")

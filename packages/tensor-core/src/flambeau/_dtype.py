@@ -18,7 +18,7 @@ import numpy as np
 __all__ = [
     "dtype", "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "bool", "half", "float", "double", "cfloat", "cdouble", "short", "int", "long",
-    "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
+    "real_np", "complex_np", "get_default_dtype", "set_default_dtype", "promote_types", "result_type", "can_cast",
 ]
 
 
@@ -112,6 +112,16 @@ def to_complex(d: dtype) -> dtype:
 def to_real(d: dtype) -> dtype:
     """The real dtype of ``d``'s parts (complex64 -> float32); ``d`` itself if it is not complex."""
     return _TO_REAL.get(d, d)
+
+
+def real_np(np_dtype) -> np.dtype:
+    """:func:`to_real` of a numpy dtype (complex64 -> float32; a real dtype itself), for kernels."""
+    return to_real(from_numpy_dtype(np_dtype)).np
+
+
+def complex_np(np_dtype) -> np.dtype:
+    """:func:`to_complex` of a numpy dtype (float32 -> complex64; a complex dtype itself), for kernels."""
+    return to_complex(from_numpy_dtype(np_dtype)).np
 
 
 def scalar_name(d) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _op_samples import call_sample, compare, flambeau_call, map_structure  # noqa: E402
+from _op_samples import bfloat16_copy, call_sample, compare, flambeau_call, float32_copy, map_structure  # noqa: E402
 
 import flambeau as fl  # noqa: E402
 from flambeau._ops._registry import OPS  # noqa: E402
@@ -111,16 +111,6 @@ def test_results_keep_the_dtype_torch_gives():
     assert out.dtype is fl.bfloat16 and m.weight.grad.dtype is fl.bfloat16
 
 
-def _bfloat16_copy(x):
-    if isinstance(x, fl.Tensor) and x.dtype is fl.float32:
-        return x.detach().to(fl.bfloat16)
-    return x
-
-
-def _float32_copy(x):  # torch.from_numpy, in compare, takes no bfloat16 array
-    return x.float() if isinstance(x, fl.Tensor) and x.dtype is fl.bfloat16 else x
-
-
 def _cuda_ops_with_float32_samples():
     return [pytest.param(name, id=name) for name, op in sorted(OPS.items())
             if op.info is not None and "cuda" in op.kernels and "float32" in op.info.dtypes]
@@ -136,7 +126,7 @@ def test_operator_on_bfloat16_matches_the_cpu(name):
     call = flambeau_call(op)
     ran = 0
     for s in generate(op, "cpu", fl.float32)[:2]:
-        s.input, s.args, s.kwargs = (map_structure(_bfloat16_copy, v) for v in (s.input, s.args, s.kwargs))
+        s.input, s.args, s.kwargs = (map_structure(bfloat16_copy, v) for v in (s.input, s.args, s.kwargs))
         try:
             want = call_sample(call, s)
         except (RuntimeError, TypeError, NotImplementedError, ValueError) as e:  # the CPU refuses bfloat16:
@@ -146,7 +136,7 @@ def test_operator_on_bfloat16_matches_the_cpu(name):
         got = call_sample(call, s, lambda x: x.to("cuda") if isinstance(x, fl.Tensor) else x)
         dtypes = map_structure(lambda t: t.dtype if isinstance(t, fl.Tensor) else None, got)
         assert dtypes == map_structure(lambda t: t.dtype if isinstance(t, fl.Tensor) else None, want), name
-        compare(map_structure(_float32_copy, got), map_structure(_float32_copy, want), rtol=2e-2, atol=2e-2,
+        compare(map_structure(float32_copy, got), map_structure(float32_copy, want), rtol=2e-2, atol=2e-2,
                 what=name)
         ran += 1
     if not ran:

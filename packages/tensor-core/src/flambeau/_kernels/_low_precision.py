@@ -142,15 +142,17 @@ def via_float32(fn, conv: Conversions, writes: tuple = WRITTEN):
     """Kernel ``fn`` made to take bfloat16 by computing in float32 (Note [bfloat16 through float32])
     on the device whose arrays ``conv`` converts; calls without bfloat16 arrays or dtypes go straight
     to ``fn``. ``writes``: the names of the parameters whose arrays ``fn`` writes in place."""
-    params = list(inspect.signature(fn).parameters.values())
-    written_at = {i for i, p in enumerate(params) if p.name in writes and p.kind is not p.KEYWORD_ONLY}
+    written_at: list = []  # positions of the written parameters, read on the first bfloat16 call (not at import)
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         if not (_mentions_bfloat16(args) or kwargs and _mentions_bfloat16(kwargs.values())):
             return fn(*args, **kwargs)
+        if not written_at:
+            params = inspect.signature(fn).parameters.values()
+            written_at.append({i for i, p in enumerate(params) if p.name in writes and p.kind is not p.KEYWORD_ONLY})
         w = _Widening(conv)
-        wargs = [w.arg(a, i in written_at) for i, a in enumerate(args)]
+        wargs = [w.arg(a, i in written_at[0]) for i, a in enumerate(args)]
         wkw = {k: w.arg(v, k in writes) for k, v in kwargs.items()}
         r = fn(*wargs, **wkw)
         if w.temps and not w.written and w.viewed(r):  # data movement: on the caller's arrays

@@ -34,11 +34,6 @@ def _acc(a):
     return np.float32 if a.dtype in _LOW_PRECISION else None
 
 
-def _real_of(npdt) -> np.dtype:
-    """The real dtype of a complex numpy dtype (variances and norms of complex numbers are real), else ``npdt``."""
-    return dt.to_real(dt.from_numpy_dtype(npdt)).np if npdt.kind == "c" else npdt
-
-
 def _asarray(r, npdt=None) -> np.ndarray:
     if r.__class__ is _ndarray and (npdt is None or r.dtype == npdt):
         return r
@@ -174,7 +169,7 @@ def _k_logsumexp(a, dims, keepdim):
 
 @kernel("var", "cpu")
 def _k_var(a, dims, correction, keepdim):
-    acc, out_dt = _acc(a), _real_of(a.dtype)
+    acc, out_dt = _acc(a), dt.real_np(a.dtype)
     if _count(a, dims) > correction:
         return _asarray(np.var(a, axis=dims, ddof=correction, keepdims=keepdim, dtype=acc), out_dt)
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # numpy warns about dof <= 0; torch gives NaN/inf
@@ -206,7 +201,7 @@ def _k_norm(a, p, dims, keepdim):
             r = np.count_nonzero(a, axis=dims, keepdims=keepdim)
         else:
             r = np.sum(np.abs(a, dtype=acc) ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
-    return _asarray(r, _real_of(a.dtype))
+    return _asarray(r, dt.real_np(a.dtype))
 
 
 def _extreme_kernel(ufunc, arg):

@@ -15,25 +15,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from flambeau._dtype import complex_np, real_np
 from flambeau._ops._registry import kernel
-
-_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128,
-               np.dtype(np.complex64): np.complex64, np.dtype(np.complex128): np.complex128}
-_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
 
 
 @kernel("_fft_c2c", "cpu")
 def _cpu_fft_c2c(a, dims, norm, forward):
     if not dims:  # a transform over no dims is the identity (numpy would make a 0-d input 1-d)
-        return a.astype(_COMPLEX_OF[a.dtype])
+        return a.astype(complex_np(a.dtype))
     transform = np.fft.fftn if forward else np.fft.ifftn
-    return transform(a, axes=dims, norm=norm).astype(_COMPLEX_OF[a.dtype], copy=False)
+    return transform(a, axes=dims, norm=norm).astype(complex_np(a.dtype), copy=False)
 
 
 @kernel("_fft_r2c", "cpu")
 def _cpu_fft_r2c(a, dims, norm, forward, onesided):
     if not dims:
-        return a.astype(_COMPLEX_OF[a.dtype])
+        return a.astype(complex_np(a.dtype))
     if forward and onesided:
         r = np.fft.rfftn(a, axes=dims, norm=norm)
     else:
@@ -41,10 +38,10 @@ def _cpu_fft_r2c(a, dims, norm, forward, onesided):
         if onesided:
             last = dims[-1]
             r = r[(slice(None),) * (last % a.ndim) + (slice(0, a.shape[last] // 2 + 1),)]
-    return np.ascontiguousarray(r, dtype=_COMPLEX_OF[a.dtype])
+    return np.ascontiguousarray(r, dtype=complex_np(a.dtype))
 
 
 @kernel("_fft_c2r", "cpu")
 def _cpu_fft_c2r(a, dims, norm, last_dim_size):
     sizes = [a.shape[d] for d in dims[:-1]] + [last_dim_size]
-    return np.fft.irfftn(a, s=sizes, axes=dims, norm=norm).astype(_REAL_OF[a.dtype], copy=False)
+    return np.fft.irfftn(a, s=sizes, axes=dims, norm=norm).astype(real_np(a.dtype), copy=False)

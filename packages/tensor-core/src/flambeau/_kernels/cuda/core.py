@@ -23,7 +23,7 @@ from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
-__all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "ptx_cases"]
+__all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "permuted", "leading", "ptx_cases"]
 
 _U16, _F32 = np.dtype(np.uint16), np.dtype(np.float32)
 
@@ -108,6 +108,25 @@ def contiguous(arr):
     out = be().empty(arr.shape, arr.dtype)
     copy_into(out, arr)
     return out
+
+
+def _strided_copy(a, shape, strides):
+    """A contiguous copy of the view of ``a``'s memory with ``shape`` and element ``strides``."""
+    backend = be()
+    return contiguous(backend.as_strided(backend.flat_view(a), tuple(shape), tuple(strides), 0))
+
+
+def permuted(a, order):
+    """A contiguous copy of device array ``a`` with its dims in ``order`` (a permutation)."""
+    item = a.dtype.itemsize
+    return _strided_copy(a, [a.shape[d] for d in order], [a.strides[d] // item for d in order])
+
+
+def leading(a, dim: int, length: int):
+    """A contiguous copy of the first ``length`` entries of device array ``a`` along ``dim``."""
+    shape = list(a.shape)
+    shape[dim] = length
+    return _strided_copy(a, shape, [st // a.dtype.itemsize for st in a.strides])
 
 
 @kernel("to_copy", "cuda")

@@ -1013,12 +1013,9 @@ def binary_launcher(name: str):
     return launch
 
 
-_REAL_PART = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
-
-
 def _result_dtype(name: str, compute: np.dtype) -> np.dtype:
     """The dtype of a non-bool result of unary op ``name`` in ``compute``: real for :data:`REAL_OUT` of complex."""
-    return _REAL_PART[compute] if compute.kind == "c" and name in REAL_OUT else compute
+    return _fdt.real_np(compute) if compute.kind == "c" and name in REAL_OUT else compute
 
 
 def unary_launcher(name: str):

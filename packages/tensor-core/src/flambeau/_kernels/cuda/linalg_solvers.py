@@ -35,7 +35,7 @@ import numpy as np
 
 from flambeau._dtype import scalar_name
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream
-from flambeau._kernels.cuda.core import contiguous, copy_into, fill
+from flambeau._kernels.cuda.core import contiguous, copy_into, fill, leading, permuted
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
 from flambeau._kernels.cuda.shape import tril, triu
@@ -736,13 +736,7 @@ def _solve_with_lu(lu, piv, x, batch) -> None:
 
 def _transposed(a):
     """A contiguous copy of ``a`` with its last two dims swapped."""
-    item = a.dtype.itemsize
-    st = [s // item for s in a.strides]
-    shape = list(a.shape)
-    shape[-1], shape[-2] = shape[-2], shape[-1]
-    st[-1], st[-2] = st[-2], st[-1]
-    backend = be()
-    return contiguous(backend.as_strided(backend.flat_view(a), tuple(shape), tuple(st), 0))
+    return permuted(a, list(range(a.ndim - 2)) + [a.ndim - 1, a.ndim - 2])
 
 
 # --- the operators' kernels ----------------------------------------------------------------------------------
@@ -846,21 +840,13 @@ def qr(a, mode):
     if k:
         _per_matrix("qr", _count(batch), _flat(work), _flat(tau), m, n)
     rows = m if mode == "complete" else k
-    r = triu(_prefix_rows(work, rows), 0)
+    r = triu(leading(work, -2, rows), 0)
     if mode == "r":
         return be().empty((0,), d), r
     q = _eye_batch(batch, m, m if mode == "complete" else k, d)
     if k and q.size:
         _per_matrix("orgqr", _count(batch), _flat(work), _flat(tau), _flat(q), m, n, q.shape[-1])
     return q, r
-
-
-def _prefix_rows(a, rows: int):
-    """The first ``rows`` rows of each matrix of contiguous ``a``, contiguous."""
-    shape = tuple(a.shape[:-2]) + (rows, a.shape[-1])
-    item = a.dtype.itemsize
-    backend = be()
-    return contiguous(backend.as_strided(backend.flat_view(a), shape, tuple(s // item for s in a.strides), 0))
 
 
 def _symmetric(a, uplo: str, batch):

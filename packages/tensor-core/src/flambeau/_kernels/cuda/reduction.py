@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import scalar_name
+from flambeau._dtype import real_np, scalar_name
 from flambeau._kernels.cuda._launch import (
     CACHE,
     REDUCE_BLOCK,
@@ -861,9 +861,6 @@ def _dims(a, dims) -> tuple | None:
     return None if dims is None or not a.ndim else tuple(dims)
 
 
-_PARTS = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
-
-
 def _complex_sum(name: str, a, dims, keepdim: bool, out_dtype):
     """``sum``/``mean`` of complex ``a``: the real and imaginary parts reduced side by side, as a real
     view with a last dim of 2 (the parts are independent sums), read back as complex."""
@@ -871,12 +868,12 @@ def _complex_sum(name: str, a, dims, keepdim: bool, out_dtype):
     out_dtype = np.dtype(out_dtype)
     if name not in ("sum", "mean") or out_dtype.kind != "c":
         raise RuntimeError(f'"{name}_cuda" not implemented for \'{scalar_name(np.dtype(a.dtype))}\'')
-    part = _PARTS[np.dtype(a.dtype)]
+    part = real_np(a.dtype)
     item = a.dtype.itemsize
     pairs = backend.as_strided(backend.flat_view(a), tuple(a.shape) + (2,),
                                tuple(2 * (st // item) for st in a.strides) + (1,), 0, part)
     dims = tuple(range(a.ndim)) if dims is None else dims
-    r = contiguous(reduce(name, pairs, dims, keepdim, _PARTS[out_dtype]))
+    r = contiguous(reduce(name, pairs, dims, keepdim, real_np(out_dtype)))
     shape = tuple(r.shape[:-1])
     return backend.as_strided(backend.flat_view(r), shape, c_elem_strides(shape), 0, out_dtype)
 

@@ -24,16 +24,14 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import complex_np, real_np
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, c_elem_strides, launch_1d, stream
-from flambeau._kernels.cuda.core import contiguous, copy_into
+from flambeau._kernels.cuda.core import contiguous, copy_into, leading, permuted
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
 
 cuda = None
 
-_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128),
-               np.dtype(np.complex64): np.dtype(np.complex64), np.dtype(np.complex128): np.dtype(np.complex128)}
-_REAL_OF = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 # --- kernels ---------------------------------------------------------------------------------------------
@@ -230,14 +228,9 @@ def _fl_dtype(np_dtype):
 
 def _moved(a, src: int, dst: int):
     """A contiguous copy of ``a`` with axis ``src`` moved to position ``dst``."""
-    nd = a.ndim
-    order = [d for d in range(nd) if d != src]
+    order = [d for d in range(a.ndim) if d != src]
     order.insert(dst, src)
-    item = a.dtype.itemsize
-    backend = be()
-    view = backend.as_strided(backend.flat_view(a), tuple(a.shape[d] for d in order),
-                              tuple(a.strides[d] // item for d in order), 0)
-    return contiguous(view)
+    return permuted(a, order)
 
 
 def _along(a, dims, inverse: bool):
@@ -264,22 +257,13 @@ def _scale(a, dims_sizes: int, norm: str, forward: bool):
 
 
 def _complex_copy(a):
-    out = be().empty(tuple(a.shape), _COMPLEX_OF[np.dtype(a.dtype)])
+    out = be().empty(tuple(a.shape), complex_np(a.dtype))
     copy_into(out, a)
     return out
 
 
 def _size(a, dims) -> int:
     return math.prod(a.shape[d] for d in dims) if dims else 1
-
-
-def _prefix(a, dim: int, length: int):
-    """The first ``length`` entries of ``a`` along ``dim``, contiguous."""
-    item = a.dtype.itemsize
-    shape = list(a.shape)
-    shape[dim] = length
-    backend = be()
-    return contiguous(backend.as_strided(backend.flat_view(a), tuple(shape), tuple(s // item for s in a.strides), 0))
 
 
 # --- the operators' kernels ---------------------------------------------------------------------------------
@@ -294,7 +278,7 @@ def _cuda_fft_r2c(a, dims, norm, forward, onesided):
     out = _scale(_along(_complex_copy(a), dims, not forward), _size(a, dims), norm, forward)
     if dims and onesided:
         last = dims[-1]
-        out = _prefix(out, last, a.shape[last] // 2 + 1)
+        out = leading(out, last, a.shape[last] // 2 + 1)
     return out
 
 
@@ -310,7 +294,7 @@ def _cuda_fft_c2r(a, dims, norm, last_dim_size):
     if rows * n:
         _launch("hermitian", rows * n, _flat(rows_last), m_src, _flat(full), n)
     spectrum = _moved(_dft_last(full, True), a.ndim - 1, last)
-    real_dtype = _REAL_OF[np.dtype(a.dtype)]
+    real_dtype = real_np(a.dtype)
     backend = be()
     parts = backend.as_strided(backend.flat_view(spectrum), tuple(spectrum.shape),
                                tuple(2 * s for s in c_elem_strides(tuple(spectrum.shape))), 0, real_dtype)
