@@ -63,12 +63,40 @@ def _block_sum(red, value):
     return total
 
 
+def _reflect(v, vb, vs, x, xb, xs, k, m, tk):
+    """Rows k..m-1 of one column of x (entries ``x[xb + i * xs]``) times the Householder reflector
+    ``I - tk v v^T``, ``v[i] = v[vb + i * vs]`` below k and 1 at k (LAPACK's implicit one)."""
+    w = x[xb + k * xs]
+    for i in range(k + 1, m):
+        w += v[vb + i * vs] * x[xb + i * xs]
+    w *= tk
+    x[xb + k * xs] -= w
+    for i in range(k + 1, m):
+        x[xb + i * xs] -= w * v[vb + i * vs]
+
+
+def _rotate_columns(x, base, ncols, rows, p, q, c, s):
+    """Columns p and q of the matrix ``x[base:]`` (``rows`` x ``ncols``) rotated by (c, s), over the block's threads."""
+    k = cuda.threadIdx.x
+    while k < rows:
+        xp = x[base + k * ncols + p]
+        xq = x[base + k * ncols + q]
+        x[base + k * ncols + p] = c * xp - s * xq
+        x[base + k * ncols + q] = s * xp + c * xq
+        k += cuda.blockDim.x
+
+
+_d_reflect = _d_rotate_columns = None
+
+
 def _bind():
-    """numba.cuda and the device function as this module's globals (Note [numba.cuda bound on first use])."""
+    """numba.cuda and the device functions as this module's globals (Note [numba.cuda bound on first use])."""
     bind_numba_cuda(globals())
-    global _d_block_sum
+    global _d_block_sum, _d_reflect, _d_rotate_columns
     if _d_block_sum is None:
         _d_block_sum = cuda.jit(device=True)(_block_sum)
+        _d_reflect = cuda.jit(device=True)(_reflect)
+        _d_rotate_columns = cuda.jit(device=True)(_rotate_columns)
 
 
 def _lu_py():
@@ -322,13 +350,7 @@ def _qr_py():
                 cuda.syncthreads()
                 j = k + 1 + t
                 while j < n:  # H applied to the trailing columns, one per thread
-                    w = a[base + k * n + j]
-                    for i in range(k + 1, m):
-                        w += a[base + i * n + k] * a[base + i * n + j]
-                    w *= tk
-                    a[base + k * n + j] -= w
-                    for i in range(k + 1, m):
-                        a[base + i * n + j] -= w * a[base + i * n + k]
+                    _d_reflect(a, base + k, n, a, base + j, n, k, m, tk)
                     j += T
                 cuda.syncthreads()
                 if t == 0:
@@ -356,13 +378,7 @@ def _orgqr_py():
             if tk != 0:
                 j = t
                 while j < qcols:
-                    w = q[qb + k * qcols + j]
-                    for i in range(k + 1, m):
-                        w += a[base + i * n + k] * q[qb + i * qcols + j]
-                    w *= tk
-                    q[qb + k * qcols + j] -= w
-                    for i in range(k + 1, m):
-                        q[qb + i * qcols + j] -= w * a[base + i * n + k]
+                    _d_reflect(a, base + k, n, q, qb + j, qcols, k, m, tk)
                     j += T
             cuda.syncthreads()
 
@@ -412,17 +428,8 @@ def _jacobi_py():
                     c = rot[0]
                     s = rot[1]
                     if s != 0:
-                        k = t
-                        while k < n:  # columns p and q
-                            akp = a[base + k * n + p]
-                            akq = a[base + k * n + qq]
-                            a[base + k * n + p] = c * akp - s * akq
-                            a[base + k * n + qq] = s * akp + c * akq
-                            vkp = v[base + k * n + p]
-                            vkq = v[base + k * n + qq]
-                            v[base + k * n + p] = c * vkp - s * vkq
-                            v[base + k * n + qq] = s * vkp + c * vkq
-                            k += T
+                        _d_rotate_columns(a, base, n, n, p, qq, c, s)  # columns p and q
+                        _d_rotate_columns(v, base, n, n, p, qq, c, s)
                         cuda.syncthreads()
                         k = t
                         while k < n:  # then rows p and q
@@ -519,20 +526,8 @@ def _svd_jacobi_py():
                     c = rot[0]
                     s = rot[1]
                     if s != 0:
-                        k = t
-                        while k < m:
-                            up = u[ub + k * n + p]
-                            uq = u[ub + k * n + q]
-                            u[ub + k * n + p] = c * up - s * uq
-                            u[ub + k * n + q] = s * up + c * uq
-                            k += T
-                        k = t
-                        while k < n:
-                            vp = v[vb + k * n + p]
-                            vq = v[vb + k * n + q]
-                            v[vb + k * n + p] = c * vp - s * vq
-                            v[vb + k * n + q] = s * vp + c * vq
-                            k += T
+                        _d_rotate_columns(u, ub, n, m, p, q, c, s)
+                        _d_rotate_columns(v, vb, n, n, p, q, c, s)
                     cuda.syncthreads()
             converged = rot[2] == 0.0
             cuda.syncthreads()
