@@ -27,6 +27,7 @@ other]).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import subprocess
@@ -300,7 +301,11 @@ def build_pair(torch, name: str, seed: int = 0, device: str = "cpu"):
 def check_same_loss(fl_model, th_model, fl_step, th_step) -> float:
     """One step on each side (dropout off): the losses must agree before the timings mean anything."""
     fl_model.eval(), th_model.eval()  # noqa: B018 - dropout off for the check; BatchNorm uses running stats
-    a, b = float(fl_step().item()), float(th_step().item())
+    torch = sys.modules.get("torch")
+    on_gpu = torch is not None and any(p.is_cuda for p in th_model.parameters())
+    # cuDNN's RNN backward refuses a model in eval mode: torch's own kernels do the check step there
+    with torch.backends.cudnn.flags(enabled=False) if on_gpu else contextlib.nullcontext():
+        a, b = float(fl_step().item()), float(th_step().item())
     fl_model.train(), th_model.train()  # noqa: B018
     if not np.isclose(a, b, rtol=1e-3, atol=1e-4):
         raise SystemExit(f"losses differ: flambeau {a:.6f}, torch {b:.6f} — fix correctness before timing")

@@ -569,6 +569,7 @@ def test_current_stream_is_per_thread(driver):
         t.join()
         assert fl.cuda.current_stream() is s
     assert seen[0] is fl.cuda.default_stream()
+    assert driver.selected == [0, 0]  # each thread bound device 0's context on its first request
 
 
 def test_stream_restored_after_exception(driver):
@@ -587,7 +588,9 @@ def test_devices_and_streams_per_device(driver):
         assert s1.device_index == 1 and str(s1.device) == "cuda:1"
         assert fl.cuda.current_stream() is fl.cuda.default_stream(1)
     assert fl.cuda.current_device() == 0
-    assert driver.selected == [1, 0]
+    # the thread's first stream request binds the current device's context (Note [A CUDA context on
+    # every thread]), then leaving the block selects device 0 again
+    assert driver.selected == [1, 1, 0]
     with fl.cuda.stream(s1):  # entering a stream of another device switches device
         assert fl.cuda.current_device() == 1
         assert fl.cuda.current_stream(1) is s1
@@ -653,3 +656,4 @@ def test_cublas_layouts():
     assert _cublas._layout(5, 1, 3, 5) == (_cublas.CUBLAS_OP_N, 5)  # row-major
     assert _cublas._layout(1, 3, 3, 5) == (_cublas.CUBLAS_OP_T, 3)  # transposed view
     assert _cublas._layout(10, 2, 3, 5) is None  # strided columns: numba kernel
+

@@ -241,6 +241,7 @@ class _FakeCublas:
         return self._gemm(np.float16, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch)
 
 
+@pytest.mark.cudasim  # the fake cuBLAS reads the operands' memory on the host (a real GPU: segfault)
 def test_cublas_calls_against_a_model(monkeypatch):
     from flambeau._kernels.cuda import _cublas, linalg
 

@@ -73,7 +73,75 @@ if SIM:
         return _DevArray(host, stream=stream)
 else:
     from numba.cuda.cudadrv import driver as _driver
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray as _DevArray
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray as _NumbaDevArray
+
+    class _DevArray(_NumbaDevArray):
+        """numba's device array with numpy's ``reshape``: a view whenever the strides allow one, else a
+        C-contiguous copy. numba refuses to reshape non-contiguous memory at all ("operation requires
+        copying"), even a 1-D strided view to its own length, which fronts do to get at a tensor's data
+        (a strided running_mean, an index vector sliced from a matrix). Views (slices, ``as_strided``)
+        made from such an array are of this class too."""
+
+        def reshape(self, *newshape, **kws):
+            try:
+                return super().reshape(*newshape, **kws)
+            except NotImplementedError:
+                if kws.get("order", "C") != "C":
+                    raise
+            if len(newshape) == 1 and isinstance(newshape[0], (tuple, list)):
+                newshape = newshape[0]
+            shape = _resolve_shape(tuple(int(n) for n in newshape), self.size)
+            strides = nocopy_strides(self.shape, self.strides, shape, self.dtype.itemsize)
+            if strides is None:
+                return contiguous(self).reshape(shape)
+            view = _DevArray(shape, strides, self.dtype, stream=self.stream, gpu_data=self.gpu_data)
+            view._fl_owner = self
+            return view
+
+
+def _resolve_shape(shape: tuple, size: int) -> tuple:
+    """``shape`` with its one ``-1`` worked out for ``size`` elements (numpy's errors otherwise)."""
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = math.prod(n for n in shape if n != -1)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if n == -1 else n for n in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+def nocopy_strides(old_shape: tuple, old_strides: tuple, new_shape: tuple, item: int) -> tuple | None:
+    """Byte strides viewing memory of (``old_shape``, ``old_strides``) as C-ordered ``new_shape`` without a
+    copy, or None when no view can (numpy's ``_attempt_nocopy_reshape``); ``item``: the element size.
+    Strides are non-negative."""
+    old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
+    if not old or 0 in new_shape:  # one element or none: any strides do
+        return _c_strides(new_shape, item)
+    new_strides = [0] * len(new_shape)
+    oi, oj, ni, nj = 0, 1, 0, 1
+    while ni < len(new_shape) and oi < len(old):
+        n_prod, o_prod = new_shape[ni], old[oi][0]
+        while n_prod != o_prod:
+            if n_prod < o_prod:
+                n_prod *= new_shape[nj]
+                nj += 1
+            else:
+                o_prod *= old[oj][0]
+                oj += 1
+        for k in range(oi, oj - 1):  # the old axes merged here must be contiguous among themselves
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        new_strides[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * new_shape[k]
+        ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+    last = new_strides[ni - 1] if ni else old[-1][1]
+    for k in range(ni, len(new_shape)):
+        new_strides[k] = last
+    return tuple(new_strides)
 
 
 def is_device_array(x) -> bool:
@@ -245,7 +313,7 @@ def to_numpy(arr) -> np.ndarray:
         s.numba.synchronize()
         np.copyto(host, _raw(arr))
     else:
-        arr.copy_to_host(host, stream=s.numba)
+        _as_bits(arr).copy_to_host(_host_bits(host), stream=s.numba)
         s.numba.synchronize()
     host_sync(s.device_index)
     return host
@@ -262,8 +330,19 @@ def from_numpy(arr: np.ndarray, device=None):
     if SIM:
         np.copyto(_raw(out), arr)
         return out
-    out.copy_to_device(arr, stream=current_stream(_index(device)).numba)
+    _as_bits(out).copy_to_device(_host_bits(arr), stream=current_stream(_index(device)).numba)
     return out
+
+
+def _host_bits(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself, or for bfloat16 a uint16 view of it: numba-cuda copies through the buffer protocol,
+    which cannot export ml_dtypes' dtypes ("cannot include dtype 'E' in a buffer"); the bits are the value."""
+    return arr.view(f"u{arr.dtype.itemsize}") if arr.dtype.kind == "V" else arr
+
+
+def _as_bits(arr):
+    """Device array ``arr``, or for bfloat16 a same-shape uint view of it (see :func:`_host_bits`)."""
+    return reinterpret(arr, f"u{arr.dtype.itemsize}") if arr.dtype.kind == "V" else arr
 
 
 def copy_(dst, src) -> None:

@@ -191,6 +191,10 @@ def _lazy_init() -> None:
     if not (_available and _available[0]) and not is_available():
         raise RuntimeError(f"CUDA is not available: {_why_not[0] or 'numba-cuda reports no CUDA device'}")
     if not _initialized:
+        if not is_simulator():
+            from flambeau.cuda._numba_compat import prepare_numba_cuda
+
+            prepare_numba_cuda()
         _initialized.append(True)
 
 

@@ -219,11 +219,31 @@ def current_stream(device=None) -> Stream:
     """The calling thread's current stream on ``device`` (default: current device)."""
     index = current_device() if device is None else _device_index(device)
     cur = getattr(_tls, "streams", None)
-    if cur is not None:
-        s = cur.get(index)
-        if s is not None:
-            return s
+    if cur is None:
+        cur = _bind_thread()
+    s = cur.get(index)
+    if s is not None:
+        return s
     return default_stream(index)
+
+
+def _bind_thread() -> dict:
+    """Make the current device's context current on the calling thread, once per thread; return the
+    thread's (empty) table of current streams.
+
+    Note [A CUDA context on every thread]
+        The CUDA driver keeps the current context per thread. numba makes it current when it launches a
+        kernel, but flambeau also calls the driver directly (cuMemAlloc in the allocators, copies, cuBLAS
+        and cuDNN through cffi): on a thread that has not launched anything yet (the autograd engine's
+        device thread, a DataLoader thread, a user's thread) such a call fails with
+        CUDA_ERROR_INVALID_CONTEXT. Every operator asks for the current stream before it touches the
+        device, so the first such request on a thread binds the device's primary context to it (torch's
+        runtime does the same lazily).
+    """
+    if not _is_sim():
+        _driver().select_device(current_device())
+    cur = _tls.streams = {}
+    return cur
 
 
 def set_stream(s: Stream) -> None:
@@ -232,7 +252,7 @@ def set_stream(s: Stream) -> None:
         raise TypeError(f"set_stream(): expected a flambeau.cuda.Stream, got {type(s).__name__}")
     cur = getattr(_tls, "streams", None)
     if cur is None:
-        cur = _tls.streams = {}
+        cur = _bind_thread()
     cur[s.device_index] = s
 
 

@@ -11,8 +11,6 @@ for batches of small and middling matrices, far from cuSOLVER on one large matri
   :func:`_lu_det_py` reads determinants (or their sign and log) off the LU factors;
 * :func:`_cholesky_py` is potrf of the lower triangle; it stops at the first minor that is not
   positive-definite;
-* :func:`_qr_py` and :func:`_orgqr_py` are geqrf and orgqr: Householder reflectors with LAPACK's
-  dlarfg convention, so Q and R are LAPACK's own;
 * :func:`_jacobi_py` diagonalises a symmetric matrix by cyclic Jacobi rotations (eigh, eigvalsh;
   eigenvalues ascending, eigenvectors up to their signs); :func:`_svd_jacobi_py` is one-sided
   (Hestenes) Jacobi for the SVD, whose U is completed by a QR (full matrices, zero singular values);
@@ -22,8 +20,8 @@ for batches of small and middling matrices, far from cuSOLVER on one large matri
 float32 and float64 (the fronts refuse float16/bfloat16, as torch's linalg does); complex matrices
 raise torch's "not implemented" error on CUDA. Inputs are first copied (broadcast, contiguous) into
 work arrays the kernels change in place. ``linalg_eig`` (the nonsymmetric eigenproblem) runs on the
-host, as torch's does for CUDA tensors (MAGMA's geev is a CPU routine): the one kernel here that waits
-for the device.
+host, as torch's does for CUDA tensors (MAGMA's geev is a CPU routine), and so does ``linalg_qr`` for
+now (Note [QR on the host]): the kernels here that wait for the device.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ import numpy as np
 
 from flambeau._dtype import scalar_name
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream
-from flambeau._kernels.cuda.core import contiguous, copy_into, fill, leading, permuted
+from flambeau._kernels.cuda.core import contiguous, copy_into, fill, permuted
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
 from flambeau._kernels.cuda.shape import tril, triu
@@ -63,18 +61,6 @@ def _block_sum(red, value):
     return total
 
 
-def _reflect(v, vb, vs, x, xb, xs, k, m, tk):
-    """Rows k..m-1 of one column of x (entries ``x[xb + i * xs]``) times the Householder reflector
-    ``I - tk v v^T``, ``v[i] = v[vb + i * vs]`` below k and 1 at k (LAPACK's implicit one)."""
-    w = x[xb + k * xs]
-    for i in range(k + 1, m):
-        w += v[vb + i * vs] * x[xb + i * xs]
-    w *= tk
-    x[xb + k * xs] -= w
-    for i in range(k + 1, m):
-        x[xb + i * xs] -= w * v[vb + i * vs]
-
-
 def _rotate_columns(x, base, ncols, rows, p, q, c, s):
     """Columns p and q of the matrix ``x[base:]`` (``rows`` x ``ncols``) rotated by (c, s), over the block's threads."""
     k = cuda.threadIdx.x
@@ -86,16 +72,15 @@ def _rotate_columns(x, base, ncols, rows, p, q, c, s):
         k += cuda.blockDim.x
 
 
-_d_reflect = _d_rotate_columns = None
+_d_rotate_columns = None
 
 
 def _bind():
     """numba.cuda and the device functions as this module's globals (Note [numba.cuda bound on first use])."""
     bind_numba_cuda(globals())
-    global _d_block_sum, _d_reflect, _d_rotate_columns
+    global _d_block_sum, _d_rotate_columns
     if _d_block_sum is None:
         _d_block_sum = cuda.jit(device=True)(_block_sum)
-        _d_reflect = cuda.jit(device=True)(_reflect)
         _d_rotate_columns = cuda.jit(device=True)(_rotate_columns)
 
 
@@ -311,78 +296,6 @@ def _nan_where_py():
             i += step
 
     return nan_where
-
-
-def _qr_py():
-    _bind()
-
-    def qr(a, tau, m, n):
-        # geqrf: a (B, m, n) flat becomes R above its diagonal and the Householder vectors below it
-        # (LAPACK's dlarfg convention: beta = -sign(alpha) * norm, v[k] = 1 implied); tau (B, min(m, n))
-        b = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        T = cuda.blockDim.x
-        base = b * m * n
-        kmax = min(m, n)
-        red = cuda.shared.array(128, np.float64)
-        for k in range(kmax):
-            acc = 0.0
-            i = k + 1 + t
-            while i < m:
-                v = a[base + i * n + k]
-                acc += v * v
-                i += T
-            sigma = _d_block_sum(red, acc)
-            alpha = a[base + k * n + k]
-            cuda.syncthreads()
-            if sigma == 0.0:  # H = I
-                if t == 0:
-                    tau[b * kmax + k] = 0
-            else:
-                norm = math.sqrt(alpha * alpha + sigma)
-                beta = -norm if alpha >= 0 else norm
-                tk = (beta - alpha) / beta
-                scale = 1.0 / (alpha - beta)
-                i = k + 1 + t
-                while i < m:
-                    a[base + i * n + k] = a[base + i * n + k] * scale
-                    i += T
-                cuda.syncthreads()
-                j = k + 1 + t
-                while j < n:  # H applied to the trailing columns, one per thread
-                    _d_reflect(a, base + k, n, a, base + j, n, k, m, tk)
-                    j += T
-                cuda.syncthreads()
-                if t == 0:
-                    a[base + k * n + k] = beta
-                    tau[b * kmax + k] = tk
-            cuda.syncthreads()
-
-    return qr
-
-
-def _orgqr_py():
-    _bind()
-
-    def orgqr(a, tau, q, m, n, qcols):
-        # q (B, m, qcols), the identity on entry: becomes H_0 H_1 ... H_{k-1} of a's reflectors
-        b = cuda.blockIdx.x
-        t = cuda.threadIdx.x
-        T = cuda.blockDim.x
-        base = b * m * n
-        qb = b * m * qcols
-        kmax = min(m, n)
-        for r in range(kmax):
-            k = kmax - 1 - r
-            tk = tau[b * kmax + k]
-            if tk != 0:
-                j = t
-                while j < qcols:
-                    _d_reflect(a, base + k, n, q, qb + j, qcols, k, m, tk)
-                    j += T
-            cuda.syncthreads()
-
-    return orgqr
 
 
 def _jacobi_py():
@@ -654,7 +567,7 @@ def _one_norm_py():
 
 
 _PY = {"lu": _lu_py, "lu_solve": _lu_solve_py, "triangular": _triangular_py, "cholesky": _cholesky_py,
-       "lu_det": _lu_det_py, "nan_where": _nan_where_py, "qr": _qr_py, "orgqr": _orgqr_py, "jacobi": _jacobi_py,
+       "lu_det": _lu_det_py, "nan_where": _nan_where_py, "jacobi": _jacobi_py,
        "sorted_eigen": _sorted_eigen_py, "svd_jacobi": _svd_jacobi_py, "svd_sort": _svd_sort_py,
        "column_signs": _column_signs_py, "pinv_scale": _pinv_scale_py,
        "one_norm": _one_norm_py}
@@ -826,22 +739,20 @@ def _eye_batch(batch, m: int, cols: int, dtype):
 
 @kernel("linalg_qr", "cuda")
 def qr(a, mode):
-    d = _check_real(a, "linalg_qr")
-    batch = tuple(a.shape[:-2])
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    work = _work(a, batch)
-    tau = be().empty(batch + (k,), d)
-    if k:
-        _per_matrix("qr", _count(batch), _flat(work), _flat(tau), m, n)
-    rows = m if mode == "complete" else k
-    r = triu(leading(work, -2, rows), 0)
-    if mode == "r":
-        return be().empty((0,), d), r
-    q = _eye_batch(batch, m, m if mode == "complete" else k, d)
-    if k and q.size:
-        _per_matrix("orgqr", _count(batch), _flat(work), _flat(tau), _flat(q), m, n, q.shape[-1])
-    return q, r
+    """``(Q, R)`` of ``a`` by LAPACK's geqrf/orgqr on the host, copied back (one synchronisation).
+
+    Note [QR on the host]
+        flambeau had a Householder geqrf/orgqr in numba.cuda, one block per matrix, right under the
+        simulator and under numba's CPU target. On an H100 (numba-cuda 0.30.4, CUDA 13) it was wrong: the
+        reflector update ``x[i] -= w * v[i]`` came out as ``w = w * v[i]; x[i] -= w``, the error matching
+        that reading to four digits on a 6x1 matrix whose geqrf was exact, the same with the update as a
+        device function, inlined, or compiled with ``opt=False``. Until a GPU session pins the cause (or
+        cuSOLVER's geqrf is bound), QR and what builds on it (the SVD's U, pinv) take LAPACK's, as torch
+        does for ``linalg.eig`` on CUDA. ``tools/gpu_probe_linalg.py`` is the reproduction.
+    """
+    _check_real(a, "linalg_qr")
+    q, r = KERNELS["linalg_qr"]["cpu"](be().to_numpy(a), mode)
+    return be().from_numpy(q), be().from_numpy(r)
 
 
 def _symmetric(a, uplo: str, batch):
@@ -1029,8 +940,6 @@ def ptx_cases() -> list:
                   (f"cholesky:{dn}", _cholesky_py(), (f, f, i32, i64)),
                   (f"lu_det:{dn}", _lu_det_py(), (f, i32, i64, i64, f, f, b)),
                   (f"nan_where:{dn}", _nan_where_py(), (f, i32, i64, i64)),
-                  (f"qr:{dn}", _qr_py(), (f, f, i64, i64)),
-                  (f"orgqr:{dn}", _orgqr_py(), (f, f, f, i64, i64, i64)),
                   (f"jacobi:{dn}", _jacobi_py(), (f, f, i64, i64, types.float64)),
                   (f"sorted_eigen:{dn}", _sorted_eigen_py(), (f, f, f, f, types.Array(i64, 1, "C"), i64)),
                   (f"svd_jacobi:{dn}", _svd_jacobi_py(), (f, f, i64, i64, i64, types.float64)),

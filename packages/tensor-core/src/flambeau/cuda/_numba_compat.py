@@ -1,0 +1,66 @@
+"""Work-arounds for released numba-cuda versions that break in environments users really have.
+
+Note [numba-cuda and numpy 2.5]
+    numba-cuda 0.30 registers ``np.row_stack`` when it first builds its CUDA target (the module
+    ``numba.cuda.np.arrayobj``, imported by the first kernel compilation). numpy 2.5 removed that alias
+    of ``np.vstack`` (deprecated since 2.0), and numba 0.68 accepts numpy up to 2.5, so a plain install
+    can pair them: then every kernel launch fails with ``AttributeError: module 'numpy' has no attribute
+    'row_stack'`` (seen on the H100 image of 2026-11, numpy 2.5.2 with numba-cuda 0.30.4). flambeau
+    imports that module once, before the first compilation, with the alias put back for the duration of
+    the import and removed afterwards, so numpy looks as it did to everyone else.
+
+Note [Kernels numba-cuda cannot cache]
+    flambeau compiles its kernels with numba's on-disk cache (``cache=True``), so a process compiles a
+    kernel only the first time any process on the machine needs it. numba-cuda 0.30 says every kernel
+    can be cached, but a kernel whose code links extra files (its float16 intrinsics do) cannot be
+    pickled, and saving it raises ``RuntimeError: Cannot pickle CUDACodeLibrary with linking files``
+    after a successful compilation, so the launch fails (seen on the H100: ``nansum`` of float16).
+    flambeau tells the cache such kernels are not cachable; they are compiled once per process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["prepare_numba_cuda"]
+
+
+def prepare_numba_cuda() -> None:
+    """Load numba-cuda's CUDA target under this numpy and keep uncachable kernels out of its cache
+    (Notes [numba-cuda and numpy 2.5] and [Kernels numba-cuda cannot cache])."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+        try:
+            import numba.cuda.np.arrayobj  # noqa: F401 - the import is the point
+        finally:
+            del np.row_stack
+    _skip_uncachable_kernels()
+
+
+def _skip_uncachable_kernels() -> None:
+    try:
+        from numba.cuda.dispatcher import CUDACacheImpl
+    except ImportError:  # another numba-cuda layout: nothing to correct
+        return
+    check = CUDACacheImpl.check_cachable
+    if getattr(check, "_flambeau", False):
+        return
+
+    def check_cachable(self, kernel):
+        library = getattr(kernel, "_codelibrary", None)
+        linked = set(getattr(library, "_linking_files", ()) or ())
+        if linked and not _only_the_runtime(linked):
+            return False
+        return check(self, kernel)
+
+    check_cachable._flambeau = True
+    CUDACacheImpl.check_cachable = check_cachable
+
+
+def _only_the_runtime(linked: set) -> bool:
+    """Whether the only linked file is numba's runtime library, which numba-cuda does pickle."""
+    try:
+        from numba.cuda.codegen import NRT_LIBRARY
+    except ImportError:
+        return False
+    return linked == {NRT_LIBRARY}
