@@ -78,47 +78,28 @@ def main() -> None:
 
     check("conv2d forward/backward vs torch (max abs err)", conv)
 
-    def elementwise_speed():
-        x = fl.randn(big, device="cuda")
+    def per_call_us(fn, synchronize, calls):
+        """Microseconds per call of ``fn``, after warm-up calls, queued work included."""
         for _ in range(3):
-            (x * 2 + 1).relu()
-        fl.cuda.synchronize()
+            fn()
+        synchronize()
         t0 = time.perf_counter()
-        for _ in range(20):
-            y = x * 2.0
-        fl.cuda.synchronize()
-        dt = (time.perf_counter() - t0) / 20
-        xt = torch.randn(big, device=tdev)
-        for _ in range(3):
-            xt * 2.0
-        sync_torch()
-        t0 = time.perf_counter()
-        for _ in range(20):
-            y = xt * 2.0
-        sync_torch()
-        return f"{big} x*2: flambeau {dt * 1e6:.0f} us, torch {(time.perf_counter() - t0) / 20 * 1e6:.0f} us", y.shape
+        for _ in range(calls):
+            fn()
+        synchronize()
+        return (time.perf_counter() - t0) / calls * 1e6
 
-    check("elementwise speed", elementwise_speed)
+    def side_by_side(what, make, op, size, calls):
+        """``op`` on a tensor from ``make`` of each library, timed per call, as one line."""
+        x, xt = make(fl, size, device="cuda"), make(torch, size, device=tdev)
+        us = per_call_us(lambda: op(x), fl.cuda.synchronize, calls)
+        ust = per_call_us(lambda: op(xt), sync_torch, calls)
+        return f"{what}: flambeau {us:.1f} us, torch {ust:.1f} us per call"
 
-    def launch_overhead():
-        x = fl.ones(8, device="cuda")
-        for _ in range(10):
-            x = x + 1
-        fl.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(1000):
-            x = x + 1
-        fl.cuda.synchronize()
-        fl_us = (time.perf_counter() - t0) * 1e3
-        xt = torch.ones(8, device=tdev)
-        sync_torch()
-        t0 = time.perf_counter()
-        for _ in range(1000):
-            xt = xt + 1
-        sync_torch()
-        return f"small add per op: flambeau {fl_us:.1f} us, torch {(time.perf_counter() - t0) * 1e3:.1f} us"
-
-    check("launch overhead", launch_overhead)
+    check("elementwise speed", lambda: side_by_side(f"{big} x*2", lambda m, n, device: m.randn(n, device=device),
+                                                     lambda x: x * 2.0, big, 20))
+    check("launch overhead", lambda: side_by_side("small x+1", lambda m, n, device: m.ones(n, device=device),
+                                                   lambda x: x + 1, 8, 1000))
 
 
 if __name__ == "__main__":

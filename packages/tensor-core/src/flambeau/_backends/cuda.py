@@ -100,17 +100,9 @@ else:
 
 
 def _resolve_shape(shape: tuple, size: int) -> tuple:
-    """``shape`` with its one ``-1`` worked out for ``size`` elements (numpy's errors otherwise)."""
-    if shape.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
-    known = math.prod(n for n in shape if n != -1)
-    if -1 in shape:
-        if known == 0 or size % known:
-            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
-        shape = tuple(size // known if n == -1 else n for n in shape)
-    if math.prod(shape) != size:
-        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
-    return shape
+    """``shape`` with its ``-1`` worked out for ``size`` elements, or numpy's error: numpy reshapes a
+    broadcast scalar (no memory, every stride 0) to any shape of that size without a copy."""
+    return np.broadcast_to(np.empty((), np.uint8), (size,)).reshape(shape).shape
 
 
 def nocopy_strides(old_shape: tuple, old_strides: tuple, new_shape: tuple, item: int) -> tuple | None:

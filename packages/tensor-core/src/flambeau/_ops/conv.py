@@ -47,15 +47,7 @@ CONVOLUTION_BACKWARD_WEIGHT = declare(
 
 
 def _as4d(a: np.ndarray, dim: int) -> np.ndarray:
-    """A 1-D convolution's (N, C, L) operand as the 2-D kernels' (N, C, 1, L). numba's device arrays
-    reshape only C-contiguous memory, so a strided one is copied first (the kernels would copy it anyway)."""
-    if dim != 1:
-        return a
-    if not isinstance(a, np.ndarray) and not a.is_c_contiguous():
-        from flambeau._backends import backend
-
-        a = backend("cuda").contiguous(a)
-    return a.reshape(a.shape[0], a.shape[1], 1, a.shape[2])
+    return a.reshape(a.shape[0], a.shape[1], 1, a.shape[2]) if dim == 1 else a
 
 
 def _pad2(v, dim, fill):
