@@ -31,7 +31,8 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import scalar_name
+from flambeau._dtype import from_numpy_dtype, scalar_name
+from flambeau._kernels.cpu.linalg_solvers import _PADE13, _THETA13
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill, permuted
 from flambeau._kernels.cuda.elementwise import binary_launcher
@@ -44,10 +45,7 @@ cuda = None
 _THREADS = 128  # threads per block: one block per matrix (the shared arrays of the pivot search are this long)
 
 
-# --- kernels ---------------------------------------------------------------------------------------------
-_d_block_sum = None  # the device function of _block_sum, bound with numba.cuda (_bind)
-
-
+# --- device functions (each bound as ``_d_<name>`` by _bind) -------------------------------------------------
 def _block_sum(red, value):
     """The sum of ``value`` over the block's threads, for every thread (``red``: a shared float64 array
     of at least blockDim entries, free again on return)."""
@@ -72,16 +70,72 @@ def _rotate_columns(x, base, ncols, rows, p, q, c, s):
         k += cuda.blockDim.x
 
 
-_d_rotate_columns = None
+def _substitute(t, tb, n, x, xb, nrhs, col, upper, unit):
+    """Column ``col`` of ``x[xb:]`` (``n`` x ``nrhs``) overwritten by the solution of ``T y = x``, ``T`` the
+    upper or lower triangle of the ``n`` x ``n`` matrix ``t[tb:]`` (its diagonal taken as ones if ``unit``)."""
+    for r in range(n):
+        i = n - 1 - r if upper else r
+        s = x[xb + i * nrhs + col]
+        if upper:
+            for j in range(i + 1, n):
+                s -= t[tb + i * n + j] * x[xb + j * nrhs + col]
+        else:
+            for j in range(i):
+                s -= t[tb + i * n + j] * x[xb + j * nrhs + col]
+        x[xb + i * nrhs + col] = s if unit else s / t[tb + i * n + i]
+
+
+def _jacobi_rotation(alpha, beta, gamma):
+    """``(c, s)`` of the Jacobi rotation that zeroes ``gamma`` of the symmetric 2x2 ``[[alpha, gamma],
+    [gamma, beta]]``: the smaller of the two angles (Golub and Van Loan 8.5.2); ``gamma`` is not zero."""
+    theta = (beta - alpha) / (2.0 * gamma)
+    tt = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+    if theta < 0:
+        tt = -tt
+    c = 1.0 / math.sqrt(tt * tt + 1.0)
+    return c, tt * c
+
+
+def _sort_order(keys, kb, kstep, order, ob, n, descending):
+    """``order[ob:ob + n]``: the indices 0..n-1 sorted by ``keys[kb + i * kstep]``, stably (one thread,
+    insertion sort: the matrices here are small)."""
+    for i in range(n):
+        order[ob + i] = i
+    for i in range(1, n):
+        j = i
+        while j > 0:
+            before = keys[kb + order[ob + j - 1] * kstep]
+            here = keys[kb + order[ob + j] * kstep]
+            if not (here > before if descending else before > here):
+                break
+            tmp = order[ob + j]
+            order[ob + j] = order[ob + j - 1]
+            order[ob + j - 1] = tmp
+            j -= 1
+
+
+def _gather_columns(src, dst, base, n, order, ob):
+    """``dst[base:]`` = the ``n`` x ``n`` matrix ``src[base:]`` with its columns in ``order[ob:]``, over the
+    block's threads."""
+    q = cuda.threadIdx.x
+    while q < n * n:
+        r = q // n
+        c = q - r * n
+        dst[base + q] = src[base + r * n + order[ob + c]]
+        q += cuda.blockDim.x
+
+
+_DEVICE_FUNCTIONS = (_block_sum, _rotate_columns, _substitute, _jacobi_rotation, _sort_order, _gather_columns)
+_d_block_sum = _d_rotate_columns = _d_substitute = _d_jacobi_rotation = _d_sort_order = _d_gather_columns = None
 
 
 def _bind():
-    """numba.cuda and the device functions as this module's globals (Note [numba.cuda bound on first use])."""
+    """numba.cuda and the device functions (``_d_<name>``) as this module's globals (Note [numba.cuda
+    bound on first use])."""
     bind_numba_cuda(globals())
-    global _d_block_sum, _d_rotate_columns
     if _d_block_sum is None:
-        _d_block_sum = cuda.jit(device=True)(_block_sum)
-        _d_rotate_columns = cuda.jit(device=True)(_rotate_columns)
+        for fn in _DEVICE_FUNCTIONS:
+            globals()["_d" + fn.__name__] = cuda.jit(device=True)(fn)
 
 
 def _lu_py():
@@ -93,8 +147,8 @@ def _lu_py():
         t = cuda.threadIdx.x
         T = cuda.blockDim.x
         base = b * m * n
-        best_v = cuda.shared.array(128, np.float64)
-        best_i = cuda.shared.array(128, np.int64)
+        best_v = cuda.shared.array(_THREADS, np.float64)
+        best_i = cuda.shared.array(_THREADS, np.int64)
         k_end = min(m, n)
         if t == 0:
             info[b] = 0
@@ -168,16 +222,8 @@ def _lu_solve_py():
                     tmp = x[xb + k * nrhs + col]
                     x[xb + k * nrhs + col] = x[xb + p * nrhs + col]
                     x[xb + p * nrhs + col] = tmp
-            for i in range(n):
-                s = x[xb + i * nrhs + col]
-                for j in range(i):
-                    s -= lu[lb + i * n + j] * x[xb + j * nrhs + col]
-                x[xb + i * nrhs + col] = s
-            for i in range(n - 1, -1, -1):
-                s = x[xb + i * nrhs + col]
-                for j in range(i + 1, n):
-                    s -= lu[lb + i * n + j] * x[xb + j * nrhs + col]
-                x[xb + i * nrhs + col] = s / lu[lb + i * n + i]
+            _d_substitute(lu, lb, n, x, xb, nrhs, col, False, True)  # L, unit diagonal
+            _d_substitute(lu, lb, n, x, xb, nrhs, col, True, False)  # then U
             col += T
 
     return lu_solve
@@ -194,16 +240,7 @@ def _triangular_py():
         ab = b * n * n
         xb = b * n * nrhs
         while col < nrhs:
-            for r in range(n):
-                i = n - 1 - r if upper else r
-                s = x[xb + i * nrhs + col]
-                if upper:
-                    for j in range(i + 1, n):
-                        s -= a[ab + i * n + j] * x[xb + j * nrhs + col]
-                else:
-                    for j in range(i):
-                        s -= a[ab + i * n + j] * x[xb + j * nrhs + col]
-                x[xb + i * nrhs + col] = s if unit else s / a[ab + i * n + i]
+            _d_substitute(a, ab, n, x, xb, nrhs, col, upper, unit)
             col += T
 
     return triangular
@@ -308,7 +345,7 @@ def _jacobi_py():
         t = cuda.threadIdx.x
         T = cuda.blockDim.x
         base = b * n * n
-        red = cuda.shared.array(128, np.float64)
+        red = cuda.shared.array(_THREADS, np.float64)
         rot = cuda.shared.array(2, np.float64)
         for _sweep in range(max_sweeps):
             off = 0.0
@@ -329,12 +366,7 @@ def _jacobi_py():
                         c = 1.0
                         s = 0.0
                         if apq != 0:
-                            theta = (a[base + qq * n + qq] - a[base + p * n + p]) / (2.0 * apq)
-                            tt = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
-                            if theta < 0:
-                                tt = -tt
-                            c = 1.0 / math.sqrt(tt * tt + 1.0)
-                            s = tt * c
+                            c, s = _d_jacobi_rotation(a[base + p * n + p], a[base + qq * n + qq], apq)
                         rot[0] = c
                         rot[1] = s
                     cuda.syncthreads()
@@ -363,28 +395,14 @@ def _sorted_eigen_py():
         # eigenvalues (a's diagonal) ascending into w (B, n), v's columns in that order into vout
         b = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        T = cuda.blockDim.x
         base = b * n * n
         ob = b * n
         if t == 0:
-            for i in range(n):
-                order[ob + i] = i
-            for i in range(1, n):  # insertion sort of the indices by eigenvalue (stable)
-                j = i
-                while j > 0 and a[base + order[ob + j - 1] * (n + 1)] > a[base + order[ob + j] * (n + 1)]:
-                    tmp = order[ob + j]
-                    order[ob + j] = order[ob + j - 1]
-                    order[ob + j - 1] = tmp
-                    j -= 1
+            _d_sort_order(a, base, n + 1, order, ob, n, False)  # by eigenvalue (the diagonal), ascending
             for i in range(n):
                 w[ob + i] = a[base + order[ob + i] * (n + 1)]
         cuda.syncthreads()
-        q = t
-        while q < n * n:
-            r = q // n
-            c = q - r * n
-            vout[base + q] = v[base + r * n + order[ob + c]]
-            q += T
+        _d_gather_columns(v, vout, base, n, order, ob)
 
     return sorted_eigen
 
@@ -400,7 +418,7 @@ def _svd_jacobi_py():
         T = cuda.blockDim.x
         ub = b * m * n
         vb = b * n * n
-        red = cuda.shared.array(128, np.float64)
+        red = cuda.shared.array(_THREADS, np.float64)
         rot = cuda.shared.array(3, np.float64)
         for _sweep in range(max_sweeps):
             if t == 0:
@@ -426,12 +444,7 @@ def _svd_jacobi_py():
                         c = 1.0
                         s = 0.0
                         if sg != 0 and abs(sg) > tol * math.sqrt(sa * sb):
-                            zeta = (sb - sa) / (2.0 * sg)
-                            tt = 1.0 / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                            if zeta < 0:
-                                tt = -tt
-                            c = 1.0 / math.sqrt(1.0 + tt * tt)
-                            s = c * tt
+                            c, s = _d_jacobi_rotation(sa, sb, sg)
                             rot[2] = 1.0
                         rot[0] = c
                         rot[1] = s
@@ -472,15 +485,7 @@ def _svd_sort_py():
             j += T
         cuda.syncthreads()
         if t == 0:
-            for i in range(n):
-                order[ob + i] = i
-            for i in range(1, n):  # insertion sort, descending and stable
-                k = i
-                while k > 0 and norms[ob + order[ob + k - 1]] < norms[ob + order[ob + k]]:
-                    tmp = order[ob + k]
-                    order[ob + k] = order[ob + k - 1]
-                    order[ob + k - 1] = tmp
-                    k -= 1
+            _d_sort_order(norms, ob, 1, order, ob, n, True)
             for i in range(n):
                 s_out[ob + i] = norms[ob + order[ob + i]]
         cuda.syncthreads()
@@ -492,12 +497,7 @@ def _svd_sort_py():
             sv = norms[ob + src]
             u_out[ub + q] = u[ub + r * n + src] / sv if sv > 0 else 0.0
             q += T
-        q = t
-        while q < n * n:
-            r = q // n
-            c = q - r * n
-            v_out[vb + q] = v[vb + r * n + order[ob + c]]
-            q += T
+        _d_gather_columns(v, v_out, vb, n, order, ob)
 
     return svd_sort
 
@@ -588,7 +588,7 @@ def _per_matrix(name: str, count: int, *args) -> None:
 
 def _per_thread(name: str, count: int, *args) -> None:
     if count:
-        block = 4 if sim() else 128
+        block = 4 if sim() else _THREADS
         _compiled(name)[(count + block - 1) // block, block, stream()](*args)
 
 
@@ -733,8 +733,7 @@ def cholesky_ex(a, upper):
 
 def _eye_batch(batch, m: int, cols: int, dtype):
     """A new device array of identity matrices ``batch + (m, cols)``."""
-    eye = np.broadcast_to(np.eye(m, cols, dtype=dtype), tuple(batch) + (m, cols))
-    return be().from_numpy(np.ascontiguousarray(eye))
+    return _work(be().from_numpy(np.eye(m, cols, dtype=dtype)), batch)
 
 
 @kernel("linalg_qr", "cuda")
@@ -759,15 +758,7 @@ def _symmetric(a, uplo: str, batch):
     """Contiguous symmetric copies of ``a`` filled from triangle ``uplo`` (the other one is not read)."""
     low = tril(a, 0) if uplo == "L" else triu(a, 0)
     diag_free = tril(a, -1) if uplo == "L" else triu(a, 1)
-    out = _work(low, batch)
-    copy_into(out, binary_launcher("add")(low, _transposed(diag_free), _fl(a.dtype)))
-    return out
-
-
-def _fl(np_dtype):
-    from flambeau._dtype import from_numpy_dtype
-
-    return from_numpy_dtype(np_dtype)
+    return binary_launcher("add")(low, _transposed(diag_free), from_numpy_dtype(a.dtype))
 
 
 _SWEEPS = 60  # cyclic Jacobi converges quadratically: a dozen sweeps in practice; a bound, not a goal
@@ -825,20 +816,21 @@ def _svd_tall(a, batch, full_matrices: bool, compute_uv: bool):
 
 
 def _svd(a, full_matrices: bool, compute_uv: bool = True):
-    """``(U, S, Vh)`` of any ``a`` ``(..., m, n)``: a wide matrix is decomposed through its transpose."""
+    """``(U, S, V)`` of any ``a`` ``(..., m, n)`` (``a = U diag(S) V^T``; new arrays): a wide matrix is
+    decomposed through its transpose."""
     _check_real(a, "linalg_svd")
     batch = tuple(a.shape[:-2])
     m, n = a.shape[-2:]
     if m >= n:
-        u, s, v = _svd_tall(a, batch, full_matrices, compute_uv)
-        return u, s, (_transposed(v) if compute_uv else None)
+        return _svd_tall(a, batch, full_matrices, compute_uv)
     v, s, u = _svd_tall(_transposed(a), batch, full_matrices, compute_uv)  # a^T = V S U^T
-    return u, s, (_transposed(v) if compute_uv else None)
+    return u, s, v
 
 
 @kernel("linalg_svd", "cuda")
 def svd(a, full_matrices):
-    return _svd(a, bool(full_matrices))
+    u, s, v = _svd(a, bool(full_matrices))
+    return u, s, _transposed(v)
 
 
 @kernel("linalg_svdvals", "cuda")
@@ -856,19 +848,12 @@ def pinv(a, atol, rtol, hermitian):
         s, w = _eigh(a, "L")
         left, scaled = _transposed(w), contiguous(w)  # W diag(1/w) W^T
     else:
-        u, s, vh = _svd(a, False)
-        left, scaled = _transposed(u), _transposed(vh)  # V diag(1/s) U^T
+        u, s, v = _svd(a, False)
+        left, scaled = _transposed(u), v  # V diag(1/s) U^T
     rows, k = scaled.shape[-2:]
     if rows and k and _count(batch):
         _per_matrix("pinv_scale", _count(batch), _flat(scaled), _flat(s), rows, k, float(atol), float(rtol))
     return matmul(scaled, left)
-
-
-# Padé approximant of degree 13 and its range: the CPU kernel's (``matrix_exp_pade13``), Higham 2005.
-_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0, 129060195264000.0,
-           10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0,
-           1.0)
-_THETA13 = 5.371920351148152
 
 
 @kernel("linalg_matrix_exp", "cuda")
@@ -886,7 +871,7 @@ def matrix_exp(a):
     x = _work(a, batch, f64)
     if n == 0 or count == 0:
         return _work(x, batch, d)
-    fl64 = _fl(f64)
+    fl64 = from_numpy_dtype(f64)
     add, mul = binary_launcher("add"), binary_launcher("mul")
 
     def comb(*terms):  # sum of coefficient * matrix
