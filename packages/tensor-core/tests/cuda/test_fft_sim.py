@@ -60,3 +60,11 @@ def test_public_functions_and_gradients_match_the_cpu():
         loss(a).backward()
         loss(b).backward()
         _close(b.grad, a.grad)
+
+
+def test_a_transform_over_length_one_dims_is_a_new_tensor():
+    # nothing to transform (every dim of length 1): the result is still a copy, as on the CPU
+    x = fl.tensor(RNG.standard_normal((3, 1)) + 1j * RNG.standard_normal((3, 1))).cuda()
+    y = fft_c2c(x, [1], "backward", True)
+    _close(y, x.cpu())
+    assert y.data_ptr() != x.data_ptr()

@@ -28,7 +28,7 @@ from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "sim", "be", "stream", "launch_1d",
-           "is_array", "strides_for", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
+           "is_array", "strides_for", "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -90,6 +90,12 @@ def strides_for(x, shape: tuple) -> tuple:
     for i, (n, s) in enumerate(zip(x.shape, x.strides)):
         st[off + i] = 0 if n == 1 else s // item
     return tuple(st) if nd else (0,)
+
+
+def elem_strides(a) -> tuple:
+    """Element strides of device array ``a`` (numba's are in bytes)."""
+    item = a.dtype.itemsize
+    return tuple(s // item for s in a.strides)
 
 
 def c_elem_strides(shape) -> tuple:

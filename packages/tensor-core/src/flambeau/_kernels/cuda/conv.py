@@ -27,7 +27,7 @@ import functools
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, sim, stream
+from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, elem_strides, launch_1d, sim, stream
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -41,11 +41,6 @@ _DTYPES = ("float32", "float64", "int32", "int64")  # what the kernels of this m
 
 
 # --- device-array helpers (shared with attention.py and rnn.py) ------------------------------------------
-def elem_strides(a) -> tuple:
-    item = a.dtype.itemsize
-    return tuple(s // item for s in a.strides)
-
-
 def view(a, shape, strides, offset: int = 0):
     """A view of device array ``a``'s memory: ``shape``, element ``strides``, element ``offset`` from its start."""
     backend = be()

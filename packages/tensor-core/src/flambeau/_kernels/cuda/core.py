@@ -16,14 +16,25 @@ import functools
 
 import numpy as np
 
+from flambeau._dtype import real_np
 from flambeau._kernels._low_precision import takes_bfloat16
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda._launch import (
+    CACHE,
+    be,
+    bind_numba_cuda,
+    elem_strides,
+    is_array,
+    launch_1d,
+    stream,
+    strides_for,
+)
 from flambeau._kernels.cuda.bfloat16 import BF16, narrow, widen
 from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
-__all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "permuted", "leading", "ptx_cases"]
+__all__ = ["fill_kernel", "fill", "copy_into", "contiguous", "cast_to", "permuted", "leading", "real_pairs",
+           "ptx_cases"]
 
 _U16, _F32 = np.dtype(np.uint16), np.dtype(np.float32)
 
@@ -110,6 +121,15 @@ def contiguous(arr):
     return out
 
 
+def cast_to(arr, dtype):
+    """``arr`` as a device array of ``dtype``: itself when it has that dtype, else a converted copy."""
+    if np.dtype(arr.dtype) == np.dtype(dtype):
+        return arr
+    out = be().empty(arr.shape, dtype)
+    copy_into(out, arr)
+    return out
+
+
 def _strided_copy(a, shape, strides):
     """A contiguous copy of the view of ``a``'s memory with ``shape`` and element ``strides``."""
     backend = be()
@@ -118,15 +138,22 @@ def _strided_copy(a, shape, strides):
 
 def permuted(a, order):
     """A contiguous copy of device array ``a`` with its dims in ``order`` (a permutation)."""
-    item = a.dtype.itemsize
-    return _strided_copy(a, [a.shape[d] for d in order], [a.strides[d] // item for d in order])
+    st = elem_strides(a)
+    return _strided_copy(a, [a.shape[d] for d in order], [st[d] for d in order])
 
 
 def leading(a, dim: int, length: int):
     """A contiguous copy of the first ``length`` entries of device array ``a`` along ``dim``."""
     shape = list(a.shape)
     shape[dim] = length
-    return _strided_copy(a, shape, [st // a.dtype.itemsize for st in a.strides])
+    return _strided_copy(a, shape, elem_strides(a))
+
+
+def real_pairs(a):
+    """A view of complex device array ``a`` as its real dtype with a last dim of 2: (real, imaginary)."""
+    backend = be()
+    return backend.as_strided(backend.flat_view(a), tuple(a.shape) + (2,),
+                              tuple(2 * s for s in elem_strides(a)) + (1,), 0, real_np(a.dtype))
 
 
 @kernel("to_copy", "cuda")

@@ -46,6 +46,7 @@ from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
     c_elem_strides,
+    elem_strides,
     error_flag,
     is_array,
     launch_1d,
@@ -54,7 +55,7 @@ from flambeau._kernels.cuda._launch import (
     strides_for,
 )
 from flambeau._kernels.cuda.bfloat16 import via_float32
-from flambeau._kernels.cuda.core import contiguous, copy_into
+from flambeau._kernels.cuda.core import cast_to, contiguous, copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
@@ -359,11 +360,6 @@ def _scalar_bits(value, dtype):
     return np.array(value).astype(dtype).view(_BITS[np.dtype(dtype).itemsize])[()]
 
 
-def _elem_strides(arr) -> list:
-    item = arr.dtype.itemsize
-    return [s // item for s in arr.strides]
-
-
 def _int64(index):
     """``index`` as an int64 device array (a copy only for other integer dtypes)."""
     if np.dtype(index.dtype) == _INT64:
@@ -379,15 +375,6 @@ def _shape1(shape) -> tuple:
 
 def _st1(st) -> tuple:
     return tuple(int(s) for s in st) if len(st) else (0,)
-
-
-def _cast_to(arr, dtype):
-    """``arr`` as a device array of ``dtype`` (a copy when the dtype differs)."""
-    if np.dtype(arr.dtype) == np.dtype(dtype):
-        return arr
-    out = be().empty(arr.shape, dtype)
-    copy_into(out, arr)
-    return out
 
 
 def _indexed_copy(dst, dst_st, src, src_st, idx, idx_st, dsizes, dstrides, *, to_dst, wrap, shape, kstride=0,
@@ -428,8 +415,8 @@ def _accumulating(op, out, *args):
         op(out, *args)
         return
     wide = np.float32 if np.dtype(out.dtype).kind == "f" else np.int64
-    work = _cast_to(out, wide)
-    op(work, *[_cast_to(a, wide) if is_array(a) and np.dtype(a.dtype) == np.dtype(out.dtype) else a for a in args])
+    work = cast_to(out, wide)
+    op(work, *[cast_to(a, wide) if is_array(a) and np.dtype(a.dtype) == np.dtype(out.dtype) else a for a in args])
     copy_into(out, work)
 
 
@@ -462,7 +449,7 @@ def gather(arr, dim, index):
     out = be().empty(index.shape, arr.dtype)
     idx = _int64(index)
     shape = tuple(index.shape)
-    ast = _elem_strides(arr)
+    ast = elem_strides(arr)
     _indexed_copy(out, c_elem_strides(shape), arr, _without(ast, dim), idx, strides_for(idx, shape),
                   (arr.shape[dim],), (ast[dim],), to_dst=False, wrap=False, shape=shape)
     return out
@@ -471,9 +458,9 @@ def gather(arr, dim, index):
 def _scatter_push(out, dim, index, src, accumulate):
     idx = _int64(index)
     shape = tuple(index.shape)
-    ost = _elem_strides(out)
+    ost = elem_strides(out)
     arr_src = is_array(src)
-    sst = _elem_strides(src) if arr_src else (0,) * len(shape)
+    sst = elem_strides(src) if arr_src else (0,) * len(shape)
     _indexed_copy(out, _without(ost, dim), src if arr_src else None, sst, idx, strides_for(idx, shape),
                   (out.shape[dim],), (ost[dim],), to_dst=True, wrap=False, shape=shape,
                   scalar=None if arr_src else src, accumulate=accumulate)
@@ -523,8 +510,8 @@ def scatter_reduce(out, dim, index, src, reduce, include_self):
     if reduce == "prod" or out.shape[dim] <= PULL_MAX_SIZE or deterministic():
         _pull_reduce(out, dim, index, src, reduce, include_self)
     elif dtype not in _ATOMIC:
-        work = _cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
-        scatter_reduce(work, dim, index, _cast_to(src, work.dtype), reduce, include_self)
+        work = cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
+        scatter_reduce(work, dim, index, cast_to(src, work.dtype), reduce, include_self)
         copy_into(out, work)
     else:
         _push_reduce(out, dim, index, src, reduce, include_self)
@@ -550,13 +537,13 @@ def _pull_reduce(out, dim, index, src, reduce, include_self):
         n *= e
     dtype = np.dtype(out.dtype)
     idx = _int64(index)
-    sst, ist = _elem_strides(src), _elem_strides(idx)
+    sst, ist = elem_strides(src), elem_strides(idx)
     inner = 1
     for e in shape[dim + 1:]:
         inner *= e
     grid, block = launch_1d(n)
     _reduce_kernel(dtype.name)[grid, block, stream()](
-        be().flat_view(out), _st1(_elem_strides(out)), be().flat_view(src), _st1(_without(sst, dim)), sst[dim],
+        be().flat_view(out), _st1(elem_strides(out)), be().flat_view(src), _st1(_without(sst, dim)), sst[dim],
         be().flat_view(idx), _st1(_without(ist, dim)), ist[dim], inner, shape[dim], int(L), _OPS[reduce],
         bool(include_self), _ident(reduce, np.dtype(_acc_type(dtype))), shape, n, error_flag())
 
@@ -583,9 +570,9 @@ def _along(out, dim, index, src, *, scalar=None, accumulate=False, alpha=1, wrap
     shape = list(out.shape)
     shape[dim] = idx.shape[0]
     shape = tuple(shape)
-    ost = _elem_strides(out)
-    _indexed_copy(out, _without(ost, dim), src, _elem_strides(src) if src is not None else (0,) * len(shape), idx,
-                  _only(len(shape), dim, _elem_strides(idx)[0]), (out.shape[dim],), (ost[dim],), to_dst=True,
+    ost = elem_strides(out)
+    _indexed_copy(out, _without(ost, dim), src, elem_strides(src) if src is not None else (0,) * len(shape), idx,
+                  _only(len(shape), dim, elem_strides(idx)[0]), (out.shape[dim],), (ost[dim],), to_dst=True,
                   wrap=wrap, shape=shape, scalar=scalar, accumulate=accumulate, alpha=alpha)
 
 
@@ -595,9 +582,9 @@ def index_select(arr, dim, index):
     idx = _int64(index)
     shape = tuple(arr.shape[:dim]) + (idx.shape[0],) + tuple(arr.shape[dim + 1:])
     out = be().empty(shape, arr.dtype)
-    ast = _elem_strides(arr)
+    ast = elem_strides(arr)
     _indexed_copy(out, c_elem_strides(shape), arr, _without(ast, dim), idx,
-                  _only(len(shape), dim, _elem_strides(idx)[0]), (arr.shape[dim],), (ast[dim],), to_dst=False,
+                  _only(len(shape), dim, elem_strides(idx)[0]), (arr.shape[dim],), (ast[dim],), to_dst=False,
                   wrap=False, shape=shape)
     return out
 
@@ -703,7 +690,7 @@ def _as_mask(arr):
     """A bool device array of ``arr != 0``."""
     if np.dtype(arr.dtype) == np.bool_:
         return arr
-    a = arr if np.dtype(arr.dtype) != np.float16 else _cast_to(arr, np.float32)
+    a = arr if np.dtype(arr.dtype) != np.float16 else cast_to(arr, np.float32)
     return binary_launcher("ne")(a, 0, from_numpy_dtype(np.dtype(a.dtype)))
 
 
@@ -753,7 +740,7 @@ def _where(out, a, mask, value) -> None:
     dtype = np.dtype(out.dtype)
     arr_v = is_array(value)
     if arr_v:
-        value = _cast_to(value, dtype)
+        value = cast_to(value, dtype)
     grid, block = launch_1d(n)
     _kernel_of("where")[grid, block, stream()](
         _bits(out), _st1(strides_for(out, shape)), _bits(a), _st1(strides_for(a, shape)), be().flat_view(mask),
@@ -767,7 +754,7 @@ def _where(out, a, mask, value) -> None:
 def masked_fill(arr, mask, value, np_dtype):
     shape = broadcast_shapes(tuple(arr.shape), tuple(mask.shape))
     out = be().empty(shape, np_dtype)
-    _where(out, _cast_to(arr, np_dtype), mask, value)
+    _where(out, cast_to(arr, np_dtype), mask, value)
     return out
 
 
@@ -859,7 +846,7 @@ def _advanced(arr, key):
     """Everything both directions of advanced indexing need: ``(view, result shape, strides of the view over
     the result (0 on the index dims), stacked index, its strides over the result, kstride, dsizes, dstrides)``."""
     view, arrays, dims, bshape = _plan(arr, key)
-    vst = _elem_strides(view)
+    vst = elem_strides(view)
     K = len(arrays)
     nb = len(bshape)
     rest = [e for e in range(view.ndim) if e not in dims]
@@ -931,8 +918,8 @@ def index_put(out, key, values, accumulate):
     if accumulate:
         alert_not_deterministic("index_put_ with accumulate=True")
     if accumulate and dtype not in _ATOMIC:  # atomics on a widened copy
-        work = _cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
-        index_put(work, key, _cast_to(values, work.dtype) if is_array(values) else values, True)
+        work = cast_to(out, np.float32 if dtype.kind == "f" else np.int64)
+        index_put(work, key, cast_to(values, work.dtype) if is_array(values) else values, True)
         copy_into(out, work)
         return
     m = None if accumulate else _mask_key(out, key, values)
@@ -966,7 +953,7 @@ def _values_to(values, dtype, target):
                          f"to indexing result of shape {_shape_text(target)}") from None
     if len(vshape) != len(values.shape):
         values = _reshape(values, tuple(vshape))
-    return _cast_to(values, dtype)
+    return cast_to(values, dtype)
 
 
 # --- concrete signatures (PTX test) ---------------------------------------------------------------

@@ -28,6 +28,7 @@ from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
     c_elem_strides,
+    elem_strides,
     error_flag,
     launch_1d,
     sim,
@@ -227,12 +228,6 @@ def rows_of(shape: tuple, strides: tuple, dim: int) -> tuple:
     kshape = tuple(n for d, n in enumerate(shape) if d != dim) or (1,)
     kst = tuple(s for d, s in enumerate(strides) if d != dim) or (0,)
     return kshape, kst, strides[dim]
-
-
-def elem_strides(arr) -> tuple:
-    """Element strides of device array ``arr``."""
-    item = arr.dtype.itemsize
-    return tuple(s // item for s in arr.strides)
 
 
 def row_grid(M: int) -> int:

@@ -54,7 +54,7 @@ from flambeau._kernels.cuda._launch import (
     sim,
     stream,
 )
-from flambeau._kernels.cuda.core import contiguous
+from flambeau._kernels.cuda.core import contiguous, real_pairs
 from flambeau._kernels.cuda.elementwise import _add, _bitwise_and, _bitwise_or, _maximum, _minimum, _mul
 from flambeau._ops._registry import kernel
 
@@ -868,10 +868,7 @@ def _complex_sum(name: str, a, dims, keepdim: bool, out_dtype):
     out_dtype = np.dtype(out_dtype)
     if name not in ("sum", "mean") or out_dtype.kind != "c":
         raise RuntimeError(f'"{name}_cuda" not implemented for \'{scalar_name(np.dtype(a.dtype))}\'')
-    part = real_np(a.dtype)
-    item = a.dtype.itemsize
-    pairs = backend.as_strided(backend.flat_view(a), tuple(a.shape) + (2,),
-                               tuple(2 * (st // item) for st in a.strides) + (1,), 0, part)
+    pairs = real_pairs(a)
     dims = tuple(range(a.ndim)) if dims is None else dims
     r = contiguous(reduce(name, pairs, dims, keepdim, real_np(out_dtype)))
     shape = tuple(r.shape[:-1])

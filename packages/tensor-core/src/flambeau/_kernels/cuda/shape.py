@@ -41,6 +41,7 @@ from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
     c_elem_strides,
+    elem_strides,
     error_flag,
     launch_1d,
     sim,
@@ -71,11 +72,6 @@ def _key_dtype(d: np.dtype) -> np.dtype:
 def _value_dtype(d: np.dtype) -> np.dtype:
     """The dtype a fill value is passed in (float16 scalars go as float32)."""
     return np.dtype(np.float32) if d == np.float16 else d
-
-
-def _elem_strides(a) -> tuple:
-    item = a.dtype.itemsize
-    return tuple(s // item for s in a.strides)
 
 
 def _grid(n: int):
@@ -198,7 +194,7 @@ def _remap(a, out_shape, in_ext, in_st, mode, par, value=0, tri=0, diag=0, idx=N
 
 def _identity_remap(a, **kw):
     nd = a.ndim
-    return _remap(a, tuple(a.shape), tuple(a.shape), _elem_strides(a), (IDENT,) * nd, (0,) * nd, **kw)
+    return _remap(a, tuple(a.shape), tuple(a.shape), elem_strides(a), (IDENT,) * nd, (0,) * nd, **kw)
 
 
 def _flat(a):
@@ -225,7 +221,7 @@ def repeat(arr, repeats):
     repeats = tuple(int(r) for r in repeats)
     lead = len(repeats) - arr.ndim
     ext = (1,) * lead + tuple(arr.shape)
-    st = (0,) * lead + _elem_strides(arr)
+    st = (0,) * lead + elem_strides(arr)
     out_shape = tuple(n * r for n, r in zip(ext, repeats))
     return _remap(arr, out_shape, ext, st, (MOD,) * len(ext), (0,) * len(ext))
 
@@ -234,7 +230,7 @@ def repeat(arr, repeats):
 def flip(arr, dims):
     nd = arr.ndim
     mode = tuple(FLIP if d in dims else IDENT for d in range(nd))
-    return _remap(arr, tuple(arr.shape), tuple(arr.shape), _elem_strides(arr), mode, (0,) * nd)
+    return _remap(arr, tuple(arr.shape), tuple(arr.shape), elem_strides(arr), mode, (0,) * nd)
 
 
 @kernel("roll", "cuda")
@@ -249,14 +245,14 @@ def roll(arr, shifts, dims):
     for s, d in zip(shifts, dims):
         par[d] += int(s)
     par = [p % max(arr.shape[d], 1) for d, p in enumerate(par)]
-    return _remap(arr, tuple(arr.shape), tuple(arr.shape), _elem_strides(arr), (MOD,) * nd, tuple(par))
+    return _remap(arr, tuple(arr.shape), tuple(arr.shape), elem_strides(arr), (MOD,) * nd, tuple(par))
 
 
 @kernel("rot90", "cuda")
 def rot90(arr, k, dims):
     # numpy's rot90 as a flip and a transposition of a (extent, stride, flipped) list per dim
     d0, d1 = dims
-    geo = [[n, s, False] for n, s in zip(arr.shape, _elem_strides(arr))]
+    geo = [[n, s, False] for n, s in zip(arr.shape, elem_strides(arr))]
     k = int(k) % 4
     if k == 2:
         geo[d0][2] = not geo[d0][2]
@@ -291,7 +287,7 @@ def pad(arr, pairs, mode, value):
     shape = tuple(arr.shape)
     out_shape = tuple(n + a + b for n, (a, b) in zip(shape, pairs))
     modes = tuple(m if (a or b) else IDENT for a, b in pairs)
-    return _remap(arr, out_shape, shape, _elem_strides(arr), modes, tuple(a for a, _ in pairs), value=value)
+    return _remap(arr, out_shape, shape, elem_strides(arr), modes, tuple(a for a, _ in pairs), value=value)
 
 
 # --- cat and stack -------------------------------------------------------------------------------
@@ -380,7 +376,7 @@ def cat(arrays, dim, np_dtype):
         for a in arrays:
             if a.shape[dim]:
                 a = _as_dtype(a, dt)
-                parts.append((a, tuple(a.shape), _elem_strides(a)))
+                parts.append((a, tuple(a.shape), elem_strides(a)))
         _cat_into(out, parts, dim)
     return out
 
@@ -395,7 +391,7 @@ def stack(arrays, dim, np_dtype):
         parts = []
         for a in arrays:
             a = _as_dtype(a, dt)
-            st = _elem_strides(a)
+            st = elem_strides(a)
             parts.append((a, out_shape[:dim] + (1,) + out_shape[dim + 1:], st[:dim] + (0,) + st[dim:]))
         _cat_into(out, parts, dim)
     return out
@@ -529,7 +525,7 @@ def sort_rows(a, dim: int, descending: bool):
         return vout, iout
     rows = vout.size // n
     kept = [d for d in range(len(shape)) if d != dim]
-    ast_all = _elem_strides(a)
+    ast_all = elem_strides(a)
     ost_all = c_elem_strides(shape)
     kshape = tuple(shape[d] for d in kept) or (1,)
     ast = tuple(ast_all[d] for d in kept) or (0,)
@@ -641,7 +637,7 @@ def _take(a, idx, dim: int, m: int):
     shape = tuple(a.shape)
     nd = len(shape)
     mode = tuple(TAKE if d == dim else IDENT for d in range(nd))
-    return _remap(a, shape[:dim] + (m,) + shape[dim + 1:], shape, _elem_strides(a), mode, (0,) * nd, idx=idx)
+    return _remap(a, shape[:dim] + (m,) + shape[dim + 1:], shape, elem_strides(a), mode, (0,) * nd, idx=idx)
 
 
 def _repeat_index_py():
@@ -680,9 +676,9 @@ def repeat_interleave(arr, repeats, dim):
         if r == 0:
             return be().empty(out_shape, arr.dtype)
         mode = tuple(DIV if d == dim else IDENT for d in range(nd))
-        return _remap(arr, out_shape, shape, _elem_strides(arr), mode, tuple(r if d == dim else 0 for d in range(nd)))
+        return _remap(arr, out_shape, shape, elem_strides(arr), mode, tuple(r if d == dim else 0 for d in range(nd)))
     backend = be()
-    rs = _elem_strides(repeats)[0] if repeats.shape[0] > 1 else 0
+    rs = elem_strides(repeats)[0] if repeats.shape[0] > 1 else 0
     flat = backend.flat_view(repeats)
     cum = _scan(flat, n, rs)
     total, neg = _host_max((backend.as_strided(cum, (1,), (1,), n - 1), (1,), (1,), 1), (flat, (rs,), (n,), -1)) \
@@ -788,7 +784,7 @@ def _slices(arr, dim):
     if dim is None:
         flat = _flat(arr)
         return flat, flat.size, 1, (1,), (0,), 1
-    st = _elem_strides(arr)
+    st = elem_strides(arr)
     shape = tuple(arr.shape)
     rest = [d for d in range(len(shape)) if d != dim]
     rshape = tuple(shape[d] for d in rest) or (1,)
@@ -923,7 +919,7 @@ def one_hot(arr, num_classes):
     backend = be()
     shape = tuple(arr.shape)
     kshape = shape or (1,)
-    ast = _elem_strides(arr) or (0,)
+    ast = elem_strides(arr) or (0,)
     C = int(num_classes)
     if C == -1 and arr.size:
         C = _host_max((backend.flat_view(arr), ast, kshape, 1))[0] + 1

@@ -24,9 +24,9 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import complex_np, real_np
+from flambeau._dtype import complex_np, from_numpy_dtype
 from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, c_elem_strides, launch_1d, stream
-from flambeau._kernels.cuda.core import contiguous, copy_into, leading, permuted
+from flambeau._kernels.cuda.core import cast_to, contiguous, leading, permuted, real_pairs
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
 
@@ -167,9 +167,9 @@ def _gather(src, n_src: int, rows: int, n_dst: int, idx, mult=None):
     return out
 
 
-def _fft_pow2(x, rows: int, m: int, inverse: bool):
-    """Unnormalised DFT of the contiguous rows ``x`` ``(rows, m)``, ``m`` a power of two: a new array."""
-    dev = _device_index()
+def _fft_pow2(x, rows: int, m: int, inverse: bool, dev: int):
+    """Unnormalised DFT of the contiguous rows ``x`` ``(rows, m)``, ``m`` a power of two, on device
+    ``dev``: a new array."""
     y = _gather(x, m, rows, m, _bit_reversal(m, dev))
     tw = _twiddles(m, inverse, y.dtype.name, dev)
     half = 1
@@ -192,42 +192,25 @@ def _dft_last(x, inverse: bool):
     rows = math.prod(shape[:-1])
     if n <= 1 or rows == 0:
         return contiguous(x)
+    dev = _device_index()
     if n & (n - 1) == 0:
-        y = _fft_pow2(x, rows, n, inverse)
+        y = _fft_pow2(x, rows, n, inverse, dev)
     else:
-        m, w, w_over_m, kernel_fft = _bluestein(n, inverse, x.dtype.name, _device_index())
-        a = _gather(x, n, rows, m, _identity_index(m, n, _device_index()), _padded(w, m))
-        spectrum = _fft_pow2(a, rows, m, False)
-        product = binary_launcher("mul")(spectrum, kernel_fft, _fl_dtype(x.dtype))
-        conv = _fft_pow2(product, rows, m, True)
-        y = _gather(conv, m, rows, n, _identity_index(n, n, _device_index()), w_over_m)
+        m, w, w_over_m, kernel_fft = _bluestein(n, inverse, x.dtype.name, dev)
+        # the index is -1 past n: the gather writes the padding zeros and reads no multiplier there
+        a = _gather(x, n, rows, m, _identity_index(m, n, dev), w)
+        spectrum = _fft_pow2(a, rows, m, False, dev)
+        product = binary_launcher("mul")(spectrum, kernel_fft, from_numpy_dtype(x.dtype))
+        conv = _fft_pow2(product, rows, m, True, dev)
+        y = _gather(conv, m, rows, n, _identity_index(n, n, dev), w_over_m)
     return be().as_strided(_flat(y), shape, c_elem_strides(shape), 0)
 
 
-@functools.cache
-def _zeros_tail(n: int, m: int, dtype: str, device: int):
-    return _device(np.zeros(m - n, dtype))
-
-
-def _padded(w, m: int):
-    """The chirp ``w`` (length n) as a multiplier of length m (its tail multiplies padding zeros)."""
-    n = w.shape[0]
-    backend = be()
-    out = backend.empty((m,), w.dtype)
-    copy_into(backend.as_strided(out, (n,), (1,), 0), w)
-    if m > n:
-        copy_into(backend.as_strided(out, (m - n,), (1,), n), 0)
-    return out
-
-
-def _fl_dtype(np_dtype):
-    from flambeau._dtype import from_numpy_dtype
-
-    return from_numpy_dtype(np_dtype)
-
-
 def _moved(a, src: int, dst: int):
-    """A contiguous copy of ``a`` with axis ``src`` moved to position ``dst``."""
+    """``a`` with axis ``src`` moved to position ``dst``, contiguous: a copy, or ``a`` itself when nothing
+    moves and it is contiguous already."""
+    if src == dst and be().is_c_contiguous(a):
+        return a
     order = [d for d in range(a.ndim) if d != src]
     order.insert(dst, src)
     return permuted(a, order)
@@ -236,11 +219,11 @@ def _moved(a, src: int, dst: int):
 def _along(a, dims, inverse: bool):
     """Unnormalised DFT of complex ``a`` over ``dims``, one dim at a time: a new contiguous array."""
     last = a.ndim - 1
+    out = None
     for d in dims:
-        if a.shape[d] <= 1:
-            continue
-        a = _moved(_dft_last(_moved(a, d, last), inverse), last, d)
-    return a if dims else contiguous(a)
+        if a.shape[d] > 1:
+            out = a = _moved(_dft_last(_moved(a, d, last), inverse), last, d)
+    return contiguous(a) if out is None else out
 
 
 def _scale(a, dims_sizes: int, norm: str, forward: bool):
@@ -253,13 +236,7 @@ def _scale(a, dims_sizes: int, norm: str, forward: bool):
         return a
     if s == 1.0:
         return a
-    return binary_launcher("mul")(a, s, _fl_dtype(a.dtype))
-
-
-def _complex_copy(a):
-    out = be().empty(tuple(a.shape), complex_np(a.dtype))
-    copy_into(out, a)
-    return out
+    return binary_launcher("mul")(a, s, from_numpy_dtype(a.dtype))
 
 
 def _size(a, dims) -> int:
@@ -269,13 +246,13 @@ def _size(a, dims) -> int:
 # --- the operators' kernels ---------------------------------------------------------------------------------
 @kernel("_fft_c2c", "cuda")
 def _cuda_fft_c2c(a, dims, norm, forward):
-    out = _along(_complex_copy(a) if np.dtype(a.dtype).kind != "c" else a, dims, not forward)
+    out = _along(cast_to(a, complex_np(a.dtype)), dims, not forward)
     return _scale(out, _size(a, dims), norm, forward)
 
 
 @kernel("_fft_r2c", "cuda")
 def _cuda_fft_r2c(a, dims, norm, forward, onesided):
-    out = _scale(_along(_complex_copy(a), dims, not forward), _size(a, dims), norm, forward)
+    out = _scale(_along(cast_to(a, complex_np(a.dtype)), dims, not forward), _size(a, dims), norm, forward)
     if dims and onesided:
         last = dims[-1]
         out = leading(out, last, a.shape[last] // 2 + 1)
@@ -294,11 +271,8 @@ def _cuda_fft_c2r(a, dims, norm, last_dim_size):
     if rows * n:
         _launch("hermitian", rows * n, _flat(rows_last), m_src, _flat(full), n)
     spectrum = _moved(_dft_last(full, True), a.ndim - 1, last)
-    real_dtype = real_np(a.dtype)
-    backend = be()
-    parts = backend.as_strided(backend.flat_view(spectrum), tuple(spectrum.shape),
-                               tuple(2 * s for s in c_elem_strides(tuple(spectrum.shape))), 0, real_dtype)
-    out = contiguous(parts)  # the real parts: the imaginary ones are rounding noise of a Hermitian row
+    # the real parts: the imaginary ones are rounding noise of a Hermitian row
+    out = leading(real_pairs(spectrum), spectrum.ndim, 1).reshape(tuple(spectrum.shape))
     sizes = math.prod(a.shape[d] for d in dims[:-1]) * n
     return _scale(out, sizes, norm, False)
 
