@@ -17,12 +17,21 @@ if [ -d .whl ]; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         && SITE=/tmp/site:
 fi
-# Run from the source tree, flambeau's packages have no installed metadata, so the entry point through
-# which tensor-core finds the caching allocator (packages/cuda-alloc/pyproject.toml) is written by hand.
-EP=/tmp/eps/flambeau_cuda_alloc-0.0.dist-info
-mkdir -p "$EP"
-printf 'Metadata-Version: 2.1\nName: flambeau-cuda-alloc\nVersion: 0.0\n' > "$EP/METADATA"
-printf '[flambeau.cuda_allocators]\ncaching = flambeau.cuda_alloc:get_allocator\n' > "$EP/entry_points.txt"
+# Run from the source tree, flambeau's packages have no installed metadata: the entry points their
+# pyproject.toml files declare (tensor-core finds the caching allocator through one) are written out
+# as dist-info folders that importlib.metadata reads from PYTHONPATH.
+$PY - <<'PYEOF'
+import pathlib, tomllib
+for pyproject in pathlib.Path("packages").glob("*/pyproject.toml"):
+    project = tomllib.loads(pyproject.read_text())["project"]
+    groups = project.get("entry-points", {})
+    if groups:
+        info = pathlib.Path("/tmp/eps") / f"{project['name'].replace('-', '_')}-0.0.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: 0.0\n")
+        (info / "entry_points.txt").write_text("".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in points.items()) for group, points in groups.items()))
+PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}

@@ -20,7 +20,7 @@ class finfo:
     def __init__(self, type=None):  # noqa: A002 - torch's argument name
         d = dt.get_default_dtype() if type is None else dt.to_dtype(type, "type")
         if d.is_complex:  # torch describes a complex dtype by its parts' dtype
-            d = dt.float64 if d is dt.complex128 else dt.float32
+            d = dt.to_real(d)
         if not d.is_floating_point:
             raise TypeError(f"finfo(): expected a floating point dtype, got {d}")
         info = ml_dtypes.finfo(d.np)  # numpy's finfo does not know bfloat16

@@ -13,9 +13,20 @@ from flambeau._tensor import Tensor, _wrap, _wrap_dim
 
 __all__ = ["record", "record_if_needed", "inplace_needs_engine", "inplace_by_engine", "common_device",
            "wrap_dim", "dims_arg", "broadcast_error", "Tensor", "_wrap", "grad_state", "check_tensor",
-           "broadcast_shapes", "normalize_shape"]
+           "broadcast_shapes", "normalize_shape", "storage_view"]
 
 wrap_dim = _wrap_dim
+
+
+def storage_view(input: Tensor, shape: tuple, strides: tuple, offset: int, dtype) -> Tensor:
+    """A view tensor of ``dtype`` over ``input``'s storage bytes (``shape``, element ``strides`` and
+    ``offset`` counted in ``dtype``'s elements), on any device; not recorded for autograd."""
+    from flambeau._backends import backend
+
+    arr = backend(input._device.type).as_strided(input._storage._buffer, shape, strides, offset, dtype.np)
+    out = _wrap(arr, input._device, input._storage, dtype)
+    out._base = input if input._base is None else input._base
+    return out
 
 
 def record(op, inputs: tuple, attrs: dict, outputs) -> None:

@@ -19,8 +19,7 @@ Note [Conjugation is a copy]
 from __future__ import annotations
 
 from flambeau import _dtype as dt
-from flambeau._backends import backend
-from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, record_if_needed
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, record_if_needed, storage_view
 from flambeau._ops._registry import declare
 from flambeau._ops._samples import SampleInput, make_tensor
 
@@ -29,11 +28,8 @@ __all__ = ["real", "imag", "view_as_real", "view_as_complex", "angle", "conj", "
 
 
 def _view(input: Tensor, shape: tuple, strides: tuple, offset: int, dtype, op) -> Tensor:
-    """A view tensor of ``dtype`` over ``input``'s storage bytes (``shape``, element ``strides`` and
-    ``offset`` in ``dtype``'s elements), on any device."""
-    arr = backend(input._device.type).as_strided(input._storage._buffer, shape, strides, offset, dtype.np)
-    out = _wrap(arr, input._device, input._storage, dtype)
-    out._base = input if input._base is None else input._base
+    """:func:`storage_view` of ``input``, recorded as ``op`` for autograd."""
+    out = storage_view(input, shape, strides, offset, dtype)
     record_if_needed(op, (input,), {}, out)
     return out
 

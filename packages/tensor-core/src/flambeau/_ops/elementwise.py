@@ -473,8 +473,8 @@ NAN_TO_NUM = declare("nan_to_num(Tensor input, float? nan=0.0, float? posinf=Non
 def _nan_to_num(input, nan, posinf, neginf, inplace):
     _check_tensor_arg(input, "nan_to_num")
     attrs = {"nan": nan, "posinf": posinf, "neginf": neginf}
-    if input.dtype.is_floating_point:  # the defaults are the input dtype's, whatever a kernel computes in
-        info = finfo(input.dtype)
+    if input.dtype.is_floating_point and (posinf is None or neginf is None):
+        info = finfo(input.dtype)  # the defaults are the input dtype's, whatever a kernel computes in
         posinf = info.max if posinf is None else posinf
         neginf = info.min if neginf is None else neginf
     return _unary_with(NAN_TO_NUM, input, input.dtype, (0.0 if nan is None else nan, posinf, neginf), attrs,

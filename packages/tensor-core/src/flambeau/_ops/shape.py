@@ -53,6 +53,7 @@ from flambeau._ops._common import (
     inplace_needs_engine,
     record,
     record_if_needed,
+    storage_view,
     wrap_dim,
 )
 from flambeau._ops._registry import declare
@@ -288,10 +289,7 @@ def _view_dtype(self: Tensor, dtype) -> Tensor:
         shape[-1] = shape[-1] * old_item // new_item
         strides = [st * old_item // new_item for st in strides[:-1]] + [1]
         offset = offset * old_item // new_item
-    arr = backend(self._device.type).as_strided(self._storage._buffer, tuple(shape), tuple(strides), offset, d.np)
-    out = _wrap(arr, self._device, self._storage, d)
-    out._base = self if self._base is None else self._base
-    return out
+    return storage_view(self, tuple(shape), tuple(strides), offset, d)
 
 
 VIEW_AS = declare("view_as(Tensor(a) self, Tensor other) -> Tensor(a)", function=False, view=True,

@@ -12,7 +12,7 @@ convolutions arrive as 2-D ones with a height of 1.
 * depthwise (``groups == in_channels``, one input channel per group): direct numba kernels for the
   forward, input and weight gradients, parallel over planes (``conv_depthwise.py``, Note [Depthwise
   convolution by phase planes]).
-* float32 and float64 are jitted; float16 computes in float32; integer tensors take a numpy path.
+* float32 and float64 are jitted; float16 and bfloat16 compute in float32; integer tensors take a numpy path.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import functools
 
 import numpy as np
 
+from flambeau import _dtype as dt
 from flambeau._blas import blas_is_controllable, single_threaded_blas
 from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._kernels.cpu.conv_depthwise import _is_depthwise, _numba_depthwise, _plane_chunks
@@ -472,13 +473,15 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
 
 # --- kernels of the table -----------------------------------------------------------------------------
 def _compute_dtype(a):
-    return np.float32 if a.dtype == np.float16 else None
+    """float32 for float16 and bfloat16 (computed in float32 and rounded once, Note [Compute dtype] in
+    ``flambeau._dtype``), else None: the dtype's own kernels."""
+    return np.float32 if a.dtype in dt.LOW_PRECISION_NP else None
 
 
 @kernel("convolution", "cpu")
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    half = _compute_dtype(x)
+    low, half = x.dtype, _compute_dtype(x)
     if half is not None:
         x, w = x.astype(half), w.astype(half)
         b = None if b is None else b.astype(half)
@@ -495,13 +498,13 @@ def _k_convolution(x, w, b, stride, padding, dilation, transposed, output_paddin
         out = _forward(x, w, stride, padding, dilation, groups)
     if b is not None:
         out += b.reshape(-1, 1, 1).astype(out.dtype, copy=False)
-    return out.astype(np.float16) if half is not None else out
+    return out.astype(low) if half is not None else out
 
 
 @kernel("convolution_backward_weight", "cpu")
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation, transposed, output_padding, groups):
-    half = _compute_dtype(g)
+    low, half = g.dtype, _compute_dtype(g)
     if half is not None:
         g, x = g.astype(half), x.astype(half)
     g = np.ascontiguousarray(g)
@@ -511,5 +514,5 @@ def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation,
         gw = _weight_grad(x, g, wshape, stride, padding, dilation, groups)
     else:
         gw = _weight_grad(g, x, wshape, stride, padding, dilation, groups)
-    return gw.astype(np.float16) if half is not None else gw
+    return gw.astype(low) if half is not None else gw
 

@@ -20,7 +20,6 @@ from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
 _ndarray = np.ndarray
-_LOW_PRECISION = dt.LOW_PRECISION_NP  # computed in float32 (Note [Compute dtype])
 # Below this many elements numpy's own loop is as fast as BLAS: operands are passed as they are.
 _SMALL = 4096
 
@@ -47,8 +46,8 @@ def _through_float32(fn):
 
     @functools.wraps(fn)
     def product(*args):
-        low = next(x.dtype for x in args if x.__class__ is _ndarray)
-        if low not in _LOW_PRECISION:
+        low = next((x.dtype for x in args if x.__class__ is _ndarray), None)
+        if low not in dt.LOW_PRECISION_NP:
             return fn(*args)
         r = fn(*(x.astype(np.float32) if x.__class__ is _ndarray else x for x in args))
         return r.astype(low)
@@ -135,15 +134,11 @@ def addbmm(input, a, b, beta, alpha):
 
 
 @kernel("einsum", "cpu")
+@_through_float32
 def einsum(equation, *arrays):
-    if arrays and arrays[0].dtype in _LOW_PRECISION:
-        return _einsum_float32(equation, *arrays)
     out = np.asarray(np.einsum(equation, *arrays, optimize=True))
     # numpy returns a view for a pure permutation ('ij->ji'); an operator's result owns its memory
     return out.copy() if any(np.may_share_memory(out, x) for x in arrays) else out
-
-
-_einsum_float32 = _through_float32(einsum)  # built once, not per call
 
 
 @kernel("tensordot", "cpu")

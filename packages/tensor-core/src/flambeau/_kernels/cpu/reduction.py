@@ -26,12 +26,11 @@ def _count(a, dims) -> int:
     return a.size if dims is None else math.prod(a.shape[d] for d in dims)
 
 
-_LOW_PRECISION = dt.LOW_PRECISION_NP  # computed in float32 (Note [Compute dtype])
 
 
 def _acc(a):
     """The accumulation dtype of ``a``'s reductions: float32 for float16 and bfloat16, else None (a's own)."""
-    return np.float32 if a.dtype in _LOW_PRECISION else None
+    return np.float32 if a.dtype in dt.LOW_PRECISION_NP else None
 
 
 def _asarray(r, npdt=None) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 from flambeau._kernels._low_precision import BF16, WRITTEN, Conversions
 from flambeau._kernels._low_precision import via_float32 as _via_float32
 from flambeau._kernels.cuda._launch import be, is_array
-from flambeau._kernels.cuda.elementwise import nary, nary_python
+from flambeau._kernels.cuda.elementwise import nary, nary_python, nary_signature
 
 __all__ = ["BF16", "CONVERSIONS", "widen", "narrow", "via_float32", "ptx_cases"]
 
@@ -75,13 +75,7 @@ def ptx_cases(ndim: int = 1) -> list:
     to uint32 and back, through the ternary template computing in uint32."""
     from numba import types
 
-    idx = types.UniTuple(types.int64, ndim)
     t = types.uint32
     u16, u32 = types.Array(types.uint16, 1, "C"), types.Array(types.uint32, 1, "C")
-
-    def sig(out, a):
-        return (out, idx, a, idx, t, types.boolean, a, idx, t, types.boolean, a, idx, t, types.boolean,
-                types.UniTuple(t, 3), idx, types.int64)
-
-    return [("bfloat16:widen", nary_python(_widen_bits, 1, "uint32"), sig(u32, u16)),
-            ("bfloat16:narrow", nary_python(_narrow_bits, 1, "uint32"), sig(u16, u32))]
+    return [("bfloat16:widen", nary_python(_widen_bits, 1, "uint32"), nary_signature(u32, u16, t, ndim)),
+            ("bfloat16:narrow", nary_python(_narrow_bits, 1, "uint32"), nary_signature(u16, u32, t, ndim))]

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import real_np
 from flambeau._kernels.cuda.core import contiguous
 from flambeau._kernels.cuda.elementwise import nary, nary_ptx_cases
 from flambeau._ops._registry import kernel
@@ -49,14 +50,6 @@ def _from_polar(r, t, p):
     return complex(r * math.cos(t), r * math.sin(t))
 
 
-_HALF = np.dtype(np.float16)
-
-
-def _real_compute(d) -> np.dtype:
-    d = np.dtype(d)
-    return np.dtype(np.float32) if d == _HALF else d
-
-
 @kernel("angle", "cuda")
 def _k_angle(a, out_dtype):
     out = np.dtype(out_dtype.np)
@@ -74,37 +67,29 @@ def conj_physical(a):
 
 @kernel("complex", "cuda")
 def _k_complex(real, imag, complex_dtype):
-    return nary(_from_parts, 2, _real_compute(real.dtype), (real, imag), (), np.dtype(complex_dtype.np))
+    return nary(_from_parts, 2, real_np(complex_dtype.compute.np), (real, imag), (), np.dtype(complex_dtype.np))
 
 
 @kernel("polar", "cuda")
 def _k_polar(abs_, angle, complex_dtype):
-    return nary(_from_polar, 2, _real_compute(abs_.dtype), (abs_, angle), (), np.dtype(complex_dtype.np))
+    return nary(_from_polar, 2, real_np(complex_dtype.compute.np), (abs_, angle), (), np.dtype(complex_dtype.np))
 
 
 def ptx_cases(ndim: int = 2) -> list:
     """(label, python function, signature) for every kernel template x dtype this family launches."""
     from numba import types
 
-    from flambeau._kernels.cuda.elementwise import nary_python
+    from flambeau._kernels.cuda.elementwise import nary_python, nary_signature
 
-    idx = types.UniTuple(types.int64, ndim)
     cases = nary_ptx_cases({"conj": (_conj, 1, "c", False)}, ndim)
     for real, cplx in (("float32", "complex64"), ("float64", "complex128")):
         r, c = types.Array(getattr(types, real), 1, "C"), types.Array(getattr(types, cplx), 1, "C")
         tr, tc = getattr(types, real), getattr(types, cplx)
-
-        def sig(out, a, t):
-            return (out, idx, a, idx, t, types.boolean, a, idx, t, types.boolean, a, idx, t, types.boolean,
-                    types.UniTuple(t, 3), idx, types.int64)
-
-        cases += [(f"angle:{cplx}", nary_python(_phase, 1, cplx), sig(r, c, tc)),
-                  (f"angle:{real}", nary_python(_sign_angle, 1, real), sig(r, r, tr)),
-                  (f"complex:{real}", nary_python(_from_parts, 2, real), sig(c, r, tr)),
-                  (f"polar:{real}", nary_python(_from_polar, 2, real), sig(c, r, tr))]
-    i64 = types.Array(types.int64, 1, "C")
+        cases += [(f"angle:{cplx}", nary_python(_phase, 1, cplx), nary_signature(r, c, tc, ndim)),
+                  (f"angle:{real}", nary_python(_sign_angle, 1, real), nary_signature(r, r, tr, ndim)),
+                  (f"complex:{real}", nary_python(_from_parts, 2, real), nary_signature(c, r, tr, ndim)),
+                  (f"polar:{real}", nary_python(_from_polar, 2, real), nary_signature(c, r, tr, ndim))]
     cases.append(("angle:int64", nary_python(_sign_angle, 1, "float32"),
-                  (types.Array(types.float32, 1, "C"), idx, i64, idx, types.float32, types.boolean, i64, idx,
-                   types.float32, types.boolean, i64, idx, types.float32, types.boolean,
-                   types.UniTuple(types.float32, 3), idx, types.int64)))
+                  nary_signature(types.Array(types.float32, 1, "C"), types.Array(types.int64, 1, "C"),
+                                 types.float32, ndim)))
     return cases

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 
 from flambeau._dtype import real_np
-from flambeau._kernels._low_precision import takes_bfloat16
+from flambeau._kernels._low_precision import BF16, takes_bfloat16
 from flambeau._kernels.cuda._launch import (
     CACHE,
     be,
@@ -28,7 +28,7 @@ from flambeau._kernels.cuda._launch import (
     stream,
     strides_for,
 )
-from flambeau._kernels.cuda.bfloat16 import BF16, narrow, widen
+from flambeau._kernels.cuda.bfloat16 import narrow, widen
 from flambeau._kernels.cuda.elementwise import dtypes_for, unary_into
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes

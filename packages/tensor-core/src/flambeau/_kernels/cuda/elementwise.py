@@ -1132,9 +1132,7 @@ def _k_logit(a, dtype, *params, out=None):
 def _k_nan_to_num(a, dtype, nan, posinf, neginf, out=None):
     if not dtype.is_floating_point:
         return _copy(a, dtype, out)
-    fi = np.finfo(dtype.np)
-    return _run("nan_to_num", dtype, (a,), (nan, fi.max if posinf is None else posinf,
-                                            fi.min if neginf is None else neginf), out)
+    return _run("nan_to_num", dtype, (a,), (nan, posinf, neginf), out)  # the front filled the infinities
 
 
 @kernel("clamp", "cuda")
@@ -1208,18 +1206,27 @@ def nary_ptx_cases(table: dict, ndim: int = 2) -> list:
     from numba import types
     from numba.np.numpy_support import from_dtype
 
-    idx = types.UniTuple(types.int64, ndim)
     cases = []
+    barr = types.Array(types.boolean, 1, "C")
     for label, (fn, arity, kinds, half) in table.items():
         for dn in dtypes_for(kinds) + (("float16",) if half and "f" in kinds else ()):
             storage = np.dtype(dn)
             compute = _kind_check(label, storage, kinds, half)
-            t = from_dtype(compute)
             arr = types.Array(from_dtype(storage), 1, "C")
-            barr = types.Array(types.boolean, 1, "C")
-            ops = []
-            for j in range(3):
-                ops += [barr if (label == "where" and j == 0) else arr, idx, t, types.boolean]
-            sig = (barr if label in BOOL_OUT else arr, idx, *ops, types.UniTuple(t, 3), idx, types.int64)
-            cases.append((f"nary:{label}:{dn}", _nary_py(nary_device(fn, arity), compute.type), sig))
+            sig = nary_signature(barr if label in BOOL_OUT else arr, arr, from_dtype(compute), ndim,
+                                 first=barr if label == "where" else None)
+            cases.append((f"nary:{label}:{dn}", nary_python(fn, arity, compute), sig))
     return cases
+
+
+def nary_signature(out, operand, t, ndim: int, first=None) -> tuple:
+    """The argument types of the ternary template (Note [Ternary template]), for PTX tests: numba array
+    types ``out`` of the result and ``operand`` of the operands (``first`` of the first one where it
+    differs: ``where``'s condition), numba type ``t`` of scalars and parameters, ``ndim``-d indices."""
+    from numba import types
+
+    idx = types.UniTuple(types.int64, ndim)
+    ops = []
+    for j in range(3):
+        ops += [first if j == 0 and first is not None else operand, idx, t, types.boolean]
+    return (out, idx, *ops, types.UniTuple(t, 3), idx, types.int64)

@@ -15,7 +15,7 @@ import numpy as np
 
 from flambeau._kernels._low_precision import BF16, takes_bfloat16
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda
-from flambeau._kernels.cuda.elementwise import compute_dtype, nary, nary_ptx_cases, nary_python
+from flambeau._kernels.cuda.elementwise import compute_dtype, nary, nary_ptx_cases, nary_python, nary_signature
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
@@ -75,9 +75,7 @@ def ptx_cases(ndim: int = 2) -> list:
     """(label, python function, signature) for every kernel template x dtype this family launches."""
     from numba import types
 
-    idx = types.UniTuple(types.int64, ndim)
-    t, u16 = types.uint32, types.Array(types.uint16, 1, "C")
-    bits = (u16, idx, u16, idx, t, types.boolean, u16, idx, t, types.boolean, u16, idx, t, types.boolean,
-            types.UniTuple(t, 3), idx, types.int64)
+    u16 = types.Array(types.uint16, 1, "C")
+    bits = nary_signature(u16, u16, types.uint32, ndim)
     return nary_ptx_cases(_table(), ndim) + [
         ("nary:nextafter:bfloat16", nary_python(_nextafter_bfloat16_bits, 2, "uint32"), bits)]
