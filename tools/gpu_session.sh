@@ -35,7 +35,7 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default all but figure1): smoke probe bench tests rest figure1
+# STAGES picks stages by name (default all but figure1 and profile): smoke probe profile bench tests rest figure1
 STAGES=" ${STAGES:-smoke probe bench tests rest} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
@@ -51,6 +51,7 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 # 0. what loads and whether the basic paths agree with torch
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
+want profile && { timeout 120 $PY tools/gpu_profile.py > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
 want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only gpt > "$OUT/gpu_bench.txt" 2>&1

@@ -12,8 +12,10 @@ numba here is fine. Fills and strided copies are kernels (``flambeau._kernels.cu
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -73,30 +75,134 @@ if SIM:
         return _DevArray(host, stream=stream)
 else:
     from numba.cuda.cudadrv import driver as _driver
+    from numba.cuda.cudadrv import dummyarray as _dummyarray
     from numba.cuda.cudadrv.devicearray import DeviceNDArray as _NumbaDevArray
 
+    from flambeau._kernels.cuda._direct import array_type, layout_of, register_array_class
+
     class _DevArray(_NumbaDevArray):
-        """numba's device array with numpy's ``reshape``: a view whenever the strides allow one, else a
-        C-contiguous copy. numba refuses to reshape non-contiguous memory at all ("operation requires
-        copying"), even a 1-D strided view to its own length, which fronts do to get at a tensor's data
-        (a strided running_mean, an index vector sliced from a matrix). Views (slices, ``as_strided``)
-        made from such an array are of this class too."""
+        """numba's device array with numpy's ``reshape``, a cheap constructor for views, and the layout
+        rule of flambeau's direct launches.
+
+        * ``reshape`` gives a view whenever the strides allow one, else a C-contiguous copy. numba refuses
+          to reshape non-contiguous memory at all ("operation requires copying"), even a 1-D strided view
+          to its own length, which fronts do to get at a tensor's data (a strided running_mean, an index
+          vector sliced from a matrix). Views (slices, ``as_strided``) made from such an array are of
+          this class too.
+        * :meth:`view_of` makes a view without numba's constructor, which checks the shape, builds a
+          dummy array and a memory pointer object for every view (tens of µs; every operator makes a few
+          views): flambeau's views know their device address (``_fl_ptr``) and make ``_dummy`` and
+          ``gpu_data`` only when numba's own methods ask for them.
+        * Its numba type is ``C`` or ``A`` as in Note [Direct kernel launches], so that numba's
+          dispatcher and the direct launches compile the same overload.
+
+        Note [Who frees an allocation]
+            An array of :meth:`allocation` (``empty``) frees its memory when it dies, until numba's memory
+            pointer object is made for it (``gpu_data``, on first use by numba's own methods). numba's views
+            and dtype views (``arr.view(np.uint32)``) share that pointer without keeping the array alive, so
+            from then on the pointer frees the memory, as numba's own pointers do. (Freeing with the array
+            alone let such a view outlive its memory: wrong indexing results on an H100.)
+        """
+
+        @classmethod
+        def _bare(cls, shape: tuple, strides: tuple, dtype, stream):
+            a = object.__new__(cls)
+            a.ndim = len(shape)
+            a.shape = shape
+            a.strides = strides
+            a.dtype = dtype
+            a.size = math.prod(shape)
+            a.alloc_size = _extent(shape, strides, dtype.itemsize)
+            a.stream = stream
+            return a
+
+        @classmethod
+        def view_of(cls, base, shape: tuple, strides: tuple, dtype, start: int = 0):
+            """A view of device array ``base``'s memory from byte ``start``: ``shape`` (ints), byte
+            ``strides`` (non-negative ints), numpy ``dtype``; it keeps ``base`` alive."""
+            a = cls._bare(shape, strides, dtype, base.stream)
+            a._fl_owner = base
+            a._fl_start = start
+            a._fl_ptr = base._fl_ptr + start if a.size else 0
+            return a
+
+        @classmethod
+        def allocation(cls, shape: tuple, strides: tuple, dtype, stream, address: int, nbytes: int, device: int,
+                       free):
+            """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
+            ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
+            a = cls._bare(shape, strides, dtype, stream)
+            a.alloc_size = nbytes
+            a._fl_ptr = address
+            a._fl_device = device
+            a._fl_free = weakref.finalize(a, free, address)
+            return a
+
+        @functools.cached_property
+        def _fl_ptr(self) -> int:
+            """Device address of the first element (0 when empty)."""
+            return int(self.gpu_data.device_pointer_value or 0) if self.size else 0
+
+        @functools.cached_property
+        def gpu_data(self):
+            """numba's memory pointer of an array made by :meth:`view_of` or :meth:`allocation`, made on
+            first use (numba's constructor sets it on the others)."""
+            if not self.alloc_size:
+                return _driver.MemoryPointer(_context(current_device()), _driver.binding.CUdeviceptr(0), 0)
+            if "_fl_start" in self.__dict__:
+                return self._fl_owner.gpu_data.view(self._fl_start, self._fl_start + self.alloc_size)
+            with _POINTER_LOCK:  # two threads must not both make one: only one pointer can take the free
+                made = self.__dict__.get("gpu_data")
+                if made is None:
+                    free = self._fl_free.detach()  # the pointer frees the memory (Note [Who frees an allocation])
+                    made = _driver.MemoryPointer(_context(self._fl_device), _driver.binding.CUdeviceptr(self._fl_ptr),
+                                                 self.alloc_size, finalizer=functools.partial(free[1], *free[2]))
+                    self.__dict__["gpu_data"] = made
+                return made
+
+        @functools.cached_property
+        def _dummy(self):  # likewise numba's dummy array
+            return _dummyarray.Array.from_desc(0, self.shape, self.strides, self.dtype.itemsize)
+
+        @property
+        def _numba_type_(self):
+            return array_type(self.dtype, len(self.shape), layout_of(self.shape, self.strides, self.dtype.itemsize))
 
         def reshape(self, *newshape, **kws):
-            try:
-                return super().reshape(*newshape, **kws)
-            except NotImplementedError:
-                if kws.get("order", "C") != "C":
-                    raise
             if len(newshape) == 1 and isinstance(newshape[0], (tuple, list)):
                 newshape = newshape[0]
+            if kws.get("order", "C") != "C":
+                return super().reshape(*newshape, **kws)
             shape = _resolve_shape(tuple(int(n) for n in newshape), self.size)
+            if shape == self.shape:
+                return self
             strides = nocopy_strides(self.shape, self.strides, shape, self.dtype.itemsize)
             if strides is None:
                 return contiguous(self).reshape(shape)
-            view = _DevArray(shape, strides, self.dtype, stream=self.stream, gpu_data=self.gpu_data)
-            view._fl_owner = self
-            return view
+            return _DevArray.view_of(self, shape, strides, self.dtype)
+
+    _POINTER_LOCK = threading.Lock()
+    register_array_class(_DevArray)
+    register_array_class(_NumbaDevArray)
+    _CONTEXTS: dict = {}
+
+    def _context(index: int):
+        """numba's context object of device ``index`` (asking numba for the current one costs ~15 µs)."""
+        ctx = _CONTEXTS.get(index)
+        if ctx is None:
+            with _on_device(index):
+                ctx = _CONTEXTS[index] = _cuda.current_context()
+        return ctx
+
+
+def _as_ours(arr):
+    """Device array ``arr`` as a ``_DevArray`` (numba's own arrays, which some numba calls return, are
+    wrapped whole) so that views can be made of it."""
+    if type(arr) is _DevArray:
+        return arr
+    wrap = _DevArray(tuple(arr.shape), tuple(arr.strides), arr.dtype, stream=arr.stream, gpu_data=arr.gpu_data)
+    wrap._fl_owner = arr
+    return wrap
 
 
 def _resolve_shape(shape: tuple, size: int) -> tuple:
@@ -183,18 +289,18 @@ def empty(shape: tuple, np_dtype, device=None):
     if nbytes == 0:
         return _DevArray(shape, strides, dtype, stream=s.numba)
     alloc = get_allocator(s.device_index)
-    with _on_device(s.device_index):
-        try:
+    try:
+        if s.device_index == current_device():
             address = alloc.malloc(nbytes, s.numba)
-        except Exception as e:  # numba's CudaAPIError, an allocator's own: a MemoryError the factory reports
-            if isinstance(e, MemoryError) or "OUT_OF_MEMORY" in str(e) or "out of memory" in str(e).lower():
-                raise MemoryError(f"CUDA out of memory: tried to allocate {nbytes} bytes on "
-                                  f"cuda:{s.device_index}") from e
-            raise
-        ctx = _cuda.current_context()
-        ptr = _driver.MemoryPointer(ctx, _driver.binding.CUdeviceptr(address), nbytes,
-                                    finalizer=_finalizer(alloc, address))
-        return _DevArray(shape, strides, dtype, stream=s.numba, gpu_data=ptr)
+        else:
+            with _on_device(s.device_index):
+                address = alloc.malloc(nbytes, s.numba)
+    except Exception as e:  # numba's CudaAPIError, an allocator's own: a MemoryError the factory reports
+        if isinstance(e, MemoryError) or "OUT_OF_MEMORY" in str(e) or "out of memory" in str(e).lower():
+            raise MemoryError(f"CUDA out of memory: tried to allocate {nbytes} bytes on "
+                              f"cuda:{s.device_index}") from e
+        raise
+    return _DevArray.allocation(shape, strides, dtype, s.numba, address, nbytes, s.device_index, alloc.free)
 
 
 def full(shape: tuple, value, np_dtype, device=None):
@@ -209,6 +315,8 @@ def data_ptr(arr) -> int:
     """Device address of the first element of ``arr`` (0 for empty arrays)."""
     if SIM:
         return _raw(arr).__array_interface__["data"][0]
+    if type(arr) is _DevArray:
+        return arr._fl_ptr
     return int(arr.device_ctypes_pointer.value or 0)
 
 
@@ -237,14 +345,7 @@ def as_strided(buffer, shape: tuple, strides: tuple, offset: int, np_dtype=None)
         view = np.ndarray(shape, dtype, buffer=flat, offset=offset * item, strides=bstrides) \
             if flat.size else np.empty(shape, dtype)
         return _make(view, buffer.stream)
-    start = offset * item
-    extent = _extent(shape, bstrides, item)
-    if extent == 0:
-        return _DevArray(shape, bstrides, dtype, stream=buffer.stream)
-    gpu = buffer.gpu_data.view(start, start + extent)
-    view = _DevArray(shape, bstrides, dtype, stream=buffer.stream, gpu_data=gpu)
-    view._fl_owner = buffer  # keep the allocation alive as long as any view of it
-    return view
+    return _DevArray.view_of(_as_ours(buffer), shape, bstrides, dtype, offset * item)
 
 
 def flat_view(arr):
@@ -253,19 +354,15 @@ def flat_view(arr):
     Kernels index it with element strides (``arr`` must have non-negative strides).
     """
     item = arr.dtype.itemsize
+    if not SIM and len(arr.shape) == 1 and (arr.strides[0] == item or arr.shape[0] <= 1):
+        return arr
     n = _extent(arr.shape, arr.strides, item) // item
     if SIM:
         raw = _raw(arr)
         if n == 0:
             return _make(np.empty(0, raw.dtype), arr.stream)
         return _make(np.lib.stride_tricks.as_strided(raw, (n,), (item,)), arr.stream)
-    if n == 0:
-        return _DevArray((0,), (item,), arr.dtype, stream=arr.stream)
-    if arr.ndim == 1 and arr.strides[0] == item:
-        return arr
-    view = _DevArray((n,), (item,), arr.dtype, stream=arr.stream, gpu_data=arr.gpu_data)
-    view._fl_owner = arr
-    return view
+    return _DevArray.view_of(_as_ours(arr), (n,), (item,), arr.dtype)
 
 
 def reinterpret(arr, np_dtype):
@@ -277,9 +374,7 @@ def reinterpret(arr, np_dtype):
                          f"got {dtype} of itemsize {dtype.itemsize}")
     if SIM:
         return _make(_raw(arr).view(dtype), arr.stream)
-    view = _DevArray(tuple(arr.shape), tuple(arr.strides), dtype, stream=arr.stream, gpu_data=arr.gpu_data)
-    view._fl_owner = arr
-    return view
+    return _DevArray.view_of(_as_ours(arr), tuple(arr.shape), tuple(arr.strides), dtype)
 
 
 def is_c_contiguous(arr) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from flambeau.cuda import _allocator
 from flambeau.cuda._allocator import get_allocator, set_allocator
+from flambeau.cuda._streams import stream_handle
 
 __all__ = ["mem_get_info", "memory_stats_as_nested_dict", "memory_snapshot", "memory_cached", "max_memory_cached",
            "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
@@ -281,7 +282,7 @@ class _PluggableAllocator(_allocator.NativeAllocator):
     def malloc(self, size: int, stream: Any = None) -> int:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size: expected a non-negative int number of bytes, got {size!r}")
-        handle = int(stream) if stream is not None and hasattr(type(stream), "__int__") else 0
+        handle = stream_handle(stream)
         address = self.owner._alloc_fn(size, self.device_index, handle)
         if not address:
             raise RuntimeError(f"CUDA out of memory. Tried to allocate {size} bytes: the pluggable allocator's "

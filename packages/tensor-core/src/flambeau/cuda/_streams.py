@@ -25,6 +25,7 @@ from flambeau._device import device as _dev
 from flambeau.cuda._sync import host_sync
 
 __all__ = ["Stream", "Event", "current_stream", "default_stream", "stream", "synchronize", "StreamContext",
+           "stream_handle",
            "ExternalStream", "get_stream_from_external",
            "current_device", "set_device", "device"]
 
@@ -139,13 +140,9 @@ class Stream:
     def cuda_stream(self) -> int:
         """The raw ``CUstream`` handle as an int (0 for the default stream)."""
         n = self.numba
-        if hasattr(type(n), "__int__"):  # numba-cuda streams: int(stream) is the CUstream handle
-            return int(n)
-        h = getattr(n, "handle", None)
-        if h is None:
-            return 0 if self._is_default else id(self.numba)
-        v = getattr(h, "value", h)
-        return int(v or 0)
+        if getattr(n, "handle", None) is None:  # the simulator's streams have none
+            return 0 if self._is_default else id(n)
+        return stream_handle(n)
 
     def _cai_stream(self) -> int:
         """The ``stream`` entry of ``__cuda_array_interface__`` v3 (1: the legacy default stream)."""
@@ -202,6 +199,19 @@ def _on_device(index: int):
     else:
         with device(index):
             yield
+
+
+def stream_handle(numba_stream) -> int:
+    """The ``CUstream`` handle of a numba stream as an int; 0 (the legacy default stream) for None, 0, or a
+    stream without a handle. (numba-cuda's ``int(stream)`` gives a ``CUstream_flags`` for the default
+    stream, which Python deprecates as an ``__int__`` result.)"""
+    h = getattr(numba_stream, "handle", None) if numba_stream else None
+    if h is None:
+        return 0
+    try:
+        return int(h)  # cuda.bindings handles
+    except TypeError:
+        return int(h.value or 0)  # ctypes handles
 
 
 def default_stream(device=None) -> Stream:

@@ -179,10 +179,10 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     Z = batch[-1] if nb else 1
     outer = batch[:-1] if nb else ()
     ffi, lib = _lib()
-    from flambeau.cuda._streams import current_device
+    from flambeau.cuda._streams import current_device, stream_handle
 
     h = _handle(current_device())
-    sv = int(stream) if hasattr(type(stream), "__int__") else 0  # numba stream -> CUstream handle
+    sv = stream_handle(stream)
     lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
     half = dt == np.float16
     ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32

@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from flambeau._determinism import cudnn_enabled, deterministic
+from flambeau.cuda._streams import stream_handle
 
 __all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
 
@@ -165,7 +166,7 @@ def _handle(ffi, lib, stream):
         p = ffi.new("cudnnHandle_t *")
         _check(lib.cudnnCreate(p), "cudnnCreate")
         h = handles[dev] = p[0]
-    sv = int(stream) if hasattr(type(stream), "__int__") else 0  # numba stream -> CUstream handle
+    sv = stream_handle(stream)
     _check(lib.cudnnSetStream(h, ffi.cast("cudaStream_t", sv)), "cudnnSetStream")
     return h
 

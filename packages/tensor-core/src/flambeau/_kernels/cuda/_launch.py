@@ -27,8 +27,9 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
-__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "sim", "be", "stream", "launch_1d",
-           "is_array", "strides_for", "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
+__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "sim", "be", "stream", "launch_1d",
+           "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX",
+           "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -45,6 +46,20 @@ def bind_numba_cuda(namespace: dict):
 
         namespace["cuda"] = cuda
     return cuda
+
+
+def jit(pyfunc):
+    """Kernel function ``pyfunc`` compiled by numba.cuda (with numba's on-disk cache), launched as
+    ``kernel[grid, block, stream](*args)`` straight through the driver (Note [Direct kernel launches]
+    in ``_direct``); under the simulator, numba's dispatcher itself."""
+    from numba import cuda
+
+    dispatcher = cuda.jit(cache=CACHE)(pyfunc)
+    if sim():
+        return dispatcher
+    from flambeau._kernels.cuda._direct import Kernel
+
+    return Kernel(dispatcher)
 
 
 _SIM: list = []
@@ -90,6 +105,30 @@ def strides_for(x, shape: tuple) -> tuple:
     for i, (n, s) in enumerate(zip(x.shape, x.strides)):
         st[off + i] = 0 if n == 1 else s // item
     return tuple(st) if nd else (0,)
+
+
+def coalesce(shape: tuple, *strides: tuple) -> tuple:
+    """``(shape, *strides)`` of an elementwise launch over ``shape`` with one element-stride tuple per
+    operand, with length-1 dims dropped and adjacent dims merged wherever every operand steps through
+    them as through one (``st[d] == st[d + 1] * shape[d + 1]``; broadcast dims merge too): a contiguous
+    operation of any rank becomes 1-d, which the templates address without a division per dim (as
+    torch's TensorIterator coalesces). Always at least 1-d."""
+    out_shape: list = []
+    out_strides: list = [[] for _ in strides]
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        if out_shape and all(o[-1] == st[d] * n for o, st in zip(out_strides, strides)):
+            out_shape[-1] *= n
+            for o, st in zip(out_strides, strides):
+                o[-1] = st[d]
+        else:
+            out_shape.append(n)
+            for o, st in zip(out_strides, strides):
+                o.append(st[d])
+    if not out_shape:
+        return ((1,),) + tuple((0,) for _ in strides)
+    return (tuple(out_shape),) + tuple(tuple(o) for o in out_strides)
 
 
 def elem_strides(a) -> tuple:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream, strides_for
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, sim, stream, strides_for
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -155,8 +155,8 @@ def _softmax_backward_py(acc, B=_ROW_BLOCK):
 def _kernel(name: str, acc: str, block: int, mask_bool: bool = False):
     bind_numba_cuda(globals())
     if name == "softmax":
-        return cuda.jit(cache=CACHE)(_softmax_py(np.dtype(acc).type, block, mask_bool))
-    return cuda.jit(cache=CACHE)(_softmax_backward_py(np.dtype(acc).type, block))
+        return jit(_softmax_py(np.dtype(acc).type, block, mask_bool))
+    return jit(_softmax_backward_py(np.dtype(acc).type, block))
 
 
 def _block() -> int:

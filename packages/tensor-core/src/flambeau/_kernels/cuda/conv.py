@@ -27,7 +27,7 @@ import functools
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, elem_strides, launch_1d, sim, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, launch_1d, sim, stream
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -245,7 +245,7 @@ _TEMPLATES = {"im2col": lambda acc: _im2col_py(), "col2im": _col2im_py, "batch_s
 @functools.cache
 def _kernel(name: str, dtype: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_TEMPLATES[name](np.dtype(dtype).type))
+    return jit(_TEMPLATES[name](np.dtype(dtype).type))
 
 
 def _launch(name: str, dtype, total: int, *args) -> None:

@@ -19,11 +19,11 @@ import numpy as np
 from flambeau._dtype import real_np
 from flambeau._kernels._low_precision import BF16, takes_bfloat16
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     be,
     bind_numba_cuda,
     elem_strides,
     is_array,
+    jit,
     launch_1d,
     stream,
     strides_for,
@@ -65,7 +65,7 @@ def _fill_py():
 def fill_kernel():
     """Strided fill: ``out[...] = value``."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_fill_py())
+    return jit(_fill_py())
 
 
 def fill(dst, value) -> None:

@@ -51,7 +51,16 @@ import numpy as np
 
 from flambeau import _dtype as _fdt
 from flambeau._dtype import scalar_name
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, is_array, launch_1d, stream, strides_for
+from flambeau._kernels.cuda._launch import (
+    be,
+    bind_numba_cuda,
+    coalesce,
+    is_array,
+    jit,
+    launch_1d,
+    stream,
+    strides_for,
+)
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
@@ -776,7 +785,10 @@ REAL_OUT = {"abs"}
 
 def _offsets(i, shape, s0, s1, s2, s3):
     """Element offsets of flat C-order index ``i`` of ``shape`` in four operands of element strides ``s0`` to
-    ``s3`` (the templates' addressing; offsets a template does not use are dead code once inlined)."""
+    ``s3`` (the templates' addressing; offsets a template does not use are dead code once inlined). A 1-d
+    shape, what the launchers' coalescing makes of every contiguous operation, needs no division."""
+    if len(shape) == 1:  # a compile-time constant: the other branch is not compiled for 1-d kernels
+        return i * s0[0], i * s1[0], i * s2[0], i * s3[0]
     r = i
     o0 = 0
     o1 = 0
@@ -935,7 +947,7 @@ def nary_python(fn, arity: int, compute: str):
 def nary_kernel(fn, arity: int, compute: str):
     """The strided ternary kernel of scalar function ``fn`` computing in numpy dtype ``compute`` (cached)."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(nary_python(fn, arity, compute))
+    return jit(nary_python(fn, arity, compute))
 
 
 @functools.cache
@@ -943,7 +955,7 @@ def binary_kernel(name: str, compute: str):
     """The strided binary kernel of operator ``name`` computing in numpy dtype ``compute`` (cached)."""
     bind_numba_cuda(globals())
     dt = np.dtype(compute)
-    return cuda.jit(cache=CACHE)(_binary_py(_device_fn("binary", name, dt.kind), dt.type))
+    return jit(_binary_py(_device_fn("binary", name, dt.kind), dt.type))
 
 
 @functools.cache
@@ -951,7 +963,7 @@ def unary_kernel(name: str, compute: str):
     """The strided unary kernel of ``name`` (an operator or ``"identity"``) computing in ``compute`` (cached)."""
     bind_numba_cuda(globals())
     dt = np.dtype(compute)
-    return cuda.jit(cache=CACHE)(_unary_py(_device_fn("unary", name, dt.kind), dt.type))
+    return jit(_unary_py(_device_fn("unary", name, dt.kind), dt.type))
 
 
 # --- launchers ------------------------------------------------------------------------------------
@@ -984,10 +996,15 @@ def binary_launcher(name: str):
     """The CUDA kernel of binary elementwise op ``name`` (convention of the module docstring)."""
     kinds = BINARY[name][1]
     bool_out = name in BOOL_OUT
+    kernels: dict = {}  # compute dtype -> (kernel dtype, kernel): the checks and the lookup once per dtype
 
     def launch(a, b, dtype, out=None):
-        compute = np.dtype(dtype.np)
-        kdt = _kind_check(name, compute, kinds, half=True)
+        compute = dtype.np
+        entry = kernels.get(compute)
+        if entry is None:
+            kdt = _kind_check(name, np.dtype(compute), kinds, half=True)
+            entry = kernels[compute] = kdt.type, binary_kernel(name, kdt.name)
+        cast, k = entry
         aa, ba = is_array(a), is_array(b)
         shape = broadcast_shapes(a.shape if aa else (), b.shape if ba else ())
         backend = be()
@@ -996,18 +1013,14 @@ def binary_launcher(name: str):
         n = out.size
         if n == 0:
             return out
-        cast = kdt.type
-        ref = a if aa else b
-        zeros = (0,) * max(len(shape), 1)
-        fa, sa_ = (backend.flat_view(a), strides_for(a, shape)) if aa else (backend.flat_view(ref), zeros)
-        fb, sb_ = (backend.flat_view(b), strides_for(b, shape)) if ba else (backend.flat_view(ref), zeros)
-        sva = cast(0) if aa else cast(a)
-        svb = cast(0) if ba else cast(b)
-        kshape = shape if shape else (1,)
-        k = binary_kernel(name, kdt.name)
+        zeros = (0,) * len(shape)
+        kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
+                                         strides_for(b, shape) if ba else zeros)
+        ref = backend.flat_view(a if aa else b)  # stands in for the scalar operand (never read)
         grid, block = launch_1d(n)
-        k[grid, block, stream()](backend.flat_view(out), strides_for(out, shape), fa, sa_, sva, not aa,
-                                 fb, sb_, svb, not ba, kshape, n)
+        k[grid, block, stream()](backend.flat_view(out), ost, backend.flat_view(a) if aa else ref, ast,
+                                 cast(0) if aa else cast(a), not aa, backend.flat_view(b) if ba else ref, bst,
+                                 cast(0) if ba else cast(b), not ba, kshape, n)
         return out
 
     return launch
@@ -1022,13 +1035,17 @@ def unary_launcher(name: str):
     """The CUDA kernel of unary elementwise op ``name``."""
     kinds = UNARY[name][1]
     bool_out = name in BOOL_OUT
+    checked: dict = {}  # compute dtype -> (kernel dtype, result dtype), checked once per dtype
 
     def launch(a, dtype, out=None):
-        compute = np.dtype(dtype.np)
-        kdt = _kind_check(name, compute, kinds, half=True)
+        compute = dtype.np
+        entry = checked.get(compute)
+        if entry is None:
+            kdt = _kind_check(name, np.dtype(compute), kinds, half=True)
+            entry = checked[compute] = kdt, np.bool_ if bool_out else _result_dtype(name, np.dtype(compute))
         if out is None:
-            out = be().empty(a.shape, np.bool_ if bool_out else _result_dtype(name, compute))
-        unary_into(name, kdt, out, a)
+            out = be().empty(a.shape, entry[1])
+        unary_into(name, entry[0], out, a)
         return out
 
     return launch
@@ -1043,9 +1060,9 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
     shape = tuple(out.shape)
     backend = be()
     k = unary_kernel(name, compute.name)
+    kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
     grid, block = launch_1d(n)
-    k[grid, block, stream()](backend.flat_view(out), strides_for(out, shape), backend.flat_view(a),
-                             strides_for(a, shape), shape if shape else (1,), n)
+    k[grid, block, stream()](backend.flat_view(out), ost, backend.flat_view(a), ast, kshape, n)
 
 
 def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (), out_dtype=None, out=None):
@@ -1066,17 +1083,20 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
         return out
     ct = compute.type
     ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
-    zeros = (0,) * max(len(shape), 1)
+    zeros = (0,) * len(shape)
+    operands = tuple(operands) + (0,) * (3 - arity)
+    kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
+                                     *(strides_for(x, shape) if is_array(x) else zeros for x in operands))
     args = []
-    for x in tuple(operands) + (0,) * (3 - arity):
+    for x, st in zip(operands, strides):
         if is_array(x):
-            args += [backend.flat_view(x), strides_for(x, shape), ct(0), False]
+            args += [backend.flat_view(x), st, ct(0), False]
         else:
-            args += [ref, zeros, ct(x), True]
+            args += [ref, st, ct(x), True]
     p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
     k = nary_kernel(fn, arity, compute.name)
     grid, block = launch_1d(n)
-    k[grid, block, stream()](backend.flat_view(out), strides_for(out, shape), *args, p, shape if shape else (1,), n)
+    k[grid, block, stream()](backend.flat_view(out), ost, *args, p, kshape, n)
     return out
 
 

@@ -41,7 +41,6 @@ import numpy as np
 from flambeau._determinism import alert_not_deterministic, deterministic
 from flambeau._dtype import from_numpy_dtype
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     ERR_INDEX,
     be,
     bind_numba_cuda,
@@ -49,6 +48,7 @@ from flambeau._kernels.cuda._launch import (
     elem_strides,
     error_flag,
     is_array,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -180,7 +180,7 @@ def _index_py(store, decode):
 @functools.cache
 def _index_kernel(mode: str, dtype: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_index_py(_store(mode, dtype), _decode()))
+    return jit(_index_py(_store(mode, dtype), _decode()))
 
 
 _OPS = {"sum": 0, "prod": 1, "mean": 2, "amax": 3, "amin": 4}
@@ -245,7 +245,7 @@ def _acc_type(dtype: np.dtype):
 def _reduce_kernel(dtype: str):
     bind_numba_cuda(globals())
     dt = np.dtype(dtype)
-    return cuda.jit(cache=CACHE)(_reduce_py(_acc_type(dt), dt.kind != "f", _decode()))
+    return jit(_reduce_py(_acc_type(dt), dt.kind != "f", _decode()))
 
 
 def _where_py(decode):
@@ -347,7 +347,7 @@ _TEMPLATES = {"where": _where_py, "chunks": _chunks_py, "scan": _scan_py}
 def _kernel_of(name: str):
     """The compiled kernel of template ``name`` of :data:`_TEMPLATES` (built on first launch, cached)."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_TEMPLATES[name](_decode()))
+    return jit(_TEMPLATES[name](_decode()))
 
 
 # --- helpers --------------------------------------------------------------------------------------

@@ -28,12 +28,12 @@ import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, scalar_name
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     REDUCE_BLOCK,
     TILE,
     be,
     bind_numba_cuda,
     c_elem_strides,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -245,7 +245,7 @@ def _rowdot_py(acc, B=REDUCE_BLOCK):
 @functools.cache
 def _compiled(template, acc: str, size: int):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(template(np.dtype(acc).type, size))
+    return jit(template(np.dtype(acc).type, size))
 
 
 def matmul_kernel(acc: str, tile: int = TILE):

@@ -33,7 +33,7 @@ import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, scalar_name
 from flambeau._kernels.cpu.linalg_solvers import _PADE13, _THETA13
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, sim, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, sim, stream
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill, permuted
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -576,7 +576,7 @@ _PY = {"lu": _lu_py, "lu_solve": _lu_solve_py, "triangular": _triangular_py, "ch
 @functools.cache
 def _compiled(name: str):
     _bind()
-    return cuda.jit(cache=CACHE)(_PY[name]())
+    return jit(_PY[name]())
 
 
 def _per_matrix(name: str, count: int, *args) -> None:

@@ -27,7 +27,6 @@ import math
 import numpy as np
 
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     ERR_INDEX,
     ERR_VALUE,
     be,
@@ -35,6 +34,7 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     elem_strides,
     error_flag,
+    jit,
     sim,
     stream,
     strides_for,
@@ -101,7 +101,7 @@ def _finish_py(acc, B):
 @functools.cache
 def _finish_kernel(acc: str, B: int):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_finish_py(np.dtype(acc).type, B))
+    return jit(_finish_py(np.dtype(acc).type, B))
 
 
 def _finish(part, w, M: int, count: float, mode: int, out_dtype, tot_dtype):
@@ -281,7 +281,7 @@ def _nll_bwd_py(acc):
 def _nll_kernels(acc: str):
     bind_numba_cuda(globals())
     a = np.dtype(acc).type
-    return cuda.jit(cache=CACHE)(_nll_py(a)), cuda.jit(cache=CACHE)(_nll_bwd_py(a))
+    return jit(_nll_py(a)), jit(_nll_bwd_py(a))
 
 
 def _grid(n: int, B: int) -> int:
@@ -451,7 +451,7 @@ def _ce_bwd_py(acc, B):
 def _ce_kernels(acc: str, B: int):
     bind_numba_cuda(globals())
     a = np.dtype(acc).type
-    return cuda.jit(cache=CACHE)(_ce_py(a, B)), cuda.jit(cache=CACHE)(_ce_bwd_py(a, B))
+    return jit(_ce_py(a, B)), jit(_ce_bwd_py(a, B))
 
 
 @kernel("cross_entropy", "cuda")
@@ -611,7 +611,7 @@ def _pointwise_py(f, acc, B, unit: bool):
 @functools.cache
 def _pointwise_kernel(name: str, acc: str, B: int):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_pointwise_py(_loss_fn(name), np.dtype(acc).type, B, POINTWISE[name][1]))
+    return jit(_pointwise_py(_loss_fn(name), np.dtype(acc).type, B, POINTWISE[name][1]))
 
 
 def _pointwise_launcher(name: str):

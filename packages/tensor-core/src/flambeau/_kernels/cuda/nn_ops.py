@@ -23,13 +23,13 @@ import math
 import numpy as np
 
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     ERR_INDEX,
     be,
     bind_numba_cuda,
     c_elem_strides,
     elem_strides,
     error_flag,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -220,7 +220,7 @@ def _softmax_py(acc, log: bool, B: int):
 def softmax_kernel(acc: str, log: bool, B: int = ROW_BLOCK):
     """The row softmax / log_softmax kernel accumulating in ``acc`` with ``B`` threads (cached)."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_softmax_py(np.dtype(acc).type, log, B))
+    return jit(_softmax_py(np.dtype(acc).type, log, B))
 
 
 def rows_of(shape: tuple, strides: tuple, dim: int) -> tuple:
@@ -313,7 +313,7 @@ def _embedding_py():
 @functools.cache
 def embedding_gather_kernel():
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_embedding_py())
+    return jit(_embedding_py())
 
 
 def _index_layout(indices) -> tuple:
@@ -406,7 +406,7 @@ def _renorm_py(acc):
 @functools.cache
 def _renorm_kernels(acc: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_mark_py()), cuda.jit(cache=CACHE)(_renorm_py(np.dtype(acc).type))
+    return jit(_mark_py()), jit(_renorm_py(np.dtype(acc).type))
 
 
 @functools.partial(via_float32, writes=("weight",))  # called by the front directly (Note [bfloat16 on CUDA])
@@ -455,7 +455,7 @@ def _embedding_backward_py(acc):
 @functools.cache
 def embedding_backward_kernel(acc: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_embedding_backward_py(np.dtype(acc).type))
+    return jit(_embedding_backward_py(np.dtype(acc).type))
 
 
 def embedding_backward(grad, indices, num_weights: int, padding_idx):

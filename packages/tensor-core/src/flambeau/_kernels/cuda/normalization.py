@@ -30,11 +30,11 @@ import math
 import numpy as np
 
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
     c_elem_strides,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -206,7 +206,7 @@ _PY = {"stats": _stats_py, "grad_sums": _grad_sums_py, "affine": _affine_py, "gr
 def _kernel(which: str, acc: str = "", block: int = 0):
     bind_numba_cuda(globals())
     py = _PY[which](np.dtype(acc).type, block) if block else _PY[which]()
-    return cuda.jit(cache=CACHE)(py)
+    return jit(py)
 
 
 def _block() -> int:

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from flambeau._kernels.cpu.pooling import _out_len
-from flambeau._kernels.cuda._launch import CACHE, ERR_INDEX, be, bind_numba_cuda, error_flag, launch_1d, stream
+from flambeau._kernels.cuda._launch import ERR_INDEX, be, bind_numba_cuda, error_flag, jit, launch_1d, stream
 from flambeau._kernels.cuda.core import copy_into, fill
 from flambeau._ops._registry import kernel
 
@@ -232,25 +232,25 @@ def _avg_backward_py(ct):
 @functools.cache
 def _max_pool_kernel():
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_max_pool_py())
+    return jit(_max_pool_py())
 
 
 @functools.cache
 def _max_backward_kernel():
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_max_backward_py())
+    return jit(_max_backward_py())
 
 
 @functools.cache
 def _avg_pool_kernel(ct: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_avg_pool_py(np.dtype(ct).type))
+    return jit(_avg_pool_py(np.dtype(ct).type))
 
 
 @functools.cache
 def _avg_backward_kernel(ct: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_avg_backward_py(np.dtype(ct).type))
+    return jit(_avg_backward_py(np.dtype(ct).type))
 
 
 # --- launchers -----------------------------------------------------------------------------------------

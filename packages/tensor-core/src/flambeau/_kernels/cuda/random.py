@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream, strides_for
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream, strides_for
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
@@ -216,9 +216,9 @@ def _philox_device():
 def _sample_kernel(kind: str, wide: bool):
     bind_numba_cuda(globals())
     if kind == "integers":
-        return cuda.jit(cache=CACHE)(_integers_py())
+        return jit(_integers_py())
     fn32, fn64 = _dists()[kind]
-    return cuda.jit(cache=CACHE)(_sample_py(fn64 if wide else fn32, 2 if wide else 4))
+    return jit(_sample_py(fn64 if wide else fn32, 2 if wide else 4))
 
 
 def _split(v: int) -> tuple:

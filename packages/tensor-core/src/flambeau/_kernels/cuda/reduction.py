@@ -45,11 +45,11 @@ import numpy as np
 
 from flambeau._dtype import real_np, scalar_name
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
     c_elem_strides,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -449,14 +449,14 @@ def _rows_py(name: str, acc: str, two: bool):
 def rows_kernel(name: str, acc: str, two: bool = False):
     """The compiled one-thread-per-output reduction kernel (cached); see :func:`_rows_py`."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_rows_py(name, acc, two))
+    return jit(_rows_py(name, acc, two))
 
 
 @functools.cache
 def reduce_kernel(name: str, acc: str, mode: str, two: bool = False, block: int = REDUCE_BLOCK):
     """The compiled tree-reduction kernel (cached); see :func:`_reduce_py`."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_reduce_py(name, acc, block, mode, two))
+    return jit(_reduce_py(name, acc, block, mode, two))
 
 
 def _scan_py(name: str, acc: str, B: int, two: bool):
@@ -520,7 +520,7 @@ def _scan_py(name: str, acc: str, B: int, two: bool):
 def scan_kernel(name: str, acc: str, two: bool, block: int = REDUCE_BLOCK):
     """The compiled scan kernel (cached); see :func:`_scan_py`."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_scan_py(name, acc, block, two))
+    return jit(_scan_py(name, acc, block, two))
 
 
 def _block_reduce_py(B: int):
@@ -774,7 +774,7 @@ def _row_kernel(which: str, dtype: str, block: int):
     bind_numba_cuda(globals())
     d = np.dtype(dtype)
     py = _median_py if which == "median" else _mode_py
-    return cuda.jit(cache=CACHE)(py(d.kind == "f", d.itemsize * 8, block))
+    return jit(py(d.kind == "f", d.itemsize * 8, block))
 
 
 # --- launchers -----------------------------------------------------------------------------------

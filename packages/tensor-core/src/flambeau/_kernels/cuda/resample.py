@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from flambeau._kernels.cpu.resample import _scale_value, grid_point_fns
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream
 from flambeau._kernels.cuda.pooling import cast_back, compute_input, plane_index_fn
 from flambeau._ops._registry import kernel
 
@@ -221,7 +221,7 @@ def _kernel(which: str, ct: str):
     t = np.dtype(ct).type
     py = {"nearest": lambda: _nearest_py(), "nearest_backward": lambda: _nearest_backward_py(t),
           "linear": lambda: _linear_py(t), "linear_backward": lambda: _linear_backward_py(t)}[which]()
-    return cuda.jit(cache=CACHE)(py)
+    return jit(py)
 
 
 # --- launchers -----------------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def _grid_py(which: str, ct_name: str):
 @functools.cache
 def _grid_kernel(which: str, ct_name: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_grid_py(which, ct_name))
+    return jit(_grid_py(which, ct_name))
 
 
 def _grid_sizes(x, grid):

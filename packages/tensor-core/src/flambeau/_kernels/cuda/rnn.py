@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, launch_1d, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream
 from flambeau._kernels.cuda.conv import contig, mT, view
 from flambeau._kernels.cuda.core import contiguous as core_contiguous
 from flambeau._kernels.cuda.core import copy_into
@@ -228,7 +228,7 @@ _TEMPLATES = {"lstm_fwd": _lstm_fwd_py, "lstm_bwd": _lstm_bwd_py, "gru_fwd": _gr
 @functools.cache
 def _kernel(name: str, dtype: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_TEMPLATES[name](np.dtype(dtype).type))
+    return jit(_TEMPLATES[name](np.dtype(dtype).type))
 
 
 def _step(name: str, dtype, n: int, *args) -> None:

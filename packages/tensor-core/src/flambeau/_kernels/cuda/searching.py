@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from flambeau._kernels.cuda._launch import CACHE, ERR_INDEX, be, bind_numba_cuda, error_flag, launch_1d, stream
+from flambeau._kernels.cuda._launch import ERR_INDEX, be, bind_numba_cuda, error_flag, jit, launch_1d, stream
 from flambeau._ops._registry import kernel
 
 __all__ = ["searchsorted", "ptx_cases"]
@@ -59,7 +59,7 @@ def _search_py():
 @functools.cache
 def _search_kernel():
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(_search_py())
+    return jit(_search_py())
 
 
 @kernel("searchsorted", "cuda")

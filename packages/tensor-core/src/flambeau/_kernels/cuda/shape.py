@@ -36,13 +36,13 @@ import math
 import numpy as np
 
 from flambeau._kernels.cuda._launch import (
-    CACHE,
     ERR_INDEX,
     be,
     bind_numba_cuda,
     c_elem_strides,
     elem_strides,
     error_flag,
+    jit,
     launch_1d,
     sim,
     stream,
@@ -83,7 +83,7 @@ def _grid(n: int):
 def _jit(builder, *args):
     """The kernel ``cuda.jit`` makes of ``builder(*args)`` (cached; numba specialises it per argument types)."""
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)(builder(*args))
+    return jit(builder(*args))
 
 
 @functools.cache

@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import complex_np, from_numpy_dtype
-from flambeau._kernels.cuda._launch import CACHE, be, bind_numba_cuda, c_elem_strides, launch_1d, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, c_elem_strides, jit, launch_1d, stream
 from flambeau._kernels.cuda.core import cast_to, contiguous, leading, permuted, real_pairs
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._ops._registry import kernel
@@ -104,7 +104,7 @@ def _hermitian_py():
 @functools.cache
 def _compiled(name: str):
     bind_numba_cuda(globals())
-    return cuda.jit(cache=CACHE)({"gather": _gather_py, "butterfly": _butterfly_py, "hermitian": _hermitian_py}[name]())
+    return jit({"gather": _gather_py, "butterfly": _butterfly_py, "hermitian": _hermitian_py}[name]())
 
 
 # --- host tables (cached) ---------------------------------------------------------------------------------

@@ -1,0 +1,312 @@
+"""Launching compiled numba.cuda kernels straight through the driver's ``cuLaunchKernel``.
+
+Note [Direct kernel launches]
+    numba's dispatcher prepares every launch in Python: it types each argument (a device array's
+    numba type, each tuple element's), converts each scalar to a ctypes value, wraps each array in
+    a memory view, and hands the lot to cuda.core's ``launch``. For flambeau's strided kernels (three
+    arrays, four tuples, a few scalars) that is about 90 µs of host time per launch on an H100
+    host, against 7 µs for a ``cuLaunchKernel`` of the same kernel with its arguments packed into
+    one buffer; eager models launch thousands of small kernels per step, so the launch path *is* their
+    speed. :class:`Kernel` wraps a numba dispatcher and launches the way ``dispatcher[grid, block,
+    stream](*args)`` does, only directly:
+
+    * The arguments' types come from a cheap key per argument (:func:`arg_key`): a device array's
+      dtype, ndim and layout, a scalar's Python or numpy type, a tuple's element keys. The first launch
+      with a key maps it to numba types, compiles (or loads from numba's disk cache) that overload with
+      ``dispatcher.compile`` and builds its :class:`Plan`; later launches look the plan up.
+    * A plan packs the arguments as numba's ABI lays them out in the kernel's parameter list (checked
+      against the PTX of every kernel by ``tests/test_cuda_direct_launch.py``): an array is
+      ``meminfo, parent, nitems, itemsize, data, shape..., strides...`` (all 64-bit), a tuple is its
+      elements, a boolean one byte, float16 two, complex numbers two floats. Its packing function is
+      generated source (one ``struct.pack`` call), and the buffer goes to ``cuLaunchKernel`` as
+      ``CU_LAUNCH_PARAM_BUFFER_POINTER``.
+    * A device array is typed ``C`` when its strides are exactly the C-contiguous ones (dims of length
+      1 aside) and ``A`` otherwise, whatever numba itself would say: the kernel then reads the strides
+      it is given, so the layout is right by construction. flambeau's device arrays report the same
+      type to numba (``_DevArray._numba_type_`` in the CUDA backend), so the dispatcher and this path
+      compile one overload.
+    * What the direct path does not cover goes through the dispatcher unchanged: the simulator, kernels
+      numba marks launch-config-sensitive, cooperative or debug kernels, any argument of another type
+      (a host array numba would copy, another library's device array), and numba-cuda versions whose
+      kernels are not context-independent ``CUkernel`` handles (an older cuda.core).
+    * ``cuLaunchKernel`` runs on the calling thread's current context, which flambeau binds on first use
+      of a device on every thread (Note [A CUDA context on every thread] in ``flambeau.cuda._streams``);
+      a ``CUkernel`` handle serves every context.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+import threading
+import warnings
+
+import numpy as np
+
+from flambeau.cuda._streams import stream_handle
+
+__all__ = ["Kernel", "Plan", "arg_key", "numba_type", "array_type", "param_format", "pack_source", "layout_of",
+           "register_array_class"]
+
+# CU_LAUNCH_PARAM_* markers of cuLaunchKernel's ``extra`` argument (cuda.h)
+_PARAM_END, _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE = 0, 1, 2
+
+
+# --- argument keys -----------------------------------------------------------------------------------
+def layout_of(shape: tuple, strides: tuple, itemsize: int) -> str:
+    """``"C"`` when byte ``strides`` are those of a C-contiguous array of ``shape`` (dims of length 1
+    aside: any stride reads the same element there), else ``"A"`` (Note [Direct kernel launches])."""
+    if len(shape) == 1:  # the common case: flat views
+        return "C" if strides[0] == itemsize or shape[0] == 1 else "A"
+    expect = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != expect:
+            return "A"
+        expect *= n
+    return "C"
+
+
+_SCALAR_KEYS = {int: "i8", float: "f8", bool: "?"}
+_SCALAR_KEYS.update({t: np.dtype(t).str for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
+                                                 np.uint16, np.uint32, np.uint64, np.float16, np.float32,
+                                                 np.float64, np.complex64, np.complex128)})
+_ARRAY_CLASSES: set = set()  # device array classes the direct path reads (registered by the backend)
+
+
+def register_array_class(cls) -> None:
+    """Let the direct path take device arrays of class ``cls`` (numba device arrays and subclasses)."""
+    _ARRAY_CLASSES.add(cls)
+
+
+def arg_key(v):
+    """A hashable key of kernel argument ``v`` that fixes its numba type, or None when the direct path
+    does not take it: ``"<f4"``-style keys for scalars, ``(dtype, ndim, layout)`` for device arrays,
+    a tuple of element keys for tuples."""
+    t = type(v)
+    k = _SCALAR_KEYS.get(t)
+    if k is not None:
+        return k
+    if t is tuple:
+        keys = tuple(map(arg_key, v))
+        return None if None in keys else keys
+    if t in _ARRAY_CLASSES:
+        shape = v.shape
+        return v.dtype, len(shape), layout_of(shape, v.strides, v.dtype.itemsize)
+    return None
+
+
+@functools.cache
+def array_type(dtype: np.dtype, ndim: int, layout: str):
+    """numba's ``Array`` type of a device array of numpy ``dtype``, ``ndim`` dims and ``layout``."""
+    from numba.core import types
+    from numba.np.numpy_support import from_dtype
+
+    return types.Array(from_dtype(dtype), ndim, layout)
+
+
+def numba_type(key):
+    """The numba type of argument key ``key`` (see :func:`arg_key`)."""
+    from numba.core import types
+    from numba.np.numpy_support import from_dtype
+
+    if isinstance(key, str):
+        return types.boolean if key == "?" else from_dtype(np.dtype(key))
+    if isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], np.dtype):
+        return array_type(*key)
+    return types.BaseTuple.from_types([numba_type(k) for k in key])
+
+
+# --- parameter packing -------------------------------------------------------------------------------
+def _flatten(ty, expr: str, fmt: list, values: list) -> None:
+    """Append the struct format and the Python expressions of kernel argument ``expr`` of numba type ``ty``
+    in numba's parameter order (numba-cuda's ``_Kernel._prepare_args``)."""
+    from numba.core import types
+
+    if isinstance(ty, types.Array):
+        fmt.append("q" * (5 + 2 * ty.ndim))
+        values += ["0", "0", f"{expr}.size", str(np.dtype(str(ty.dtype)).itemsize), f"_ptr({expr})"]
+        values += [f"*{expr}.shape", f"*{expr}.strides"]
+    elif isinstance(ty, types.BaseTuple):
+        for i, t in enumerate(ty):
+            _flatten(t, f"{expr}[{i}]", fmt, values)
+    elif ty == types.boolean:
+        fmt.append("?")
+        values.append(expr)
+    elif isinstance(ty, types.Complex):
+        fmt.append("ff" if ty.bitwidth == 64 else "dd")
+        values += [f"{expr}.real", f"{expr}.imag"]
+    elif isinstance(ty, types.Integer):
+        fmt.append({8: "b", 16: "h", 32: "i", 64: "q"}[ty.bitwidth].upper() if not ty.signed
+                   else {8: "b", 16: "h", 32: "i", 64: "q"}[ty.bitwidth])
+        values.append(expr)
+    elif isinstance(ty, types.Float):
+        fmt.append({16: "e", 32: "f", 64: "d"}[ty.bitwidth])  # float16 travels as its bits: struct's "e"
+        values.append(expr)
+    else:
+        raise TypeError(f"direct launch: no packing for kernel argument type {ty}")
+
+
+def param_format(argtypes) -> str:
+    """The ``struct`` format (native alignment, as the driver lays parameters out) of a kernel's
+    parameters for numba ``argtypes``."""
+    fmt: list = []
+    for i, ty in enumerate(argtypes):
+        _flatten(ty, f"a{i}", fmt, [])
+    return "@" + "".join(fmt)
+
+
+def pack_source(argtypes) -> str:
+    """Source of ``pack(a0, a1, ...) -> bytes``, the parameter buffer of a launch with ``argtypes``."""
+    fmt: list = []
+    values: list = []
+    names = [f"a{i}" for i in range(len(argtypes))]
+    for name, ty in zip(names, argtypes):
+        _flatten(ty, name, fmt, values)
+    return f"def pack({', '.join(names)}):\n    return _pack({', '.join(values)})\n"
+
+
+def _device_ptr(a) -> int:
+    """Device address of array ``a``'s first element (flambeau's arrays know it: ``_fl_ptr``)."""
+    p = getattr(a, "_fl_ptr", None)
+    if p is not None:
+        return p
+    return a.gpu_data.device_pointer_value or 0 if a.size else 0
+
+
+class Plan:
+    """One compiled overload of a kernel: its ``CUkernel`` handle and its argument packer."""
+
+    __slots__ = ("func", "pack", "size", "size_address", "name")
+
+    def __init__(self, func: int, argtypes, name: str):
+        fmt = struct.Struct(param_format(argtypes))
+        namespace = {"_pack": fmt.pack, "_ptr": _device_ptr}
+        exec(compile(pack_source(argtypes), f"<pack {name}>", "exec"), namespace)  # noqa: S102 - our own source
+        self.func = func
+        self.pack = namespace["pack"]
+        self.size = ctypes.c_size_t(fmt.size)  # cuLaunchKernel reads the size through a pointer
+        self.size_address = ctypes.addressof(self.size)
+        self.name = name
+
+
+_Extra = ctypes.c_void_p * 5
+_CHAR_P = ctypes.c_char_p
+
+
+def _address(buf: bytes) -> int:
+    """Address of the bytes of ``buf`` (alive while the caller holds ``buf``)."""
+    return ctypes.cast(_CHAR_P(buf), ctypes.c_void_p).value
+
+
+# --- the driver --------------------------------------------------------------------------------------
+_DRIVER: list = []
+
+
+def _driver():
+    """libcuda's ``cuLaunchKernel`` and ``cuGetErrorName`` through ctypes (loaded once)."""
+    if not _DRIVER:
+        lib = ctypes.CDLL("libcuda.so.1")
+        launch = lib.cuLaunchKernel
+        launch.restype = ctypes.c_int
+        launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        name = lib.cuGetErrorName
+        name.restype = ctypes.c_int
+        name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        _DRIVER.append((launch, name))
+    return _DRIVER[0]
+
+
+def _error_name(code: int) -> str:
+    out = ctypes.c_char_p()
+    _driver()[1](code, ctypes.byref(out))
+    return out.value.decode() if out.value else f"CUresult {code}"
+
+
+def _dims(d) -> tuple:
+    if isinstance(d, tuple):
+        d = tuple(int(x) for x in d) + (1,) * (3 - len(d))
+        return d
+    return int(d), 1, 1
+
+
+class Kernel:
+    """A numba.cuda kernel launched through ``cuLaunchKernel`` (Note [Direct kernel launches]).
+
+    ``kernel[grid, block, stream](*args)`` and ``kernel[grid, block, stream, shared_bytes](*args)``
+    launch as the numba dispatcher does; every other attribute is the dispatcher's.
+    """
+
+    __slots__ = ("dispatcher", "_plans", "_lock")
+
+    def __init__(self, dispatcher):
+        self.dispatcher = dispatcher
+        self._plans: dict = {}
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self.dispatcher, name)
+
+    def __getitem__(self, config):
+        return _Launch(self, config)
+
+    def plan(self, args) -> Plan | None:
+        """The plan of a launch with ``args``, made on first use; None when the direct path does not take them."""
+        key = tuple(map(arg_key, args))
+        plan = self._plans.get(key)
+        if plan is None and key not in self._plans:
+            plan = self._make_plan(key)
+        return plan
+
+    def _make_plan(self, key: tuple) -> Plan | None:
+        with self._lock:
+            if key in self._plans:
+                return self._plans[key]
+            plan = None
+            if None not in key:
+                argtypes = tuple(numba_type(k) for k in key)
+                compiled = self.dispatcher.compile(argtypes)
+                handle = compiled._codelibrary.get_cufunc().handle
+                direct = (type(handle).__name__ == "CUkernel" and not compiled.debug and not compiled.cooperative
+                          and not compiled.extensions and not getattr(compiled, "launch_config_sensitive", False))
+                if direct:
+                    plan = Plan(int(handle), argtypes, getattr(self.dispatcher.py_func, "__name__", "kernel"))
+            self._plans[key] = plan
+            return plan
+
+
+    def refuse(self, plan: Plan, args, config, error: str) -> None:
+        """After the driver refused a direct launch with ``args``: launch them through numba's dispatcher
+        instead (which raises its own error if the launch itself is impossible) and, when that works,
+        stop launching these argument types directly, with a warning: the direct path got something
+        wrong that numba gets right, and should be fixed."""
+        self.dispatcher[config](*args)
+        key = tuple(map(arg_key, args))
+        with self._lock:
+            self._plans[key] = None
+        warnings.warn(f"cuLaunchKernel of kernel {plan.name!r} (launch configuration {config}) failed: {error}; "
+                      "numba's dispatcher launched it, and launches these argument types from now on (please "
+                      "report this)", RuntimeWarning, stacklevel=3)
+
+
+class _Launch:
+    __slots__ = ("kernel", "config")
+
+    def __init__(self, kernel: Kernel, config):
+        self.kernel = kernel
+        self.config = config
+
+    def __call__(self, *args):
+        kernel, config = self.kernel, self.config
+        plan = kernel.plan(args)
+        if plan is None:
+            return kernel.dispatcher[config](*args)
+        grid, block, stream = config[0], config[1], config[2] if len(config) > 2 else 0
+        shared = config[3] if len(config) > 3 else 0
+        gx, gy, gz = _dims(grid)
+        bx, by, bz = _dims(block)
+        buf = plan.pack(*args)
+        extra = _Extra(_PARAM_BUFFER_POINTER, _address(buf), _PARAM_BUFFER_SIZE, plan.size_address, _PARAM_END)
+        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, shared, stream_handle(stream), None, extra)
+        if code:
+            kernel.refuse(plan, args, config, _error_name(code))

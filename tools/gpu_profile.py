@@ -1,0 +1,156 @@
+"""Where a CUDA operator's host time goes: cProfile of small ops and of a training step, plus the floors.
+
+Run on a lent GPU (part of ``tools/gpu_session.sh``, stage ``profile``). Prints:
+  1. per-call microseconds of pieces of the launch path (numba's dispatcher on a trivial kernel, a
+     raw ``cuLaunchKernel`` of the same kernel, building a device array, allocating, the stream);
+  2. cProfile of ``x + 1`` on an 8-element tensor, by own time and by cumulative time;
+  3. cProfile of MLP and LeNet training steps (benchmarks/train.py), by own time.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import ctypes
+import io
+import pstats
+import struct
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, "benchmarks")
+
+
+def per_call_us(fn, calls=2000, sync=None):
+    for _ in range(20):
+        fn()
+    if sync:
+        sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    if sync:
+        sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def show(profile, sort, limit):
+    s = io.StringIO()
+    pstats.Stats(profile, stream=s).strip_dirs().sort_stats(sort).print_stats(limit)
+    print(s.getvalue())
+
+
+def floors():
+    from numba import cuda
+
+    import flambeau as fl
+    from flambeau._backends import backend
+    from flambeau.cuda._streams import current_stream
+
+    be = backend("cuda")
+
+    @cuda.jit
+    def k(out, n, v):
+        i = cuda.grid(1)
+        if i < n:
+            out[i] = v + i
+
+    s = current_stream().numba
+    a = be.empty((64,), np.float32)
+    k[1, 64, s](a, 64, np.float32(2.0))
+    s.synchronize()
+    print("numba launch ok:", a.copy_to_host()[:4])
+    sig = next(iter(k.overloads))
+    kern = k.overloads[sig]
+    cufunc = kern._codelibrary.get_cufunc()
+    print("cufunc", type(cufunc).__name__, "handle", type(cufunc.handle), int(cufunc.handle), "stream", int(s))
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    launch = libcuda.cuLaunchKernel
+    launch.restype = ctypes.c_int
+    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    fmt = struct.Struct("@" + "q" * 7 + "qf")
+    b = be.empty((64,), np.float32)
+    ptr = be.data_ptr(b)
+    size = ctypes.c_size_t(fmt.size)
+    func, sh = int(cufunc.handle), int(s)
+
+    def raw():
+        buf = fmt.pack(0, 0, 64, 4, ptr, 64, 4, 64, 5.0)
+        extra = (ctypes.c_void_p * 5)(1, ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value,
+                                     2, ctypes.addressof(size), 0)
+        rc = launch(func, 1, 1, 1, 64, 1, 1, 0, sh, None, extra)
+        if rc:
+            raise RuntimeError(f"cuLaunchKernel: {rc}")
+
+    raw()
+    s.synchronize()
+    got = b.copy_to_host()
+    print("raw cuLaunchKernel ok:", np.array_equal(got, 5.0 + np.arange(64, dtype=np.float32)), got[:4])
+    numba_us = per_call_us(lambda: k[1, 64, s](a, 64, np.float32(2.0)), sync=s.synchronize)
+    print(f"numba dispatcher launch: {numba_us:.1f} us")
+    print(f"raw cuLaunchKernel:      {per_call_us(raw, sync=s.synchronize):.1f} us")
+    print(f"be.empty((8,)) float32:  {per_call_us(lambda: be.empty((8,), np.float32)):.1f} us")
+    print(f"be.flat_view(2-d):       {per_call_us(lambda: be.flat_view(a.reshape(8, 8)[:, :4])):.1f} us")
+    print(f"current_stream().numba:  {per_call_us(lambda: current_stream().numba):.1f} us")
+    x = fl.ones(8, device="cuda")
+    print(f"fl x + 1:                {per_call_us(lambda: x + 1, sync=fl.cuda.synchronize):.1f} us")
+    print(f"fl x.add_(1):            {per_call_us(lambda: x.add_(1), sync=fl.cuda.synchronize):.1f} us")
+    print(f"fl.empty(8):             {per_call_us(lambda: fl.empty(8, device='cuda')):.1f} us")
+    xc = fl.ones(8)
+    print(f"fl cpu x + 1:            {per_call_us(lambda: xc + 1):.1f} us")
+
+
+def profile_small_op():
+    import flambeau as fl
+
+    x = fl.ones(8, device="cuda")
+    for _ in range(50):
+        x + 1
+    fl.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(3000):
+        x + 1
+    fl.cuda.synchronize()
+    pr.disable()
+    print("=== x + 1, 3000 calls, by own time")
+    show(pr, "tottime", 30)
+    print("=== x + 1, by cumulative time")
+    show(pr, "cumulative", 40)
+
+
+def profile_model(name, steps=10):
+    """cProfile of ``steps`` training steps, backward included: cProfile sees one thread, so the autograd
+    engine's device thread is bypassed (backward runs inline, as the engine does for a reentrant one)."""
+    import torch
+    import train
+
+    import flambeau as fl
+    from flambeau.autograd import _device_threads
+
+    _device_threads.run_on_device = lambda device, fn: fn()
+    _, _, fl_step, _ = train.build_pair(torch, name, device="cuda")
+    for _ in range(2):
+        fl_step()
+    fl.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        fl_step()
+    fl.cuda.synchronize()
+    pr.disable()
+    print(f"=== {name}, {steps} steps, by own time")
+    show(pr, "tottime", 45)
+    print(f"=== {name}, by cumulative time")
+    show(pr, "cumulative", 60)
+
+
+if __name__ == "__main__":
+    for fn in (floors, profile_small_op, lambda: profile_model("mlp"), lambda: profile_model("resnet18", 3)):
+        try:
+            fn()
+        except Exception:
+            import traceback
+
+            traceback.print_exc()
