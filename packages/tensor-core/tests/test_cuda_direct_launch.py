@@ -280,3 +280,33 @@ def test_the_memory_pointer_takes_over_freeing_an_allocation(monkeypatch):
     del pointer
     gc.collect()
     assert freed == [0x2000, 0x3000]
+    import copy
+
+    c = be._DevArray.allocation((4,), (4,), dtype, 0, 0x4000, 16, 0, freed.append)
+    clone = copy.copy(c)  # numba's bind() copies: the copy must not free the memory a second time
+    assert clone._fl_ptr == 0x4000
+    del c
+    gc.collect()
+    assert freed == [0x2000, 0x3000]  # the clone keeps the array alive
+    del clone
+    gc.collect()
+    assert freed == [0x2000, 0x3000, 0x4000]
+
+
+def test_keyed_launches_type_the_arguments_once_per_key(fake_driver, monkeypatch):
+    d = FakeDispatcher()
+    k = _direct.Kernel(d)
+    typed = []
+    real = _direct.arg_key
+    monkeypatch.setattr(_direct, "arg_key", lambda v: typed.append(v) or real(v))
+    a = FakeArray((4,), (4,), np.float32, 0x100)
+    counts = []
+    for ptr in (0x100, 0x200, 0x300):
+        k[1, 32, 0].keyed(("f4", 1), FakeArray((4,), (4,), np.float32, ptr), (1,), 4)
+        counts.append(len(typed))
+    assert counts[0] >= 3 and counts[0] == counts[1] == counts[2]  # typed on the first launch only
+    assert len(d.compiled) == 1
+    assert [struct.unpack(_direct.param_format(d.compiled[0]), call[-1])[4] for call in fake_driver] == \
+        [0x100, 0x200, 0x300]  # each launch packs its own arguments
+    k[1, 32, 0](a, (1,), 4)  # the unkeyed path finds the same overload
+    assert len(d.compiled) == 1

@@ -47,6 +47,12 @@ def normalize_shape(size, argname: str = "size") -> tuple:
 
 def broadcast_shapes(*shapes) -> tuple:
     """The broadcast of ``shapes``; RuntimeError with torch's message if they don't broadcast."""
+    if len(shapes) == 2:  # the common cases of binary operators, without the general loop
+        a, b = shapes
+        if a == b or not b:
+            return tuple(a)
+        if not a:
+            return tuple(b)
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -153,6 +153,7 @@ def fake_cudnn(monkeypatch):
         monkeypatch.setattr(_cudnn, "_lib", lambda: (ffi, lib))
         monkeypatch.setattr(_cudnn, "available", lambda: True)
         monkeypatch.setattr(_cudnn, "_tls", threading.local())
+        monkeypatch.setattr(_cudnn, "_PLANS", {})  # Note [cuDNN plans]: this test's own
         monkeypatch.setattr(conv, "sim", lambda: False)
         return lib
 
@@ -172,7 +173,9 @@ def test_cudnn_calls_and_algorithm_choice(fake_cudnn, kind, call):
     assert out is not None and tuple(out.shape) == shape and out.dtype == np.float64
     (args,) = [args for name, args in lib.calls if name == call]
     assert args[7] == 7  # the deterministic algorithm the heuristics rate usable
-    assert lib.live == 0  # every descriptor destroyed
+    assert lib.live == 4  # the plan's four descriptors, kept for the next call (Note [cuDNN plans])
+    conv._cudnn(kind, a, b, shape, (1, 1), (0, 0), (1, 1), 1)
+    assert lib.live == 4 and sum(name.endswith("Algorithm_v7") for name, _ in lib.calls) == 1
     ints = fl.ones((1, 2, 3, 3), dtype=fl.int64).to("cuda")._data
     assert conv._cudnn(kind, ints, b, shape, (1, 1), (0, 0), (1, 1), 1) is None  # other dtypes: the numba path
 
@@ -181,7 +184,7 @@ def test_cudnn_failure_falls_back_to_numba(fake_cudnn):
     lib = fake_cudnn(fail="cudnnConvolutionForward")
     x, w = _t((1, 2, 4, 4)), _t((3, 2, 2, 2))
     _close(fl.conv2d(x.to("cuda"), w.to("cuda"), padding=1), fl.conv2d(x, w, padding=1))
-    assert any(name == "cudnnConvolutionForward" for name, _ in lib.calls) and lib.live == 0
+    assert any(name == "cudnnConvolutionForward" for name, _ in lib.calls) and lib.live == 4  # one plan kept
 
 
 @pytest.mark.gpu

@@ -17,8 +17,10 @@ Note [Multi-tensor CUDA updates]
     numba's simulator has no device addresses, so there (and only there) each parameter gets its
     own launch of the same element function (:func:`_launch_each`).
 
-The tables are uploaded with the scalars on the current stream (asynchronous copies of small host
-arrays); nothing waits for the device.
+The table, the sizes and the chunks travel as one int64 array, uploaded with the scalars on the current
+stream (asynchronous copies of small host arrays) and reused while a step's are the last step's
+(:func:`_upload`); nothing waits for the device. The kernel launches through the driver directly, as
+tensor-core's kernels do (Note [Direct kernel launches] in ``flambeau._kernels.cuda._direct``).
 """
 
 from __future__ import annotations
@@ -272,7 +274,14 @@ def _element(family: str):
 @functools.cache
 def _kernel(family: str, multi: bool):
     builder = _multi_py if multi else _each_py
-    return _bind().jit(builder(_element(family)))
+    compiled = _bind().jit(builder(_element(family)))
+    from flambeau._backends import backend
+
+    if backend("cuda").is_simulator():
+        return compiled
+    from flambeau._kernels.cuda._direct import Kernel  # launched as tensor-core's own kernels are
+
+    return Kernel(compiled)
 
 
 # --- gathering and launching ---------------------------------------------------------------------------
@@ -322,10 +331,28 @@ def _stream():
     return current_stream().numba
 
 
-def _device_scalars(sc: np.ndarray):
-    from flambeau._backends import backend
+_UPLOADS: dict = {}  # (device, dtype, bytes) -> device copy: the same tables and scalars step after step
+_MAX_UPLOADS = 32
 
-    return backend("cuda").from_numpy(sc)
+
+def _upload(host: np.ndarray):
+    """A device copy of small host array ``host``, reused while the same bytes come again: a step's
+    parameter table (addresses, sizes, chunks) and scalars are usually the last step's, and each copy
+    costs a driver call. The copies are never written."""
+    from flambeau._backends import backend
+    from flambeau.cuda import current_device
+
+    key = (current_device(), host.dtype.str, host.shape, host.tobytes())
+    dev = _UPLOADS.get(key)
+    if dev is None:
+        if len(_UPLOADS) >= _MAX_UPLOADS:
+            _UPLOADS.clear()
+        dev = _UPLOADS[key] = backend("cuda").from_numpy(host)
+    return dev
+
+
+def _device_scalars(sc: np.ndarray):
+    return _upload(sc)
 
 
 def _launch_each(family, rows, sc, flags, stream) -> None:
@@ -357,9 +384,13 @@ def _launch_multi(family, rows, sc, flags, stream, be) -> None:
     if not chunk_row:
         return
     k = _kernel(family, True)
-    k[len(chunk_row), _BLOCK, stream](be.from_numpy(table), be.from_numpy(sizes),
-                                      be.from_numpy(np.array(chunk_row, np.int64)),
-                                      be.from_numpy(np.array(chunk_start, np.int64)), sc, *flags)
+    rows_n, chunks_n = len(rows), len(chunk_row)
+    packed = _upload(np.concatenate([table.ravel(), sizes, chunk_row, chunk_start]).astype(np.int64))
+    width = table.shape[1]
+    k[chunks_n, _BLOCK, stream](be.as_strided(packed, (rows_n, width), (width, 1), 0),
+                                be.as_strided(packed, (rows_n,), (1,), rows_n * width),
+                                be.as_strided(packed, (chunks_n,), (1,), rows_n * (width + 1)),
+                                be.as_strided(packed, (chunks_n,), (1,), rows_n * (width + 1) + chunks_n), sc, *flags)
 
 
 def ptx_cases() -> list:

@@ -105,14 +105,14 @@ else:
         """
 
         @classmethod
-        def _bare(cls, shape: tuple, strides: tuple, dtype, stream):
+        def _bare(cls, shape: tuple, strides: tuple, dtype, stream, alloc_size: int | None = None):
             a = object.__new__(cls)
             a.ndim = len(shape)
             a.shape = shape
             a.strides = strides
             a.dtype = dtype
             a.size = math.prod(shape)
-            a.alloc_size = _extent(shape, strides, dtype.itemsize)
+            a.alloc_size = _extent(shape, strides, dtype.itemsize) if alloc_size is None else alloc_size
             a.stream = stream
             return a
 
@@ -131,12 +131,22 @@ else:
                        free):
             """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
             ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
-            a = cls._bare(shape, strides, dtype, stream)
-            a.alloc_size = nbytes
+            a = cls._bare(shape, strides, dtype, stream, nbytes)
             a._fl_ptr = address
             a._fl_device = device
-            a._fl_free = weakref.finalize(a, free, address)
+            a._fl_free = free
             return a
+
+        def __copy__(self):  # (numba's ``bind``) a view that keeps this array alive, never a second owner
+            return _DevArray.view_of(self, self.shape, self.strides, self.dtype)
+
+        def __del__(self):
+            free = self.__dict__.get("_fl_free")  # an allocation whose memory no numba pointer frees yet
+            if free is not None:
+                try:
+                    free(self._fl_ptr)
+                except Exception:  # noqa: BLE001 - nothing to report to at interpreter shutdown
+                    pass
 
         @functools.cached_property
         def _fl_ptr(self) -> int:
@@ -154,9 +164,9 @@ else:
             with _POINTER_LOCK:  # two threads must not both make one: only one pointer can take the free
                 made = self.__dict__.get("gpu_data")
                 if made is None:
-                    free = self._fl_free.detach()  # the pointer frees the memory (Note [Who frees an allocation])
+                    free = self.__dict__.pop("_fl_free")  # the pointer frees the memory from now on
                     made = _driver.MemoryPointer(_context(self._fl_device), _driver.binding.CUdeviceptr(self._fl_ptr),
-                                                 self.alloc_size, finalizer=functools.partial(free[1], *free[2]))
+                                                 self.alloc_size, finalizer=functools.partial(free, self._fl_ptr))
                     self.__dict__["gpu_data"] = made
                 return made
 
@@ -272,9 +282,9 @@ def _finalizer(alloc, address):
 
 def empty(shape: tuple, np_dtype, device=None):
     """An uninitialised C-contiguous device array on ``device`` (default: current device)."""
-    shape = tuple(int(n) for n in shape)
-    dtype = np.dtype(np_dtype)
-    s = current_stream(_index(device))
+    shape = tuple(map(int, shape))
+    dtype = np_dtype if isinstance(np_dtype, np.dtype) else np.dtype(np_dtype)
+    s = current_stream(None if device is None else _index(device))
     nbytes = math.prod(shape) * dtype.itemsize
     if SIM:  # host memory; the allocator still keeps the books (a simulated device behind it)
         arr = _make(np.empty(shape, dtype), s.numba)
@@ -290,7 +300,7 @@ def empty(shape: tuple, np_dtype, device=None):
         return _DevArray(shape, strides, dtype, stream=s.numba)
     alloc = get_allocator(s.device_index)
     try:
-        if s.device_index == current_device():
+        if device is None or s.device_index == current_device():
             address = alloc.malloc(nbytes, s.numba)
         else:
             with _on_device(s.device_index):
@@ -324,9 +334,13 @@ storage_data_ptr = data_ptr
 
 
 def _extent(shape, strides, item) -> int:
-    if any(n == 0 for n in shape):
-        return 0
-    return item + sum((n - 1) * s for n, s in zip(shape, strides))
+    """Bytes from the first to past the last element of a view (0 when empty; strides non-negative)."""
+    extent = item
+    for n, s in zip(shape, strides):
+        if n == 0:
+            return 0
+        extent += (n - 1) * s
+    return extent
 
 
 def as_strided(buffer, shape: tuple, strides: tuple, offset: int, np_dtype=None):

@@ -71,7 +71,7 @@ def _is_sim() -> bool:
 # --- devices ------------------------------------------------------------------------------------
 def current_device() -> int:
     """Ordinal of the calling thread's current CUDA device."""
-    return getattr(_tls, "device", 0)
+    return _tls.__dict__.get("device", 0)  # (getattr with a default pays for an AttributeError: every operator asks)
 
 
 def _check_index(index) -> int:
@@ -227,14 +227,15 @@ def default_stream(device=None) -> Stream:
 
 def current_stream(device=None) -> Stream:
     """The calling thread's current stream on ``device`` (default: current device)."""
-    index = current_device() if device is None else _device_index(device)
-    cur = getattr(_tls, "streams", None)
+    local = _tls.__dict__
+    index = local.get("device", 0) if device is None else _device_index(device)
+    cur = local.get("streams")
     if cur is None:
         cur = _bind_thread()
     s = cur.get(index)
     if s is not None:
         return s
-    return default_stream(index)
+    return _defaults.get(index) or default_stream(index)
 
 
 def _bind_thread() -> dict:

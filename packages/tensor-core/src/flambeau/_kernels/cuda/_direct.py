@@ -88,12 +88,22 @@ def arg_key(v):
     if k is not None:
         return k
     if t is tuple:
+        k = _TUPLE_KEYS.get(tuple(map(type, v)))  # tuples of scalars (shapes, strides): one lookup
+        if k is not None:
+            return k
         keys = tuple(map(arg_key, v))
-        return None if None in keys else keys
+        if None in keys:
+            return None
+        if all(type(e) in _SCALAR_KEYS for e in v):
+            _TUPLE_KEYS[tuple(map(type, v))] = keys
+        return keys
     if t in _ARRAY_CLASSES:
         shape = v.shape
         return v.dtype, len(shape), layout_of(shape, v.strides, v.dtype.itemsize)
     return None
+
+
+_TUPLE_KEYS: dict = {}  # element types of a tuple of scalars -> its key
 
 
 @functools.cache
@@ -157,13 +167,14 @@ def param_format(argtypes) -> str:
 
 
 def pack_source(argtypes) -> str:
-    """Source of ``pack(a0, a1, ...) -> bytes``, the parameter buffer of a launch with ``argtypes``."""
+    """Source of ``pack(buf, a0, a1, ...)``, which writes the parameters of a launch with ``argtypes`` into
+    the writable buffer ``buf``."""
     fmt: list = []
     values: list = []
     names = [f"a{i}" for i in range(len(argtypes))]
     for name, ty in zip(names, argtypes):
         _flatten(ty, name, fmt, values)
-    return f"def pack({', '.join(names)}):\n    return _pack({', '.join(values)})\n"
+    return f"def pack(buf, {', '.join(names)}):\n    _pack_into(buf, 0, {', '.join(values)})\n"
 
 
 def _device_ptr(a) -> int:
@@ -177,26 +188,34 @@ def _device_ptr(a) -> int:
 class Plan:
     """One compiled overload of a kernel: its ``CUkernel`` handle and its argument packer."""
 
-    __slots__ = ("func", "pack", "size", "size_address", "name")
+    __slots__ = ("func", "pack", "size", "name", "_local")
 
     def __init__(self, func: int, argtypes, name: str):
         fmt = struct.Struct(param_format(argtypes))
-        namespace = {"_pack": fmt.pack, "_ptr": _device_ptr}
+        namespace = {"_pack_into": fmt.pack_into, "_ptr": _device_ptr}
         exec(compile(pack_source(argtypes), f"<pack {name}>", "exec"), namespace)  # noqa: S102 - our own source
         self.func = func
         self.pack = namespace["pack"]
         self.size = ctypes.c_size_t(fmt.size)  # cuLaunchKernel reads the size through a pointer
-        self.size_address = ctypes.addressof(self.size)
         self.name = name
+        self._local = threading.local()
+
+    def slot(self) -> tuple:
+        """``(buffer, extra)`` of the calling thread: the parameter buffer the launches of this plan write,
+        and the ``extra`` argument of ``cuLaunchKernel`` pointing at it (the driver copies the parameters
+        when the launch is queued, so a thread reuses its buffer)."""
+        try:
+            return self._local.slot
+        except AttributeError:
+            buf = ctypes.create_string_buffer(max(self.size.value, 1))
+            extra = _Extra(_PARAM_BUFFER_POINTER, ctypes.addressof(buf), _PARAM_BUFFER_SIZE,
+                           ctypes.addressof(self.size), _PARAM_END)
+            slot = self._local.slot = (buf, extra)
+            return slot
 
 
 _Extra = ctypes.c_void_p * 5
-_CHAR_P = ctypes.c_char_p
-
-
-def _address(buf: bytes) -> int:
-    """Address of the bytes of ``buf`` (alive while the caller holds ``buf``)."""
-    return ctypes.cast(_CHAR_P(buf), ctypes.c_void_p).value
+_MISSING = object()
 
 
 # --- the driver --------------------------------------------------------------------------------------
@@ -224,6 +243,8 @@ def _error_name(code: int) -> str:
 
 
 def _dims(d) -> tuple:
+    if type(d) is int:
+        return d, 1, 1
     if isinstance(d, tuple):
         d = tuple(int(x) for x in d) + (1,) * (3 - len(d))
         return d
@@ -237,11 +258,12 @@ class Kernel:
     launch as the numba dispatcher does; every other attribute is the dispatcher's.
     """
 
-    __slots__ = ("dispatcher", "_plans", "_lock")
+    __slots__ = ("dispatcher", "_plans", "_keyed", "_lock")
 
     def __init__(self, dispatcher):
         self.dispatcher = dispatcher
-        self._plans: dict = {}
+        self._plans: dict = {}  # argument keys -> plan (None: numba's dispatcher launches these)
+        self._keyed: dict = {}  # callers' keys -> plan (see _Launch.keyed)
         self._lock = threading.Lock()
 
     def __getattr__(self, name):
@@ -257,6 +279,28 @@ class Kernel:
         if plan is None and key not in self._plans:
             plan = self._make_plan(key)
         return plan
+
+    def keyed_plan(self, key, args) -> Plan | None:
+        """The plan of a launch with ``args`` under a caller's ``key`` (see :meth:`_Launch.keyed`)."""
+        plan = self._keyed.get(key, _MISSING)
+        if plan is _MISSING:
+            plan = self._keyed[key] = self.plan(args)
+        return plan
+
+    def launch(self, config, plan: Plan | None, args) -> None:
+        """Launch ``args`` with launch configuration ``config`` by ``plan`` (None: by numba's dispatcher)."""
+        if plan is None:
+            self.dispatcher[config](*args)
+            return
+        stream = config[2] if len(config) > 2 else 0
+        shared = config[3] if len(config) > 3 else 0
+        gx, gy, gz = _dims(config[0])
+        bx, by, bz = _dims(config[1])
+        buf, extra = plan.slot()
+        plan.pack(buf, *args)
+        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, shared, stream_handle(stream), None, extra)
+        if code:
+            self.refuse(plan, args, config, _error_name(code))
 
     def _make_plan(self, key: tuple) -> Plan | None:
         with self._lock:
@@ -281,9 +325,10 @@ class Kernel:
         stop launching these argument types directly, with a warning: the direct path got something
         wrong that numba gets right, and should be fixed."""
         self.dispatcher[config](*args)
-        key = tuple(map(arg_key, args))
         with self._lock:
-            self._plans[key] = None
+            for table in (self._plans, self._keyed):
+                for key in [k for k, v in table.items() if v is plan]:
+                    table[key] = None
         warnings.warn(f"cuLaunchKernel of kernel {plan.name!r} (launch configuration {config}) failed: {error}; "
                       "numba's dispatcher launched it, and launches these argument types from now on (please "
                       "report this)", RuntimeWarning, stacklevel=3)
@@ -297,16 +342,13 @@ class _Launch:
         self.config = config
 
     def __call__(self, *args):
-        kernel, config = self.kernel, self.config
-        plan = kernel.plan(args)
-        if plan is None:
-            return kernel.dispatcher[config](*args)
-        grid, block, stream = config[0], config[1], config[2] if len(config) > 2 else 0
-        shared = config[3] if len(config) > 3 else 0
-        gx, gy, gz = _dims(grid)
-        bx, by, bz = _dims(block)
-        buf = plan.pack(*args)
-        extra = _Extra(_PARAM_BUFFER_POINTER, _address(buf), _PARAM_BUFFER_SIZE, plan.size_address, _PARAM_END)
-        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, shared, stream_handle(stream), None, extra)
-        if code:
-            kernel.refuse(plan, args, config, _error_name(code))
+        kernel = self.kernel
+        kernel.launch(self.config, kernel.plan(args), args)
+
+    def keyed(self, key, *args):
+        """Launch ``args`` whose numba types the caller's hashable ``key`` determines: two launches with equal
+        keys must have arguments of equal numba types (the same array dtypes, ndims and layouts, tuple
+        lengths, scalar types). The hot launchers (elementwise) know this from a few dtypes, which spares
+        typing a dozen arguments on every launch."""
+        kernel = self.kernel
+        kernel.launch(self.config, kernel.keyed_plan(key, args), args)

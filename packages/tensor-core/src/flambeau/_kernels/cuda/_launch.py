@@ -27,9 +27,9 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
-__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "sim", "be", "stream", "launch_1d",
-           "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX",
-           "ERR_VALUE"]
+__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "launch_keyed", "sim", "be", "stream",
+           "launch_1d", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag",
+           "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -60,6 +60,17 @@ def jit(pyfunc):
     from flambeau._kernels.cuda._direct import Kernel
 
     return Kernel(dispatcher)
+
+
+def launch_keyed(kernel, config: tuple, key, *args) -> None:
+    """``kernel[config](*args)``, the argument types fixed by the caller's ``key`` where the kernel launches
+    directly (``_direct._Launch.keyed``: equal keys, equal numba types); under the simulator, as usual."""
+    launch = kernel[config]
+    keyed = getattr(launch, "keyed", None)
+    if keyed is None:
+        launch(*args)
+    else:
+        keyed(key, *args)
 
 
 _SIM: list = []
@@ -113,6 +124,8 @@ def coalesce(shape: tuple, *strides: tuple) -> tuple:
     them as through one (``st[d] == st[d + 1] * shape[d + 1]``; broadcast dims merge too): a contiguous
     operation of any rank becomes 1-d, which the templates address without a division per dim (as
     torch's TensorIterator coalesces). Always at least 1-d."""
+    if len(shape) == 1:
+        return (tuple(shape),) + strides
     out_shape: list = []
     out_strides: list = [[] for _ in strides]
     for d, n in enumerate(shape):

@@ -58,6 +58,7 @@ from flambeau._kernels.cuda._launch import (
     is_array,
     jit,
     launch_1d,
+    launch_keyed,
     stream,
     strides_for,
 )
@@ -1017,10 +1018,10 @@ def binary_launcher(name: str):
         kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
                                          strides_for(b, shape) if ba else zeros)
         ref = backend.flat_view(a if aa else b)  # stands in for the scalar operand (never read)
-        grid, block = launch_1d(n)
-        k[grid, block, stream()](backend.flat_view(out), ost, backend.flat_view(a) if aa else ref, ast,
-                                 cast(0) if aa else cast(a), not aa, backend.flat_view(b) if ba else ref, bst,
-                                 cast(0) if ba else cast(b), not ba, kshape, n)
+        fo, fa, fb = backend.flat_view(out), backend.flat_view(a) if aa else ref, backend.flat_view(b) if ba else ref
+        launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, fb.dtype, len(kshape)),
+                     fo, ost, fa, ast, cast(0) if aa else cast(a), not aa, fb, bst, cast(0) if ba else cast(b), not ba,
+                     kshape, n)
         return out
 
     return launch
@@ -1061,8 +1062,8 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
     backend = be()
     k = unary_kernel(name, compute.name)
     kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
-    grid, block = launch_1d(n)
-    k[grid, block, stream()](backend.flat_view(out), ost, backend.flat_view(a), ast, kshape, n)
+    fo, fa = backend.flat_view(out), backend.flat_view(a)
+    launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, len(kshape)), fo, ost, fa, ast, kshape, n)
 
 
 def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (), out_dtype=None, out=None):
@@ -1095,8 +1096,9 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
             args += [ref, st, ct(x), True]
     p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
     k = nary_kernel(fn, arity, compute.name)
-    grid, block = launch_1d(n)
-    k[grid, block, stream()](backend.flat_view(out), ost, *args, p, kshape, n)
+    fo = backend.flat_view(out)
+    launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape)),
+                 fo, ost, *args, p, kshape, n)
     return out
 
 
