@@ -213,8 +213,10 @@ class _FakeCublas:
 
     def __init__(self):
         self.calls = []
+        self.streams_set = 0
 
     def cublasSetStream_v2(self, h, s):
+        self.streams_set += 1
         return 0
 
     def _gemm(self, dtype, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch):
@@ -250,6 +252,9 @@ def test_cublas_calls_against_a_model(monkeypatch):
     monkeypatch.setattr(_cublas, "available", lambda: True)
     monkeypatch.setattr(_cublas, "_lib", lambda: (_FakeFFI(), fake))
     monkeypatch.setattr(_cublas, "_handle", lambda i: 0)
+    import threading
+
+    monkeypatch.setattr(_cublas, "_tls", threading.local())
     for dtype, tol in ((fl.float32, 1e-5), (fl.float64, 1e-12), (fl.float16, 1e-2)):
         a, ac = _pair(2, 3, 4, 5, dtype=dtype)
         b, bc = _pair(3, 5, 2, dtype=dtype)
@@ -269,6 +274,7 @@ def test_cublas_calls_against_a_model(monkeypatch):
     n = len(fake.calls)
     _check(ac[..., ::2] @ bc[:, ::2], a[..., ::2] @ b[:, ::2], rtol=1e-2, atol=1e-2)  # strided: numba kernel
     assert len(fake.calls) == n
+    assert fake.streams_set == 1  # one stream all along: set once (cuBLAS resets its workspace on each set)
 
 
 # --- cuBLAS (tier 3) ------------------------------------------------------------------------------

@@ -181,9 +181,13 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     ffi, lib = _lib()
     from flambeau.cuda._streams import current_device, stream_handle
 
-    h = _handle(current_device())
+    device = current_device()
+    h = _handle(device)
     sv = stream_handle(stream)
-    lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
+    streams = _tls.__dict__.setdefault("streams", {})
+    if streams.get(device) != sv:  # cuBLAS resets its workspace on every cublasSetStream: only on a change
+        lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
+        streams[device] = sv
     half = dt == np.float16
     ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32
     pal = ffi.new(f"{ctype} *", alpha)
@@ -191,7 +195,7 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     item = dt.itemsize
     a0, b0, c0 = be.data_ptr(a) + aoff * item, be.data_ptr(b) + boff * item, be.data_ptr(out)
     sa, sb, sc = (abst[-1], bbst[-1], cbst[-1]) if nb else (0, 0, 0)
-    for idx in np.ndindex(*outer):
+    for idx in np.ndindex(*outer) if outer else ((),):  # (np.ndindex costs microseconds to set up)
         pa = a0 + sum(i * s for i, s in zip(idx, abst)) * item
         pb = b0 + sum(i * s for i, s in zip(idx, bbst)) * item
         pc = c0 + sum(i * s for i, s in zip(idx, cbst)) * item

@@ -168,7 +168,10 @@ def _handle(ffi, lib, stream):
         _check(lib.cudnnCreate(p), "cudnnCreate")
         h = handles[dev] = p[0]
     sv = stream_handle(stream)
-    _check(lib.cudnnSetStream(h, ffi.cast("cudaStream_t", sv)), "cudnnSetStream")
+    streams = _tls.__dict__.setdefault("streams", {})
+    if streams.get(dev) != sv:  # set on a change only (the handle is this thread's)
+        _check(lib.cudnnSetStream(h, ffi.cast("cudaStream_t", sv)), "cudnnSetStream")
+        streams[dev] = sv
     return h
 
 

@@ -253,6 +253,7 @@ def _logsumexp_op(acc):
 
 # op name -> (factory of its python functions given the accumulator type, accumulator kind):
 # "out" accumulates in the output dtype's accumulator, "in" in the input's, "f" a float.
+@functools.cache
 def _table():
     inf = math.inf
     return {
