@@ -46,7 +46,7 @@ def floors():
 
     import flambeau as fl
     from flambeau._backends import backend
-    from flambeau.cuda._streams import current_stream
+    from flambeau.cuda._streams import current_stream, stream_handle
 
     be = backend("cuda")
 
@@ -64,7 +64,8 @@ def floors():
     sig = next(iter(k.overloads))
     kern = k.overloads[sig]
     cufunc = kern._codelibrary.get_cufunc()
-    print("cufunc", type(cufunc).__name__, "handle", type(cufunc.handle), int(cufunc.handle), "stream", int(s))
+    print("cufunc", type(cufunc).__name__, "handle", type(cufunc.handle), int(cufunc.handle), "stream",
+          stream_handle(s))
     libcuda = ctypes.CDLL("libcuda.so.1")
     launch = libcuda.cuLaunchKernel
     launch.restype = ctypes.c_int
@@ -73,7 +74,7 @@ def floors():
     b = be.empty((64,), np.float32)
     ptr = be.data_ptr(b)
     size = ctypes.c_size_t(fmt.size)
-    func, sh = int(cufunc.handle), int(s)
+    func, sh = int(cufunc.handle), stream_handle(s)
 
     def raw():
         buf = fmt.pack(0, 0, 64, 4, ptr, 64, 4, 64, 5.0)
