@@ -4,7 +4,8 @@ Run on a lent GPU (part of ``tools/gpu_session.sh``, stage ``profile``). Prints:
   1. per-call microseconds of pieces of the launch path (numba's dispatcher on a trivial kernel, a
      raw ``cuLaunchKernel`` of the same kernel, building a device array, allocating, the stream);
   2. cProfile of ``x + 1`` on an 8-element tensor, by own time and by cumulative time;
-  3. cProfile of MLP and LeNet training steps (benchmarks/train.py), by own time.
+  3. cProfile of training steps (benchmarks/train.py), backward included, by own and cumulative time;
+  4. flambeau's profiler with CUDA activity over ResNet-18 steps: which operators take the device's time.
 """
 
 from __future__ import annotations
@@ -147,8 +148,29 @@ def profile_model(name, steps=10):
     show(pr, "cumulative", 60)
 
 
+def device_time(name, steps=3):
+    """flambeau.profiler's table of ``steps`` training steps of ``name`` by CUDA time: where the GPU spends it."""
+    import torch
+    import train
+
+    import flambeau as fl
+    from flambeau.profiler import ProfilerActivity, profile
+
+    _, _, fl_step, _ = train.build_pair(torch, name, device="cuda")
+    for _ in range(2):
+        fl_step()
+    fl.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fl_step()
+        fl.cuda.synchronize()
+    print(f"=== {name}, {steps} steps, flambeau.profiler by CUDA time")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30))
+
+
 if __name__ == "__main__":
-    for fn in (floors, profile_small_op, lambda: profile_model("mlp"), lambda: profile_model("resnet18", 3)):
+    for fn in (floors, profile_small_op, lambda: profile_model("mlp"), lambda: profile_model("resnet18", 3),
+               lambda: device_time("resnet18")):
         try:
             fn()
         except Exception:

@@ -51,7 +51,7 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 # 0. what loads and whether the basic paths agree with torch
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
-want profile && { timeout 120 $PY tools/gpu_profile.py > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
+want profile && { timeout 180 $PY tools/gpu_profile.py > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
 want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only gpt > "$OUT/gpu_bench.txt" 2>&1

@@ -5,8 +5,13 @@ kernel is compiled), so what is timed and profiled is the Python an operator run
 its launch: the front, the launcher, allocation, views, argument packing. On a GPU that time is the
 floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from the repository root:
 
-    python tools/host_overhead.py            # per-call microseconds of a few operators
-    python tools/host_overhead.py --profile  # and cProfile of x + 1
+    python tools/host_overhead.py                  # per-call microseconds of a few operators
+    python tools/host_overhead.py --profile        # and cProfile of x + 1
+    python tools/host_overhead.py --model resnet18 # host time of training steps of benchmarks/train.py
+                                                   # models (add --profile for cProfile of them)
+
+Copies to and from the fake device move nothing (a read gives zeros), and cuBLAS and cuDNN are absent,
+so the matrix products and convolutions take their numba paths' host code.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import pstats
 import sys
 import time
 import types
+
+import numpy as np
 
 
 def fake_device():
@@ -69,6 +76,7 @@ def fake_device():
 
     _streams._set_driver(Driver())
     fl.cuda._available[:] = [True]
+    fl.cuda.device_count = lambda: 1
     fl.cuda.set_allocator(Allocator(), 0)
     be = backend("cuda")
     be._context = lambda index: None
@@ -81,6 +89,20 @@ def fake_device():
     _direct.Kernel._make_plan = make_plan
     _direct._DRIVER[:] = [(lambda *args: 0, None)]
     _direct._ARRAY_CLASSES.add(be._DevArray)
+    be.from_numpy = lambda arr, device=None: be.empty(np.asarray(arr).shape, np.asarray(arr).dtype, device)
+    be.to_numpy = lambda arr: np.zeros(arr.shape, arr.dtype)
+    be.copy_ = lambda dst, src: None
+
+    class Flag(be._DevArray):  # the device error flag (a mapped array on a GPU): never set here
+        def __getitem__(self, i):
+            return 0
+
+    from flambeau.cuda import _sync
+
+    flag = be.empty((4,), np.int64)
+    flag.__class__ = Flag
+    _direct._ARRAY_CLASSES.add(Flag)
+    _sync._flags[0] = flag
     return fl
 
 
@@ -93,8 +115,43 @@ def per_call_us(fn, calls=3000):
     return (time.perf_counter() - t0) / calls * 1e6
 
 
+def model_steps(fl, name: str, profile: bool) -> None:
+    """Milliseconds of host time per training step of ``name`` (benchmarks/train.py) on the fake device."""
+    sys.path.insert(0, "benchmarks")
+    import train
+
+    spec = train.MODELS[name]
+    model = spec.builder(fl).to("cuda")
+    x, y = spec.make_batch(np.random.default_rng(0))
+    optimizer = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
+    step = train.train_step(fl, spec, model, optimizer, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))
+    from flambeau.autograd import _device_threads
+
+    _device_threads.run_on_device = lambda device, fn: fn()  # backward on this thread: one profile sees it
+    for _ in range(2):
+        step()
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    print(f"{name}: {sorted(times)[2] * 1e3:.2f} ms of host time per step (median of 5)")
+    if profile:
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(3):
+            step()
+        pr.disable()
+        s = io.StringIO()
+        pstats.Stats(pr, stream=s).strip_dirs().sort_stats("tottime").print_stats(35)
+        print(s.getvalue())
+
+
 def main():
     fl = fake_device()
+    if "--model" in sys.argv:
+        model_steps(fl, sys.argv[sys.argv.index("--model") + 1], "--profile" in sys.argv)
+        return
     x = fl.empty(8, device="cuda")
     w = fl.empty(64, 64, device="cuda")
     cases = {"x + 1": lambda: x + 1, "x * x": lambda: x * x, "x.add_(1)": lambda: x.add_(1),
