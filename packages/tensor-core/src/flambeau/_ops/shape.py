@@ -10,7 +10,9 @@ Note [Device-agnostic views]
     array with the input's shape and strides over a one-element dummy buffer, which is never
     read; the shadow's shape, strides and pointer give the view's (shape, strides, offset), and
     ``backend(device.type).as_strided(storage._buffer, shape, strides, offset)`` builds the
-    device array. One code path serves every device, so views have no kernels.
+    device array. One code path serves every device, so views have no kernels. Shadows are kept per
+    (dtype, shape, strides), read-only and shared: a model's views repeat their geometry every step,
+    and numpy's ``as_strided`` that makes one costs microseconds.
 
 Kernel convention for the copying operators (arrays in, array out; every device; CPU kernels in
 ``flambeau._kernels.cpu.shape``):
@@ -75,7 +77,10 @@ _int64 = dt.int64
 
 
 # --- view plumbing (Note [Device-agnostic views]) -------------------------------------------------
-_DUMMIES: dict = {}
+_DUMMIES: dict = {}  # dtype -> the one-element buffer shadows point into
+_DUMMY_PTRS: dict = {}  # dtype -> its address
+_SHADOWS: dict = {}  # (dtype, shape, strides) -> the shadow of that geometry (read-only)
+_MAX_SHADOWS = 4096
 
 
 def _src(input: Tensor):
@@ -83,10 +88,18 @@ def _src(input: Tensor):
     if input._device is CPU:
         return input._data
     d = input._data
-    dummy = _DUMMIES.get(d.dtype)
-    if dummy is None:
-        dummy = _DUMMIES[d.dtype] = np.empty(1, d.dtype)
-    return _as_strided_np(dummy, tuple(d.shape), tuple(d.strides))
+    key = (d.dtype, d.shape, d.strides)
+    shadow = _SHADOWS.get(key)
+    if shadow is None:  # numpy's as_strided costs microseconds; a model's views repeat their geometry
+        dummy = _DUMMIES.get(d.dtype)
+        if dummy is None:
+            dummy = _DUMMIES[d.dtype] = np.empty(1, d.dtype)
+            _DUMMY_PTRS[d.dtype] = _ptr(dummy)
+        if len(_SHADOWS) >= _MAX_SHADOWS:
+            _SHADOWS.clear()
+        shadow = _SHADOWS[key] = _as_strided_np(dummy, tuple(d.shape), tuple(d.strides))
+        shadow.flags.writeable = False  # never read nor written; shared by every view of this geometry
+    return shadow
 
 
 def _ptr(arr) -> int:
@@ -120,7 +133,7 @@ def _mkview(input: Tensor, arr) -> Tensor:
     dev = input._device
     if dev is not CPU:
         item = input.dtype.itemsize
-        off = input.storage_offset() + (_ptr(arr) - _ptr(_DUMMIES[arr.dtype])) // item
+        off = input.storage_offset() + (_ptr(arr) - _DUMMY_PTRS[arr.dtype]) // item
         arr = backend(dev.type).as_strided(input._storage._buffer, tuple(arr.shape),
                                            tuple(s // item for s in arr.strides), off, input.dtype.np)
     out = _wrap(arr, dev, input._storage, input.dtype)
