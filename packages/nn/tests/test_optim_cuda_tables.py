@@ -58,13 +58,17 @@ def test_uploads_are_reused_for_the_same_bytes(monkeypatch):
     from flambeau import _backends
 
     copies = []
+    stream = types.SimpleNamespace(device_index=0, cuda_stream=0)
     monkeypatch.setattr(ck, "_UPLOADS", {})
-    monkeypatch.setattr(flambeau.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(flambeau.cuda, "current_stream", lambda: stream)
     monkeypatch.setattr(_backends, "backend", lambda name: types.SimpleNamespace(
         from_numpy=lambda host: copies.append(host.copy()) or copies[-1]))
     a = ck._upload(np.array([1, 2, 3]))
     assert ck._upload(np.array([1, 2, 3])) is a and len(copies) == 1
     assert ck._upload(np.array([1.0, 2.0, 3.0])) is not a and len(copies) == 2  # another dtype
+    stream.cuda_stream = 0x50  # another stream: its own copy (nothing orders it after the first one's)
+    assert ck._upload(np.array([1, 2, 3])) is not a and len(copies) == 3
+    stream.cuda_stream = 0
     for i in range(ck._MAX_UPLOADS + 1):
         ck._upload(np.array([i + 10]))
     assert len(ck._UPLOADS) <= ck._MAX_UPLOADS

@@ -340,9 +340,11 @@ def _upload(host: np.ndarray):
     parameter table (addresses, sizes, chunks) and scalars are usually the last step's, and each copy
     costs a driver call. The copies are never written."""
     from flambeau._backends import backend
-    from flambeau.cuda import current_device
+    from flambeau.cuda import current_stream
 
-    key = (current_device(), host.dtype.str, host.shape, host.tobytes())
+    # by stream too: a copy queued on one stream must not be read by a kernel on another (nothing orders them)
+    stream = current_stream()
+    key = (stream.device_index, stream.cuda_stream, host.dtype.str, host.shape, host.tobytes())
     dev = _UPLOADS.get(key)
     if dev is None:
         if len(_UPLOADS) >= _MAX_UPLOADS:

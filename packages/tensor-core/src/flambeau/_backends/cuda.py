@@ -164,9 +164,10 @@ else:
             with _POINTER_LOCK:  # two threads must not both make one: only one pointer can take the free
                 made = self.__dict__.get("gpu_data")
                 if made is None:
-                    free = self.__dict__.pop("_fl_free")  # the pointer frees the memory from now on
+                    free = self.__dict__["_fl_free"]
                     made = _driver.MemoryPointer(_context(self._fl_device), _driver.binding.CUdeviceptr(self._fl_ptr),
                                                  self.alloc_size, finalizer=functools.partial(free, self._fl_ptr))
+                    del self.__dict__["_fl_free"]  # the pointer frees the memory from now on
                     self.__dict__["gpu_data"] = made
                 return made
 

@@ -130,6 +130,7 @@ def current_blas_handle() -> int:
         why = "numba's CUDA simulator has no cuBLAS" if cuda.is_simulator() else _cublas._state.get("why")
         raise RuntimeError(f"current_blas_handle: cuBLAS is not available ({why})")
     handle = _cublas._handle(cuda.current_device())
+    _cublas.forget_stream(cuda.current_device())  # its user may set a stream on it: set ours again next time
     return int(_cublas._state["ffi"].cast("uintptr_t", handle))
 
 

@@ -129,6 +129,11 @@ def _handle(device_index: int):
     return h
 
 
+def forget_stream(device_index: int) -> None:
+    """Forget which stream the calling thread's handle of ``device_index`` has (it was handed out)."""
+    _tls.__dict__.get("streams", {}).pop(device_index, None)
+
+
 def _layout(rs: int, cs: int, rows: int, cols: int):
     """(op, ld) describing a row-major ``rows x cols`` matrix with strides ``rs, cs`` to cuBLAS, or None."""
     if cs == 1 and (rs >= max(cols, 1) or rows == 1):
@@ -186,7 +191,9 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     sv = stream_handle(stream)
     streams = _tls.__dict__.setdefault("streams", {})
     if streams.get(device) != sv:  # cuBLAS resets its workspace on every cublasSetStream: only on a change
-        lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
+        rc = lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
+        if rc != 0:
+            raise RuntimeError(f"cublasSetStream failed with status {rc}")
         streams[device] = sv
     half = dt == np.float16
     ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32

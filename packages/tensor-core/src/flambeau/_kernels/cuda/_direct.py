@@ -19,7 +19,8 @@ Note [Direct kernel launches]
       ``meminfo, parent, nitems, itemsize, data, shape..., strides...`` (all 64-bit), a tuple is its
       elements, a boolean one byte, float16 two, complex numbers two floats. Its packing function is
       generated source (one ``struct.pack`` call), and the buffer goes to ``cuLaunchKernel`` as
-      ``CU_LAUNCH_PARAM_BUFFER_POINTER``.
+      ``CU_LAUNCH_PARAM_BUFFER_POINTER`` with its exact size (no trailing padding: on an H100 the pooling,
+      grid-sample and normalisation kernels, whose parameters end in a byte, launch so).
     * A device array is typed ``C`` when its strides are exactly the C-contiguous ones (dims of length
       1 aside) and ``A`` otherwise, whatever numba itself would say: the kernel then reads the strides
       it is given, so the layout is right by construction. flambeau's device arrays report the same
@@ -134,8 +135,10 @@ def _flatten(ty, expr: str, fmt: list, values: list) -> None:
     from numba.core import types
 
     if isinstance(ty, types.Array):
+        from numba.np.numpy_support import as_dtype
+
         fmt.append("q" * (5 + 2 * ty.ndim))
-        values += ["0", "0", f"{expr}.size", str(np.dtype(str(ty.dtype)).itemsize), f"_ptr({expr})"]
+        values += ["0", "0", f"{expr}.size", str(as_dtype(ty.dtype).itemsize), f"_ptr({expr})"]
         values += [f"*{expr}.shape", f"*{expr}.strides"]
     elif isinstance(ty, types.BaseTuple):
         for i, t in enumerate(ty):
@@ -284,7 +287,9 @@ class Kernel:
         """The plan of a launch with ``args`` under a caller's ``key`` (see :meth:`_Launch.keyed`)."""
         plan = self._keyed.get(key, _MISSING)
         if plan is _MISSING:
-            plan = self._keyed[key] = self.plan(args)
+            plan = self.plan(args)
+            with self._lock:  # (refuse() walks this table under the lock)
+                plan = self._keyed.setdefault(key, plan)
         return plan
 
     def launch(self, config, plan: Plan | None, args) -> None:
@@ -309,12 +314,15 @@ class Kernel:
             plan = None
             if None not in key:
                 argtypes = tuple(numba_type(k) for k in key)
-                compiled = self.dispatcher.compile(argtypes)
+                compiled = self.dispatcher.compile(argtypes)  # a typing error is the caller's: it propagates
                 handle = compiled._codelibrary.get_cufunc().handle
                 direct = (type(handle).__name__ == "CUkernel" and not compiled.debug and not compiled.cooperative
                           and not compiled.extensions and not getattr(compiled, "launch_config_sensitive", False))
                 if direct:
-                    plan = Plan(int(handle), argtypes, getattr(self.dispatcher.py_func, "__name__", "kernel"))
+                    try:
+                        plan = Plan(int(handle), argtypes, getattr(self.dispatcher.py_func, "__name__", "kernel"))
+                    except (TypeError, ValueError, struct.error):  # a type the packer does not know: numba's way
+                        plan = None
             self._plans[key] = plan
             return plan
 
@@ -327,7 +335,7 @@ class Kernel:
         self.dispatcher[config](*args)
         with self._lock:
             for table in (self._plans, self._keyed):
-                for key in [k for k, v in table.items() if v is plan]:
+                for key in [k for k, v in list(table.items()) if v is plan]:
                     table[key] = None
         warnings.warn(f"cuLaunchKernel of kernel {plan.name!r} (launch configuration {config}) failed: {error}; "
                       "numba's dispatcher launched it, and launches these argument types from now on (please "
