@@ -274,14 +274,9 @@ def _element(family: str):
 @functools.cache
 def _kernel(family: str, multi: bool):
     builder = _multi_py if multi else _each_py
-    compiled = _bind().jit(builder(_element(family)))
-    from flambeau._backends import backend
+    from flambeau._kernels.cuda._launch import direct  # launched as tensor-core's own kernels are
 
-    if backend("cuda").is_simulator():
-        return compiled
-    from flambeau._kernels.cuda._direct import Kernel  # launched as tensor-core's own kernels are
-
-    return Kernel(compiled)
+    return direct(_bind().jit(builder(_element(family))))
 
 
 # --- gathering and launching ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda as _cuda
 from numba.core import config as _config
 
+from flambeau._kernels.cuda._direct import layout_of
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau.cuda._allocator import get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
@@ -78,7 +79,7 @@ else:
     from numba.cuda.cudadrv import dummyarray as _dummyarray
     from numba.cuda.cudadrv.devicearray import DeviceNDArray as _NumbaDevArray
 
-    from flambeau._kernels.cuda._direct import array_type, layout_of, register_array_class
+    from flambeau._kernels.cuda._direct import array_type, device_ptr, register_array_class
 
     class _DevArray(_NumbaDevArray):
         """numba's device array with numpy's ``reshape``, a cheap constructor for views, and the layout
@@ -326,9 +327,7 @@ def data_ptr(arr) -> int:
     """Device address of the first element of ``arr`` (0 for empty arrays)."""
     if SIM:
         return _raw(arr).__array_interface__["data"][0]
-    if type(arr) is _DevArray:
-        return arr._fl_ptr
-    return int(arr.device_ctypes_pointer.value or 0)
+    return device_ptr(arr)
 
 
 storage_data_ptr = data_ptr
@@ -393,14 +392,7 @@ def reinterpret(arr, np_dtype):
 
 
 def is_c_contiguous(arr) -> bool:
-    item = arr.dtype.itemsize
-    expected = item
-    for n, s in zip(reversed(arr.shape), reversed(arr.strides)):
-        if n != 1:
-            if s != expected:
-                return False
-            expected *= n
-    return True
+    return layout_of(tuple(arr.shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
 
 
 def to_numpy(arr) -> np.ndarray:

@@ -48,7 +48,7 @@ import numpy as np
 from flambeau.cuda._streams import stream_handle
 
 __all__ = ["Kernel", "Plan", "arg_key", "numba_type", "array_type", "param_format", "pack_source", "layout_of",
-           "register_array_class"]
+           "register_array_class", "device_ptr"]
 
 # CU_LAUNCH_PARAM_* markers of cuLaunchKernel's ``extra`` argument (cuda.h)
 _PARAM_END, _PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE = 0, 1, 2
@@ -180,7 +180,7 @@ def pack_source(argtypes) -> str:
     return f"def pack(buf, {', '.join(names)}):\n    _pack_into(buf, 0, {', '.join(values)})\n"
 
 
-def _device_ptr(a) -> int:
+def device_ptr(a) -> int:
     """Device address of array ``a``'s first element (flambeau's arrays know it: ``_fl_ptr``)."""
     p = getattr(a, "_fl_ptr", None)
     if p is not None:
@@ -195,7 +195,7 @@ class Plan:
 
     def __init__(self, func: int, argtypes, name: str):
         fmt = struct.Struct(param_format(argtypes))
-        namespace = {"_pack_into": fmt.pack_into, "_ptr": _device_ptr}
+        namespace = {"_pack_into": fmt.pack_into, "_ptr": device_ptr}
         exec(compile(pack_source(argtypes), f"<pack {name}>", "exec"), namespace)  # noqa: S102 - our own source
         self.func = func
         self.pack = namespace["pack"]

@@ -27,8 +27,8 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
-__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "launch_keyed", "sim", "be", "stream",
-           "launch_1d", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag",
+__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "direct", "launch_keyed", "sim", "be",
+           "stream", "launch_1d", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag",
            "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
@@ -54,7 +54,12 @@ def jit(pyfunc):
     in ``_direct``); under the simulator, numba's dispatcher itself."""
     from numba import cuda
 
-    dispatcher = cuda.jit(cache=CACHE)(pyfunc)
+    return direct(cuda.jit(cache=CACHE)(pyfunc))
+
+
+def direct(dispatcher):
+    """numba.cuda kernel ``dispatcher`` launched straight through the driver (Note [Direct kernel launches]
+    in ``_direct``); under the simulator, the dispatcher itself."""
     if sim():
         return dispatcher
     from flambeau._kernels.cuda._direct import Kernel
