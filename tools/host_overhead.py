@@ -8,10 +8,12 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
     python tools/host_overhead.py                  # per-call microseconds of a few operators
     python tools/host_overhead.py --profile        # and cProfile of x + 1
     python tools/host_overhead.py --model resnet18 # host time of training steps of benchmarks/train.py
-                                                   # models (add --profile for cProfile of them)
+                                                   # models (add --profile for cProfile of them,
+                                                   # --sort cumtime to order it so)
 
-Copies to and from the fake device move nothing (a read gives zeros), and cuBLAS and cuDNN are absent,
-so the matrix products and convolutions take their numba paths' host code.
+Copies to and from the fake device move nothing (a read gives zeros). cuBLAS and cuDNN are fake
+libraries whose every call returns success at once, so matrix products and convolutions take the host
+path they take on a GPU (``--no-libraries``: without them, the numba kernels' paths).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import types
 import numpy as np
 
 
-def fake_device():
+def fake_device(libraries: bool = True):
     import flambeau as fl
     from flambeau._backends import backend
     from flambeau._kernels.cuda import _direct
@@ -103,7 +105,38 @@ def fake_device():
     flag.__class__ = Flag
     _direct._ARRAY_CLASSES.add(Flag)
     _sync._flags[0] = flag
+    if libraries:
+        _fake_libraries()
     return fl
+
+
+class _FakeLibrary:
+    """A cffi library whose every function returns 0 (success) at once; cuDNN's algorithm queries report
+    one usable algorithm needing no workspace."""
+
+    def __getattr__(self, name):
+        if name == "cudnnGetVersion":
+            return lambda: 90000
+        if name.startswith("cudnnGetConvolution") and name.endswith("Algorithm_v7"):
+            def pick(*args):
+                count, perf = args[-2], args[-1]
+                count[0] = 1
+                perf[0].algo, perf[0].status, perf[0].memory, perf[0].determinism = 0, 0, 0, 1
+                return 0
+            return pick
+        return lambda *args: 0
+
+
+def _fake_libraries() -> None:
+    """cuBLAS and cuDNN as :class:`_FakeLibrary` behind their real cffi declarations."""
+    import cffi
+
+    from flambeau._kernels.cuda import _cublas, _cudnn
+
+    for module in (_cublas, _cudnn):
+        ffi = cffi.FFI()
+        ffi.cdef(module._CDEF)
+        module._state["ffi"], module._state["lib"] = ffi, _FakeLibrary()
 
 
 def per_call_us(fn, calls=3000):
@@ -143,12 +176,13 @@ def model_steps(fl, name: str, profile: bool) -> None:
             step()
         pr.disable()
         s = io.StringIO()
-        pstats.Stats(pr, stream=s).strip_dirs().sort_stats("tottime").print_stats(35)
+        order = sys.argv[sys.argv.index("--sort") + 1] if "--sort" in sys.argv else "tottime"
+        pstats.Stats(pr, stream=s).strip_dirs().sort_stats(order).print_stats(35)
         print(s.getvalue())
 
 
 def main():
-    fl = fake_device()
+    fl = fake_device(libraries="--no-libraries" not in sys.argv)
     if "--model" in sys.argv:
         model_steps(fl, sys.argv[sys.argv.index("--model") + 1], "--profile" in sys.argv)
         return

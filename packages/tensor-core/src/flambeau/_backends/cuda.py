@@ -30,7 +30,7 @@ from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
            "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array",
-           "reinterpret"]
+           "reinterpret", "contiguous_flat", "view_from"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
 
@@ -106,25 +106,46 @@ else:
         """
 
         @classmethod
-        def _bare(cls, shape: tuple, strides: tuple, dtype, stream, alloc_size: int | None = None):
+        def _bare(cls, shape: tuple, strides: tuple, dtype, stream):
             a = object.__new__(cls)
             a.ndim = len(shape)
             a.shape = shape
             a.strides = strides
             a.dtype = dtype
             a.size = math.prod(shape)
-            a.alloc_size = _extent(shape, strides, dtype.itemsize) if alloc_size is None else alloc_size
             a.stream = stream
             return a
+
+        @functools.cached_property
+        def alloc_size(self) -> int:
+            """Bytes the array spans (numba's name; worked out when first asked for: views need it only
+            when numba's own methods do). numba's constructor sets it on the arrays it makes."""
+            return _extent(self.shape, self.strides, self.dtype.itemsize)
 
         @classmethod
         def view_of(cls, base, shape: tuple, strides: tuple, dtype, start: int = 0):
             """A view of device array ``base``'s memory from byte ``start``: ``shape`` (ints), byte
-            ``strides`` (non-negative ints), numpy ``dtype``; it keeps ``base`` alive."""
+            ``strides`` (non-negative ints), numpy ``dtype``; it keeps ``base``'s memory alive."""
             a = cls._bare(shape, strides, dtype, base.stream)
-            a._fl_owner = base
-            a._fl_start = start
             a._fl_ptr = base._fl_ptr + start if a.size else 0
+            a._fl_owner, a._fl_start = _anchor(base, start)
+            return a
+
+        @classmethod
+        def flat_of(cls, base):
+            """The 1-d view of C-contiguous ``base``'s ``base.size`` elements (``view_of`` without its arithmetic)."""
+            a = object.__new__(cls)
+            n = base.size
+            dtype = a.dtype = base.dtype
+            a.ndim = 1
+            a.shape = (n,)
+            a.strides = (dtype.itemsize,)
+            a.size = n
+            a.alloc_size = n * dtype.itemsize
+            a.stream = base.stream
+            a._fl_ptr = base._fl_ptr if n else 0
+            a._fl_owner, a._fl_start = _anchor(base, 0)
+            a._fl_c = True
             return a
 
         @classmethod
@@ -132,8 +153,10 @@ else:
                        free):
             """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
             ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
-            a = cls._bare(shape, strides, dtype, stream, nbytes)
+            a = cls._bare(shape, strides, dtype, stream)
+            a.alloc_size = nbytes
             a._fl_ptr = address
+            a._fl_c = True  # (empty's arrays are C-contiguous: see contiguous_flat)
             a._fl_device = device
             a._fl_free = free
             return a
@@ -193,6 +216,15 @@ else:
                 return contiguous(self).reshape(shape)
             return _DevArray.view_of(self, shape, strides, self.dtype)
 
+    def _anchor(base, start: int) -> tuple:
+        """``(owner, start)`` of a view ``start`` bytes into ``base``: a view of a view hangs on the memory's
+        owner, never on a chain of views (a view op in a loop would otherwise chain without end, and
+        ``gpu_data`` would recurse down the chain)."""
+        owner_start = base.__dict__.get("_fl_start")
+        if owner_start is None:
+            return base, start
+        return base._fl_owner, owner_start + start
+
     _POINTER_LOCK = threading.Lock()
     register_array_class(_DevArray)
     register_array_class(_NumbaDevArray)
@@ -220,6 +252,10 @@ def _as_ours(arr):
 def _resolve_shape(shape: tuple, size: int) -> tuple:
     """``shape`` with its ``-1`` worked out for ``size`` elements, or numpy's error: numpy reshapes a
     broadcast scalar (no memory, every stride 0) to any shape of that size without a copy."""
+    if -1 not in shape and math.prod(shape) == size and (not shape or min(shape) >= 0):
+        return shape  # the common case, without numpy's microseconds
+    if shape == (-1,):
+        return (size,)
     return np.broadcast_to(np.empty((), np.uint8), (size,)).reshape(shape).shape
 
 
@@ -362,6 +398,18 @@ def as_strided(buffer, shape: tuple, strides: tuple, offset: int, np_dtype=None)
     return _DevArray.view_of(_as_ours(buffer), shape, bstrides, dtype, offset * item)
 
 
+def view_from(arr, buffer, shape: tuple, strides: tuple, start: int, np_dtype):
+    """A view of device array ``arr``'s memory (part of flat storage array ``buffer``) from byte ``start``
+    past ``arr``'s first element: ``shape``, byte ``strides`` (non-negative), elements of ``np_dtype``.
+    The view operators' way to the device (Note [Device-agnostic views]); bounds are the caller's."""
+    dtype = np.dtype(np_dtype)
+    if SIM:
+        item = dtype.itemsize
+        offset = (data_ptr(arr) - data_ptr(buffer) + start) // item
+        return as_strided(buffer, shape, tuple(s // item for s in strides), offset, dtype)
+    return _DevArray.view_of(_as_ours(arr), shape, tuple(strides), dtype, start)
+
+
 def flat_view(arr):
     """A 1-d contiguous device array spanning the memory of view ``arr`` from its first element.
 
@@ -377,6 +425,21 @@ def flat_view(arr):
             return _make(np.empty(0, raw.dtype), arr.stream)
         return _make(np.lib.stride_tricks.as_strided(raw, (n,), (item,)), arr.stream)
     return _DevArray.view_of(_as_ours(arr), (n,), (item,), arr.dtype)
+
+
+def contiguous_flat(arr):
+    """A 1-d view of device array ``arr``'s elements when ``arr`` is C-contiguous (``arr`` itself when 1-d),
+    else None: the launchers' fast path, where every operand is C-contiguous of one shape and a kernel
+    needs neither broadcasting nor strides (whether an array is C-contiguous is worked out once per array)."""
+    shape = arr.shape
+    if len(shape) == 1:
+        return arr if arr.strides[0] == arr.dtype.itemsize or shape[0] <= 1 else None
+    if SIM:
+        return flat_view(arr) if is_c_contiguous(arr) else None
+    c = arr.__dict__.get("_fl_c")
+    if c is None:
+        c = arr._fl_c = layout_of(tuple(shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
+    return _DevArray.flat_of(_as_ours(arr)) if c else None
 
 
 def reinterpret(arr, np_dtype):

@@ -128,14 +128,18 @@ def _strided(src, shape: tuple, strides: tuple):
         return _as_strided_np(src, shape, strides)
 
 
-def _mkview(input: Tensor, arr) -> Tensor:
-    """Wrap ``arr`` (from :func:`_src`) as a view of ``input``: shared storage, root ``_base``."""
+def _mkview(input: Tensor, arr, start: int | None = None) -> Tensor:
+    """Wrap ``arr`` (from :func:`_src`) as a view of ``input``: shared storage, root ``_base``.
+
+    ``start``: the byte offset of ``arr``'s first element from ``input``'s, where the caller knows it
+    (0 for views that keep the first element: transposes, reshapes, expansions); else read off the shadow.
+    """
     dev = input._device
     if dev is not CPU:
-        item = input.dtype.itemsize
-        off = input.storage_offset() + (_ptr(arr) - _DUMMY_PTRS[arr.dtype]) // item
-        arr = backend(dev.type).as_strided(input._storage._buffer, tuple(arr.shape),
-                                           tuple(s // item for s in arr.strides), off, input.dtype.np)
+        if start is None:
+            start = _ptr(arr) - _DUMMY_PTRS[arr.dtype]
+        arr = backend(dev.type).view_from(input._data, input._storage._buffer, tuple(arr.shape), arr.strides, start,
+                                          input.dtype.np)
     out = _wrap(arr, dev, input._storage, input.dtype)
     base = input._base
     out._base = input if base is None else base
@@ -270,7 +274,7 @@ def view(self: Tensor, *shape, dtype=None) -> Tensor:
     arr = _view_array(src, shape)
     if arr is None:
         raise RuntimeError(_VIEW_ERR)
-    out = _mkview(self, arr)
+    out = _mkview(self, arr, 0)
     if self._requires_grad and grad_state.enabled:
         record(VIEW, (self, shape), {}, out)
     return out
@@ -326,7 +330,7 @@ def reshape(input: Tensor, *shape) -> Tensor:
     shape = _infer_size(shape, src.size)
     arr = _view_array(src, shape)
     if arr is not None:
-        out = _mkview(input, arr)
+        out = _mkview(input, arr, 0)
         if input._requires_grad and grad_state.enabled:
             record(VIEW, (input, shape), {}, out)
         return out
@@ -403,7 +407,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     dims = _shape_args(dims, "dims")
     nd = input._data.ndim
     if sorted(dims) == _RANGES[nd] if nd < 8 else False:
-        out = _mkview(input, _src(input).transpose(dims))
+        out = _mkview(input, _src(input).transpose(dims), 0)
         if input._requires_grad and grad_state.enabled:
             record(PERMUTE, (input, dims), {}, out)
         return out
@@ -415,7 +419,7 @@ def permute(input: Tensor, *dims) -> Tensor:
     dims = tuple(wrap_dim(d, nd) for d in dims)
     if len(set(dims)) != nd:
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    out = _mkview(input, _src(input).transpose(dims))
+    out = _mkview(input, _src(input).transpose(dims), 0)
     if input._requires_grad and grad_state.enabled:
         record(PERMUTE, (input, dims), {}, out)
     return out
@@ -431,9 +435,9 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     nd = input._data.ndim
     if nd == 0:
         wrap_dim(dim0, 0), wrap_dim(dim1, 0)
-        return _mkview(input, _src(input))
+        return _mkview(input, _src(input), 0)
     d0, d1 = wrap_dim(dim0, nd), wrap_dim(dim1, nd)
-    out = _mkview(input, _src(input).swapaxes(d0, d1))
+    out = _mkview(input, _src(input).swapaxes(d0, d1), 0)
     if input._requires_grad and grad_state.enabled:
         record(TRANSPOSE, (input, d0, d1), {}, out)
     return out
@@ -472,7 +476,7 @@ def t(input: Tensor) -> Tensor:
     nd = input._data.ndim
     if nd > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
-    out = _mkview(input, _src(input).T)
+    out = _mkview(input, _src(input).T, 0)
     if input._requires_grad and grad_state.enabled:
         record(T_OP, (input,), {}, out)
     return out
@@ -608,7 +612,7 @@ def expand(self: Tensor, *size) -> Tensor:
     size = _shape_args(size, "size")
     src = _src(self)
     shape = _expand_shape(src.shape, size, lambda: f"{self.type()}{{{list(src.shape)}}}")
-    out = _mkview(self, _expand_array(src, shape) if shape != src.shape else src)
+    out = _mkview(self, _expand_array(src, shape) if shape != src.shape else src, 0)
     if self._requires_grad and grad_state.enabled:
         record(EXPAND, (self, shape), {}, out)
     return out
@@ -664,7 +668,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
         dims = (dim,) if not isinstance(dim, (tuple, list)) else tuple(dim)
         axes = tuple(sorted({wrap_dim(d, nd) for d in dims}))
         axes = tuple(a for a in axes if nd and shape[a] == 1)
-    out = _mkview(input, src.squeeze(axes) if axes else src)
+    out = _mkview(input, src.squeeze(axes) if axes else src, 0)
     if input._requires_grad and grad_state.enabled:
         record(SQUEEZE, (input, axes), {}, out)
     return out
@@ -693,7 +697,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     strides = src.strides[:d] + (st,) + src.strides[d:]
     if arr.strides != strides:
         arr = _strided(src, shape, strides)
-    out = _mkview(input, arr)
+    out = _mkview(input, arr, 0)
     if input._requires_grad and grad_state.enabled:
         record(UNSQUEEZE, (input, d), {}, out)
     return out

@@ -162,6 +162,19 @@ def supports(dtype, ars, acs, brs, bcs, M, N, K) -> bool:
     return _plan(dtype, ars, acs, brs, bcs, M, N, K) is not None
 
 
+_SCALARS: dict = {}  # (C type, value) -> host memory holding it, which cuBLAS reads alpha and beta from
+
+
+def _scalar(ffi, ctype: str, value: float):
+    """A ``ctype *`` pointing at ``value`` (kept: GEMMs use a handful of alphas and betas, mostly 1 and 0)."""
+    p = _SCALARS.get((ctype, value))
+    if p is None:
+        if len(_SCALARS) >= 256:
+            _SCALARS.clear()
+        p = _SCALARS[ctype, value] = ffi.new(f"{ctype} *", value)
+    return p
+
+
 def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     """``out[z] = alpha * a[z] @ b[z] + beta * out[z]`` with cuBLAS; False when it cannot (the
     caller then uses the numba kernel), before anything is queued.
@@ -181,8 +194,12 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     la, lb = plan
     nb = len(batch)
     cbst = [math.prod(batch[d + 1:]) * M * N for d in range(nb)]
-    Z = batch[-1] if nb else 1
-    outer = batch[:-1] if nb else ()
+    # cuBLAS batches over one dim of uniform strides: the longest, so that fewest calls loop over the rest
+    # (attention's (batch, heads) views of a fused qkv projection do not merge into one dim)
+    zd = max(range(nb), key=batch.__getitem__) if nb else 0
+    Z = batch[zd] if nb else 1
+    outer = tuple(batch[d] for d in range(nb) if d != zd)
+    ost = [tuple(st[d] for d in range(nb) if d != zd) for st in (abst, bbst, cbst)]
     ffi, lib = _lib()
     from flambeau.cuda._streams import current_device, stream_handle
 
@@ -197,15 +214,14 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         streams[device] = sv
     half = dt == np.float16
     ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32
-    pal = ffi.new(f"{ctype} *", alpha)
-    pbe = ffi.new(f"{ctype} *", beta)
+    pal, pbe = _scalar(ffi, ctype, alpha), _scalar(ffi, ctype, beta)
     item = dt.itemsize
     a0, b0, c0 = be.data_ptr(a) + aoff * item, be.data_ptr(b) + boff * item, be.data_ptr(out)
-    sa, sb, sc = (abst[-1], bbst[-1], cbst[-1]) if nb else (0, 0, 0)
+    sa, sb, sc = (abst[zd], bbst[zd], cbst[zd]) if nb else (0, 0, 0)
     for idx in np.ndindex(*outer) if outer else ((),):  # (np.ndindex costs microseconds to set up)
-        pa = a0 + sum(i * s for i, s in zip(idx, abst)) * item
-        pb = b0 + sum(i * s for i, s in zip(idx, bbst)) * item
-        pc = c0 + sum(i * s for i, s in zip(idx, cbst)) * item
+        pa = a0 + sum(i * s for i, s in zip(idx, ost[0])) * item
+        pb = b0 + sum(i * s for i, s in zip(idx, ost[1])) * item
+        pc = c0 + sum(i * s for i, s in zip(idx, ost[2])) * item
         # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M)
         if half:
             rc = lib.cublasGemmStridedBatchedEx(

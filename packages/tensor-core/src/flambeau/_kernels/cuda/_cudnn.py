@@ -18,6 +18,7 @@ configuration (Note [cuDNN plans]).
 from __future__ import annotations
 
 import ctypes.util
+import math
 import threading
 
 import numpy as np
@@ -229,7 +230,7 @@ def _pick(ffi, get_algos, perf_type):
 
 
 def _supported(dtype, *shapes) -> bool:
-    return np.dtype(dtype) in _DATA and all(0 < int(np.prod(s)) <= _INT_MAX and min(s) > 0 for s in shapes)
+    return dtype in _DATA and all(0 < math.prod(s) <= _INT_MAX and min(s) > 0 for s in shapes)
 
 
 class _Plan:
@@ -272,6 +273,18 @@ _PLANS_LOCK = threading.Lock()
 _MAX_PLANS = 256
 
 
+_SCALARS: dict = {}  # dtype -> cuDNN's alpha = 1 and beta = 0 in its scaling type (host memory it reads)
+
+
+def _scalars(ffi, dtype) -> tuple:
+    """``(alpha, beta)`` pointers of value 1 and 0 for a convolution of ``dtype`` (made once: they never change)."""
+    pair = _SCALARS.get(dtype)
+    if pair is None:
+        ctype = "double" if dtype == np.float64 else "float"
+        pair = _SCALARS[dtype] = ffi.new(f"{ctype} *", 1.0), ffi.new(f"{ctype} *", 0.0)
+    return pair
+
+
 def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, a, b, out):
     """One cuDNN call: ``kind`` is ``forward`` (a = x, b = w, out = y), ``data`` (a = w, b = dy, out = dx) or
     ``filter`` (a = x, b = dy, out = dw)."""
@@ -281,10 +294,9 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     ffi, lib = _lib()
     backend = be()
     h = _handle(ffi, lib, stream())
-    ctype = "double" if np.dtype(dtype) == np.float64 else "float"
-    one, zero = ffi.new(f"{ctype} *", 1.0), ffi.new(f"{ctype} *", 0.0)
-    ptr = lambda arr: ffi.cast("void *", backend.data_ptr(arr))  # noqa: E731
-    key = (kind, np.dtype(dtype).str, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(stride), tuple(padding),
+    one, zero = _scalars(ffi, dtype)
+    ptr = lambda arr: ffi.cast("void *", 0 if arr is None else backend.data_ptr(arr))  # noqa: E731
+    key = (kind, dtype, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(stride), tuple(padding),
            tuple(dilation), int(groups), deterministic(), current_device())
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
@@ -296,7 +308,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
             plan = _PLANS[key] = _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
                                        dilation, groups)
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
-        ws = backend.empty((max(nbytes, 1),), np.uint8)
+        ws = backend.empty((nbytes,), np.uint8) if nbytes else None  # (ptr(None): NULL)
         if kind == "forward":
             rc = lib.cudnnConvolutionForward(h, one, d.x, ptr(a), d.w, ptr(b), d.conv, algo, ptr(ws), nbytes, zero,
                                              d.y, ptr(out))

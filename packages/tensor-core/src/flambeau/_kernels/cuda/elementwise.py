@@ -970,6 +970,13 @@ def unary_kernel(name: str, compute: str):
 # --- launchers ------------------------------------------------------------------------------------
 _WIDE = np.dtype(np.int64)
 
+# Note [Contiguous launches]
+#     Most elementwise calls of a training step have C-contiguous operands of the result's shape (or
+#     scalars). The launchers then skip the strided set-up (broadcast strides, coalescing, flat views from
+#     strides): the kernel runs 1-d over ``n`` elements with unit strides (a scalar's: 0), which is what
+#     coalescing would have made of it, so the kernel, its key and its results are the same.
+_UNIT, _NONE = (1,), (0,)
+
 
 _HALF, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -1014,11 +1021,19 @@ def binary_launcher(name: str):
         n = out.size
         if n == 0:
             return out
-        zeros = (0,) * len(shape)
-        kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
-                                         strides_for(b, shape) if ba else zeros)
-        ref = backend.flat_view(a if aa else b)  # stands in for the scalar operand (never read)
-        fo, fa, fb = backend.flat_view(out), backend.flat_view(a) if aa else ref, backend.flat_view(b) if ba else ref
+        fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
+        fa = backend.contiguous_flat(a) if aa and fo is not None and a.shape == shape else None
+        fb = backend.contiguous_flat(b) if ba and fo is not None and b.shape == shape else None
+        if fo is not None and (fa is not None or not aa) and (fb is not None or not ba):
+            kshape, ost, ast, bst = (n,), _UNIT, _UNIT if aa else _NONE, _UNIT if ba else _NONE
+            fa, fb = (fb if fa is None else fa), (fa if fb is None else fb)  # a scalar's slot: the other (never read)
+        else:
+            zeros = (0,) * len(shape)
+            kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
+                                             strides_for(b, shape) if ba else zeros)
+            ref = backend.flat_view(a if aa else b)  # stands in for the scalar operand (never read)
+            fo = backend.flat_view(out)
+            fa, fb = backend.flat_view(a) if aa else ref, backend.flat_view(b) if ba else ref
         launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, fb.dtype, len(kshape)),
                      fo, ost, fa, ast, cast(0) if aa else cast(a), not aa, fb, bst, cast(0) if ba else cast(b), not ba,
                      kshape, n)
@@ -1061,8 +1076,13 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
     shape = tuple(out.shape)
     backend = be()
     k = unary_kernel(name, compute.name)
-    kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
-    fo, fa = backend.flat_view(out), backend.flat_view(a)
+    fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
+    fa = backend.contiguous_flat(a) if fo is not None and a.shape == shape else None
+    if fa is not None:
+        kshape, ost, ast = (n,), _UNIT, _UNIT
+    else:
+        kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
+        fo, fa = backend.flat_view(out), backend.flat_view(a)
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, len(kshape)), fo, ost, fa, ast, kshape, n)
 
 
@@ -1083,20 +1103,33 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
     if n == 0:
         return out
     ct = compute.type
-    ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
-    zeros = (0,) * len(shape)
     operands = tuple(operands) + (0,) * (3 - arity)
-    kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
-                                     *(strides_for(x, shape) if is_array(x) else zeros for x in operands))
-    args = []
-    for x, st in zip(operands, strides):
-        if is_array(x):
-            args += [backend.flat_view(x), st, ct(0), False]
-        else:
-            args += [ref, st, ct(x), True]
+    fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
+    flats = [] if fo is None else [backend.contiguous_flat(x) if x.shape == shape else None for x in arrays]
+    if fo is not None and None not in flats:
+        ref = flats[0] if flats else fo  # stands in for scalar operands (never read)
+        args = []
+        for x in operands:
+            if is_array(x):
+                args += [flats.pop(0), _UNIT, ct(0), False]
+            else:
+                args += [ref, _NONE, ct(x), True]
+        kshape = (n,)
+        ost = _UNIT
+    else:
+        ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
+        zeros = (0,) * len(shape)
+        kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
+                                         *(strides_for(x, shape) if is_array(x) else zeros for x in operands))
+        args = []
+        for x, st in zip(operands, strides):
+            if is_array(x):
+                args += [backend.flat_view(x), st, ct(0), False]
+            else:
+                args += [ref, st, ct(x), True]
+        fo = backend.flat_view(out)
     p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
     k = nary_kernel(fn, arity, compute.name)
-    fo = backend.flat_view(out)
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape)),
                  fo, ost, *args, p, kshape, n)
     return out

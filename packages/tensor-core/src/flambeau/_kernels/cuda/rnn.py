@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
-from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, launch_keyed, stream
 from flambeau._kernels.cuda.conv import contig, mT, view
 from flambeau._kernels.cuda.core import contiguous as core_contiguous
 from flambeau._kernels.cuda.core import copy_into
@@ -232,9 +232,13 @@ def _kernel(name: str, dtype: str):
 
 
 def _step(name: str, dtype, n: int, *args) -> None:
+    """Launch step kernel ``name`` over ``n`` elements. Its array arguments are flat views and its scalars
+    Python ints and bools, in an order each kernel fixes: the arrays' dtypes fix the argument types, and
+    key the launch (``launch_keyed``), which spares typing a dozen arguments at every time step."""
     if n:
         grid, block = launch_1d(n)
-        _kernel(name, np.dtype(dtype).name)[grid, block, stream()](*args, n)
+        key = tuple(a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool)
+        launch_keyed(_kernel(name, np.dtype(dtype).name), (grid, block, stream()), key, *args, n)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -313,13 +317,14 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gates)
     whT = mT(w_hh)
     n = nb * H
+    f_gates, f_out, f_cells, f_tcs, f_c0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         h = h0 if p is None else _state(out, p, nb, H)
-        cprev, cpoff = (c0, 0) if p is None else (cells, p * n)
+        cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
         gh = matmul(h, whT)
-        _step("lstm_fwd", dtype, n, flat(gates), t * 4 * n, flat(gh), bih, bhh, has_bias, flat(cprev), cpoff,
-              flat(out), flat(cells), flat(tcs), t * n, H)
+        _step("lstm_fwd", dtype, n, f_gates, t * 4 * n, flat(gh), bih, bhh, has_bias, cprev, cpoff,
+              f_out, f_cells, f_tcs, t * n, H)
     if nt == 0:
         return out, _copy(h0), _copy(c0), gates, cells, tcs
     last = 0 if reverse else nt - 1
@@ -345,11 +350,11 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
     dg = backend.empty((nt, nb, 4 * H), dtype)
     mm = contig(g_h)
     dc = _copy(g_c)
+    f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
     for t in reversed(list(_steps(nt, reverse))):
         p = _prev(t, nt, reverse)
-        cprev, cpoff = (c0, 0) if p is None else (cells, p * n)
-        _step("lstm_bwd", dtype, n, flat(gates), t * 4 * n, flat(tcs), flat(cprev), cpoff, flat(mm), flat(g_out),
-              t * n, flat(dc), flat(dg), H)
+        cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
+        _step("lstm_bwd", dtype, n, f_gates, t * 4 * n, f_tcs, cprev, cpoff, flat(mm), f_g_out, t * n, f_dc, f_dg, H)
         mm = matmul(view(dg, (nb, 4 * H), (4 * H, 1), t * 4 * n), w_hh)
     gx = matmul(dg, w_ih)
     gw_ih, gw_hh, gb, _ = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
@@ -372,12 +377,13 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     h0 = contig(h0)
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gx)
     whT = mT(w_hh)
+    f_gx, f_out, f_acts, f_h0 = flat(gx), flat(out), flat(acts), flat(h0)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
-        hprev, hpoff = (h0, 0) if p is None else (out, p * n)
+        hprev, hpoff = (f_h0, 0) if p is None else (f_out, p * n)
         gh = matmul(h0 if p is None else _state(out, p, nb, H), whT)
-        _step("gru_fwd", dtype, n, flat(gx), t * 3 * n, flat(gh), bih, bhh, has_bias, flat(hprev), hpoff,
-              flat(out), t * n, flat(acts), t * 4 * n, H)
+        _step("gru_fwd", dtype, n, f_gx, t * 3 * n, flat(gh), bih, bhh, has_bias, hprev, hpoff, f_out, t * n, f_acts,
+              t * 4 * n, H)
     last = 0 if reverse else nt - 1
     return out, _copy(h0 if nt == 0 else _state(out, last, nb, H)), acts
 
@@ -399,9 +405,10 @@ def gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has_bi
     dgh = backend.empty((nt, nb, 3 * H), dtype)
     dz = _copy(g_h)
     mm = backend.full((nb, H), 0, dtype)
+    f_acts, f_hprev, f_g_out, f_dz, f_dgx, f_dgh = (flat(a) for a in (acts, hprev, g_out, dz, dgx, dgh))
     for t in reversed(list(_steps(nt, reverse))):
-        _step("gru_bwd", dtype, n, flat(acts), t * 4 * n, flat(hprev), flat(g_out), t * n, flat(dz), flat(mm),
-              flat(dgx), flat(dgh), t * 3 * n, H)
+        _step("gru_bwd", dtype, n, f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, flat(mm), f_dgx, f_dgh, t * 3 * n,
+              H)
         mm = matmul(view(dgh, (nb, 3 * H), (3 * H, 1), t * 3 * n), w_hh)
     _add(dz, mm, from_numpy_dtype(dtype), out=dz)
     gx = matmul(dgx, w_ih)
@@ -424,10 +431,11 @@ def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, pre)
     whT = mT(w_hh)
     relu = nonlinearity == "relu"
+    f_pre = flat(pre)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         mm = matmul(h0 if p is None else _state(pre, p, nb, H), whT)
-        _step("rnn_fwd", dtype, n, flat(pre), t * n, flat(mm), bih, bhh, has_bias, relu, H)
+        _step("rnn_fwd", dtype, n, f_pre, t * n, flat(mm), bih, bhh, has_bias, relu, H)
     last = 0 if reverse else nt - 1
     return pre, _copy(h0 if nt == 0 else _state(pre, last, nb, H))
 
@@ -444,8 +452,9 @@ def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse
     dp = backend.empty((nt, nb, H), dtype)
     mm = contig(g_h)
     relu = nonlinearity == "relu"
+    f_out, f_g_out, f_dp = flat(out), flat(g_out), flat(dp)
     for t in reversed(list(_steps(nt, reverse))):
-        _step("rnn_bwd", dtype, n, flat(out), t * n, flat(mm), flat(g_out), relu, flat(dp))
+        _step("rnn_bwd", dtype, n, f_out, t * n, flat(mm), f_g_out, relu, f_dp)
         mm = matmul(_state(dp, t, nb, H), w_hh)
     gx = matmul(dp, w_ih)
     gw_ih, gw_hh, gb, _ = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)

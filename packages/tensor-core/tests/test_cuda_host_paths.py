@@ -1,0 +1,160 @@
+"""The CUDA operators' host paths on a fake device (``tools/host_overhead.py``: a driver, allocator, cuBLAS
+and cuDNN that do nothing), checked without a GPU against what they must compute:
+
+- views made by address (``view_from``) have the geometry and storage offset of the same views on the CPU,
+  and hang on the memory's owner, never on a chain of views;
+- elementwise launches of C-contiguous operands (Note [Contiguous launches]) pack the same kernel
+  parameters as the strided path would;
+- cuBLAS's batched GEMMs cover every batch element exactly once with the right addresses, whichever batch
+  dim cuBLAS batches over.
+
+Each check runs in a fresh interpreter: the fake device replaces process-wide state. The simulator tier
+and the GPU tier run the same operators with data.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+numba = pytest.importorskip("numba")
+pytest.importorskip("cffi")
+
+TOOLS = pathlib.Path(__file__).resolve().parents[3] / "tools"
+pytestmark = [
+    pytest.mark.skipif(bool(numba.config.ENABLE_CUDASIM), reason="the fake device stands in for a real one"),
+    pytest.mark.skipif(not (TOOLS / "host_overhead.py").exists(), reason="needs the repository's tools/"),
+]
+
+
+def _run(body: str) -> None:
+    script = f"import sys\nsys.path.insert(0, {str(TOOLS)!r})\nimport host_overhead\nfl = host_overhead.fake_device()\n"
+    script += textwrap.dedent(body)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "0"})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_views_by_address_match_the_cpu():
+    _run("""
+        from flambeau._backends import backend
+        be = backend("cuda")
+
+        def geometry(t):
+            if t.device.type == "cpu":
+                return tuple(t.shape), t.stride(), t.storage_offset()
+            d = t._data
+            owner = d.__dict__.get("_fl_owner")
+            if owner is not None:  # a view hangs on the memory's owner, at its own address
+                assert "_fl_start" not in owner.__dict__, "a view of a view"
+                assert d._fl_ptr == owner._fl_ptr + d._fl_start or not d.size
+            return tuple(t.shape), t.stride(), t.storage_offset()
+
+        ops = {
+            "t": lambda x: x[1].t(), "transpose": lambda x: x.transpose(0, 2), "permute": lambda x: x.permute(2, 0, 1),
+            "view": lambda x: x.view(6, 10), "reshape": lambda x: x.reshape(-1), "slice": lambda x: x[1:, ::2, 3:],
+            "select": lambda x: x[:, 2], "narrow": lambda x: x.narrow(2, 1, 3), "unsqueeze": lambda x: x.unsqueeze(1),
+            "squeeze": lambda x: x[:, :1].squeeze(1), "expand": lambda x: x[:, :1].expand(3, 4, 5),
+            "split": lambda x: x.split(2, dim=2)[1], "unbind": lambda x: x.unbind(1)[3],
+            "chained": lambda x: x[1:].transpose(1, 2)[:, 1:].reshape(2, 4, 4)[1].t()[2:],
+            "view of a sliced view": lambda x: x[2:][0][1:].view(3, 5),
+        }
+        for name, op in ops.items():
+            cpu = fl.arange(60.0).reshape(3, 4, 5)
+            dev = fl.empty(3, 4, 5, device="cuda")
+            got, want = geometry(op(dev)), geometry(op(cpu))
+            assert got == want, (name, got, want)
+        # a view op in a loop does not chain its views
+        x = fl.empty(8, 8, device="cuda")
+        for _ in range(2000):
+            x = x.t().unsqueeze(0)[0][1:] if min(x.shape) > 2 else x.t()
+        geometry(x)
+        x._data.gpu_data  # numba's pointer of the last view: one level down, not 6000
+    """)
+
+
+def test_contiguous_launches_pack_what_the_strided_path_packs():
+    _run("""
+        import numpy as np
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda import _direct
+
+        be = backend("cuda")
+        packed = []
+        real_launch = _direct.Kernel.launch
+
+        def launch(self, config, plan, args):
+            buf, _ = plan.slot()
+            plan.pack(buf, *args)
+            packed.append(bytes(buf))
+            return real_launch(self, config, plan, args)
+
+        _direct.Kernel.launch = launch
+        x = fl.empty(4, 5, 6, device="cuda")
+        y = fl.empty(4, 5, 6, device="cuda")
+        b = fl.empty(4, 5, 6, dtype=fl.bool, device="cuda")
+        cases = [lambda: x + y, lambda: x * 2.5, lambda: 3 - x, lambda: x.relu(), lambda: x.exp(), lambda: x < y,
+                 lambda: x.clamp(0, 1), lambda: fl.where(b, x, y), lambda: fl.lerp(x, y, 0.3), lambda: x.clone(),
+                 lambda: fl.addcmul(x, x, y, value=2.0)]
+        fast = []
+        for case in cases:
+            packed.clear()
+            case()
+            fast.append(list(packed))
+        real_flat = be.contiguous_flat
+        be.contiguous_flat = lambda arr: None  # every launch through the strided set-up
+        for case, want in zip(cases, fast):
+            packed.clear()
+            case()
+            # the output is a fresh allocation on each call: compare all but its address
+            assert len(packed) == len(want), (len(packed), len(want))
+            for got, exp in zip(packed, want):
+                assert len(got) == len(exp)
+                assert got[:32] == exp[:32] and got[40:] == exp[40:] or got == exp, "parameters differ"
+        be.contiguous_flat = real_flat
+    """)
+
+
+def test_batched_gemms_cover_every_batch_element_once():
+    _run("""
+        import itertools
+        import numpy as np
+        from flambeau._kernels.cuda import _cublas
+
+        calls = []
+        lib = _cublas._state["lib"]
+
+        def sgemm(h, opb, opa, n, m, k, alpha, pb, ldb, sb, pa, lda, sa, beta, pc, ldc, sc, count):
+            ffi = _cublas._state["ffi"]
+            calls.append((int(ffi.cast("uintptr_t", pa)), sa, int(ffi.cast("uintptr_t", pb)), sb,
+                          int(ffi.cast("uintptr_t", pc)), sc, count))
+            return 0
+
+        type(lib).cublasSgemmStridedBatched = staticmethod(sgemm)
+        B, H, T, D = 3, 5, 4, 2
+        qkv = fl.empty(B, T, 3 * H * D, device="cuda")
+        q, k, _ = qkv.split(H * D, dim=2)
+        q, k = (z.view(B, T, H, D).transpose(1, 2) for z in (q, k))  # (B, H, T, D) views of one buffer
+        w = fl.empty(7, D, T, device="cuda")
+        cases = ((q, k.transpose(-2, -1)), (q[:, :1], k.transpose(-2, -1)), (w[:, None], w[None, :2].mT))
+        for case, (a, b) in enumerate(cases):
+            calls.clear()
+            out = a @ b
+            item = 4
+            seen = []
+            for pa, sa, pb, sb, pc, sc, count in calls:
+                seen += [(pa + z * sa * item, pb + z * sb * item, pc + z * sc * item) for z in range(count)]
+            batch = tuple(out.shape[:-2])
+            want = []
+            for idx in itertools.product(*map(range, batch)):
+                ai = tuple(i if n > 1 else 0 for i, n in zip(idx[-(a.ndim - 2):], a.shape[:-2]))
+                bi = tuple(i if n > 1 else 0 for i, n in zip(idx[-(b.ndim - 2):], b.shape[:-2]))
+                want.append((a[ai].data_ptr(), b[bi].data_ptr(), out[idx].data_ptr()))
+            assert sorted(seen) == sorted(want), (batch, len(calls))
+            if case == 0:  # (batch, heads) views that merge into no one dim: cuBLAS batches over the longer
+                assert [c[-1] for c in calls] == [H] * B, calls
+    """)
