@@ -158,3 +158,36 @@ def test_batched_gemms_cover_every_batch_element_once():
             if case == 0:  # (batch, heads) views that merge into no one dim: cuBLAS batches over the longer
                 assert [c[-1] for c in calls] == [H] * B, calls
     """)
+
+
+def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
+    """The engine's AccumulateGrad takes a device gradient as ``.grad`` when no other array can reach its
+    memory (``owns_memory_alone``), and copies it otherwise, as on the CPU."""
+    _run("""
+        import flambeau.autograd  # noqa: F401
+        clones = []
+        real_clone = fl.Tensor.clone
+        fl.Tensor.clone = lambda self, *a, **k: clones.append(1) or real_clone(self, *a, **k)
+        w = fl.empty(4, 4, device="cuda", requires_grad=True)
+        (w * 2).sum().backward()  # a fresh allocation: taken as it is
+        assert not clones, clones
+        w.grad = None
+        (w.view(16) * 2).view(4, 4).sum().backward()  # a view of a fresh allocation: taken too
+        assert not clones, clones
+        w.grad = None
+        given = fl.empty(4, 4, device="cuda")
+        w.backward(given)  # the caller holds the gradient: copied
+        assert len(clones) == 1 and w.grad._data is not given._data
+
+        from flambeau._backends import backend
+        be = backend("cuda")
+        a = be.empty((4, 4), "float32")
+        assert be.owns_memory_alone(a)
+        v = be.view_from(a, a, (16,), (4,), 0, "float32")
+        assert not be.owns_memory_alone(v)  # ``a`` still reaches the memory
+        del a
+        assert be.owns_memory_alone(v)
+        b = be.empty((4,), "float32")
+        b.gpu_data  # numba's pointer: numba's views share it unseen
+        assert not be.owns_memory_alone(b)
+    """)

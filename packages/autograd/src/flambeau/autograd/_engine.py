@@ -18,10 +18,9 @@ import heapq
 import sys
 import weakref
 
-import numpy as np
-
 import flambeau as fl
 from flambeau import Tensor
+from flambeau._backends import backend
 from flambeau._grad_mode import state as grad_state
 from flambeau.autograd import _anomaly
 from flambeau.autograd import forward_ad as _forward_ad
@@ -488,19 +487,6 @@ def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
         var._grad.add_(g.detach())
 
 
-def _owns_memory_alone(data) -> bool:
-    """Whether no other array can reach ``data``'s memory (a CPU array; device arrays are never stolen).
-
-    A kernel's result is often a reshaped view of the array it computed (a GEMM's output seen as
-    a convolution's weight shape): its owner is then a plain array that only ``data`` refers to
-    (references: ``data.base``, the local and getrefcount's argument).
-    """
-    if data.__class__ is not np.ndarray:
-        return False
-    owner = data.base
-    return owner is None or (owner.__class__ is np.ndarray and owner.base is None and sys.getrefcount(owner) == 3)
-
-
 def _stealable(g: Tensor) -> bool:
     """Whether nothing but the engine can reach ``g``'s memory, so that ``.grad`` may take it as is.
 
@@ -511,6 +497,6 @@ def _stealable(g: Tensor) -> bool:
         return False
     base = g._base
     if base is None:
-        return sys.getrefcount(g._storage) == 2 and _owns_memory_alone(g._data)
+        return sys.getrefcount(g._storage) == 2 and backend(g._device.type).owns_memory_alone(g._data)
     # base: g._base, the local, getrefcount's argument; storage: g's, the base's, the argument.
     return sys.getrefcount(base) <= 3 and sys.getrefcount(g._storage) == 3

@@ -283,11 +283,20 @@ def _kernel(family: str, multi: bool):
 _pending: dict = {}  # (family, dtype, sc bytes, flags) -> [sc, flags, rows]; rows: (p, g, bufs) arrays
 
 
+_BACKEND: list = []  # the CUDA backend module, once looked up (every parameter asks several times a step)
+
+
+def _be():
+    if not _BACKEND:
+        from flambeau._backends import backend
+
+        _BACKEND.append(backend("cuda"))
+    return _BACKEND[0]
+
+
 def is_cuda_param(arr) -> bool:
     """Whether backend array ``arr`` is a C-contiguous float32/float64 CUDA array a fused update can write."""
-    from flambeau._backends import backend
-
-    be = backend("cuda")
+    be = _be()
     return (be.is_device_array(arr) and arr.dtype in (np.float32, np.float64) and be.is_c_contiguous(arr))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 ndarray = np.ndarray
@@ -45,6 +47,19 @@ def flat_buffer_of(arr: np.ndarray) -> np.ndarray:
     item = arr.dtype.itemsize
     extent = 1 + sum((n - 1) * (s // item) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
     return np.lib.stride_tricks.as_strided(arr, (extent,), (item,))
+
+
+def owns_memory_alone(data) -> bool:
+    """Whether no array but ``data`` can reach its memory (so a gradient may become ``.grad`` without a copy).
+
+    A kernel's result is often a reshaped view of the array it computed (a GEMM's output seen as
+    a convolution's weight shape): its owner is then a plain array that only ``data`` refers to
+    (references: ``data.base``, the local and getrefcount's argument).
+    """
+    if data.__class__ is not np.ndarray:
+        return False
+    owner = data.base
+    return owner is None or (owner.__class__ is np.ndarray and owner.base is None and sys.getrefcount(owner) == 3)
 
 
 def to_numpy(arr: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
            "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array",
-           "reinterpret", "contiguous_flat", "view_from"]
+           "reinterpret", "contiguous_flat", "view_from", "owns_memory_alone"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
 
@@ -146,6 +146,7 @@ else:
             a._fl_ptr = base._fl_ptr if n else 0
             a._fl_owner, a._fl_start = _anchor(base, 0)
             a._fl_c = True
+            a._fl_key = (dtype, 1, "C")  # its argument key (``_direct.arg_key``)
             return a
 
         @classmethod
@@ -157,6 +158,7 @@ else:
             a.alloc_size = nbytes
             a._fl_ptr = address
             a._fl_c = True  # (empty's arrays are C-contiguous: see contiguous_flat)
+            a._fl_key = (dtype, len(shape), "C")  # its argument key (``_direct.arg_key``)
             a._fl_device = device
             a._fl_free = free
             return a
@@ -302,7 +304,20 @@ def _index(device) -> int:
     return current_device() if i is None else i
 
 
+_C_STRIDES: dict = {}  # (shape, itemsize) -> C strides in bytes: a model allocates the same shapes every step
+
+
 def _c_strides(shape, item) -> tuple:
+    key = (shape, item)
+    strides = _C_STRIDES.get(key)
+    if strides is None:
+        if len(_C_STRIDES) >= 4096:
+            _C_STRIDES.clear()
+        strides = _C_STRIDES[key] = _compute_c_strides(shape, item)
+    return strides
+
+
+def _compute_c_strides(shape, item) -> tuple:
     strides = []
     acc = item
     for n in reversed(shape):
@@ -436,10 +451,24 @@ def contiguous_flat(arr):
         return arr if arr.strides[0] == arr.dtype.itemsize or shape[0] <= 1 else None
     if SIM:
         return flat_view(arr) if is_c_contiguous(arr) else None
-    c = arr.__dict__.get("_fl_c")
-    if c is None:
-        c = arr._fl_c = layout_of(tuple(shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
-    return _DevArray.flat_of(_as_ours(arr)) if c else None
+    return _DevArray.flat_of(_as_ours(arr)) if is_c_contiguous(arr) else None
+
+
+def owns_memory_alone(data) -> bool:
+    """Whether no array but ``data`` can reach its memory (so a gradient may become ``.grad`` without a copy):
+    an allocation that still frees its own memory (numba has no memory pointer for it, which numba's views
+    would share unseen: Note [Who frees an allocation]), or a view of such an allocation that only ``data``
+    refers to (references: ``data._fl_owner``, the local and getrefcount's argument)."""
+    if SIM:
+        return False
+    d = getattr(data, "__dict__", None)
+    if d is None:
+        return False
+    if "_fl_free" in d:
+        return True
+    owner = d.get("_fl_owner")
+    return (owner is not None and "_fl_start" in d and "_fl_free" in getattr(owner, "__dict__", ())
+            and sys.getrefcount(owner) == 3)
 
 
 def reinterpret(arr, np_dtype):
@@ -455,7 +484,14 @@ def reinterpret(arr, np_dtype):
 
 
 def is_c_contiguous(arr) -> bool:
-    return layout_of(tuple(arr.shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
+    """Whether device array ``arr`` is C-contiguous (worked out once per array; dims of length 1 aside)."""
+    if SIM:
+        return layout_of(tuple(arr.shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
+    d = arr.__dict__
+    c = d.get("_fl_c")
+    if c is None:
+        c = d["_fl_c"] = layout_of(tuple(arr.shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
+    return c
 
 
 def to_numpy(arr) -> np.ndarray:

@@ -19,6 +19,10 @@ import ctypes.util
 import math
 import threading
 
+import numpy as np
+
+from flambeau.cuda._streams import current_device, stream_handle
+
 __all__ = ["available", "find_library", "supports", "gemm", "CublasUnavailable"]
 
 _CDEF = """
@@ -44,6 +48,8 @@ CUDA_R_16F = 2  # cudaDataType
 CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
 CUBLAS_GEMM_DEFAULT = -1
 _INT_MAX = 2**31 - 1
+_F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
+_ONE_CALL = ((0, 0, 0),)  # element offsets of a, b and out of the one call of an unlooped GEMM
 
 
 class CublasUnavailable(RuntimeError):
@@ -145,8 +151,6 @@ def _layout(rs: int, cs: int, rows: int, cols: int):
 
 def _plan(dtype, ars, acs, brs, bcs, M, N, K):
     """The (op, ld) layouts of both operands for :func:`gemm`, or None when cuBLAS cannot take them."""
-    import numpy as np
-
     if dtype not in (np.float16, np.float32, np.float64) or max(M, N, K) > _INT_MAX:
         return None
     la = _layout(ars, acs, M, K)
@@ -183,8 +187,6 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     element offset)`` describes ``a`` in elements (likewise ``B``); batch strides are 0 where a
     batch dimension broadcasts. ``a``, ``b`` and ``out`` have one dtype: float16, float32 or float64.
     """
-    import numpy as np
-
     dt = out.dtype
     abst, ars, acs, aoff = A
     bbst, brs, bcs, boff = B
@@ -193,16 +195,19 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         return False
     la, lb = plan
     nb = len(batch)
-    cbst = [math.prod(batch[d + 1:]) * M * N for d in range(nb)]
-    # cuBLAS batches over one dim of uniform strides: the longest, so that fewest calls loop over the rest
-    # (attention's (batch, heads) views of a fused qkv projection do not merge into one dim)
-    zd = max(range(nb), key=batch.__getitem__) if nb else 0
-    Z = batch[zd] if nb else 1
-    outer = tuple(batch[d] for d in range(nb) if d != zd)
-    ost = [tuple(st[d] for d in range(nb) if d != zd) for st in (abst, bbst, cbst)]
+    if nb < 2:  # one strided-batched call (the common case)
+        Z, sa, sb, sc = (batch[0], abst[0], bbst[0], M * N) if nb else (1, 0, 0, 0)
+        offsets = _ONE_CALL
+    else:
+        cbst = [math.prod(batch[d + 1:]) * M * N for d in range(nb)]
+        # cuBLAS batches over one dim of uniform strides: the longest, so that fewest calls loop over the
+        # rest (attention's (batch, heads) views of a fused qkv projection do not merge into one dim)
+        zd = max(range(nb), key=batch.__getitem__)
+        Z, sa, sb, sc = batch[zd], abst[zd], bbst[zd], cbst[zd]
+        rest = [d for d in range(nb) if d != zd]
+        offsets = [tuple(sum(i * st[d] for i, d in zip(idx, rest)) for st in (abst, bbst, cbst))
+                   for idx in np.ndindex(*(batch[d] for d in rest))]
     ffi, lib = _lib()
-    from flambeau.cuda._streams import current_device, stream_handle
-
     device = current_device()
     h = _handle(device)
     sv = stream_handle(stream)
@@ -212,16 +217,13 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         if rc != 0:
             raise RuntimeError(f"cublasSetStream failed with status {rc}")
         streams[device] = sv
-    half = dt == np.float16
-    ctype = "double" if dt == np.float64 else "float"  # float16 computes (and scales) in float32
+    half = dt == _F16
+    ctype = "double" if dt == _F64 else "float"  # float16 computes (and scales) in float32
     pal, pbe = _scalar(ffi, ctype, alpha), _scalar(ffi, ctype, beta)
     item = dt.itemsize
     a0, b0, c0 = be.data_ptr(a) + aoff * item, be.data_ptr(b) + boff * item, be.data_ptr(out)
-    sa, sb, sc = (abst[zd], bbst[zd], cbst[zd]) if nb else (0, 0, 0)
-    for idx in np.ndindex(*outer) if outer else ((),):  # (np.ndindex costs microseconds to set up)
-        pa = a0 + sum(i * s for i, s in zip(idx, ost[0])) * item
-        pb = b0 + sum(i * s for i, s in zip(idx, ost[1])) * item
-        pc = c0 + sum(i * s for i, s in zip(idx, ost[2])) * item
+    for oa, ob, oc in offsets:
+        pa, pb, pc = a0 + oa * item, b0 + ob * item, c0 + oc * item
         # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M)
         if half:
             rc = lib.cublasGemmStridedBatchedEx(

@@ -90,9 +90,14 @@ def sim() -> bool:
     return _SIM[0]
 
 
+_BACKEND: list = []
+
+
 def be():
     """The CUDA backend module (allocation, flat views, host copies)."""
-    return backend("cuda")
+    if not _BACKEND:
+        _BACKEND.append(backend("cuda"))
+    return _BACKEND[0]
 
 
 def stream():
