@@ -26,6 +26,7 @@ from flambeau.autograd import _anomaly
 from flambeau.autograd import forward_ad as _forward_ad
 from flambeau.autograd._anomaly import _state as _anomaly_state
 from flambeau.autograd._derivatives import DERIVATIVES
+from flambeau.autograd._gc import freeze_after_first_backward
 from flambeau.autograd._inplace import apply_inplace as _apply_inplace
 from flambeau.autograd._node import AccumulateGrad, Node, _RemovableHandle, grad_accumulator, meta_of
 from flambeau.autograd._opnode import OpNode
@@ -183,12 +184,15 @@ ENGINE = Engine()
 
 def _run(roots, execute):
     """Execute in the calling thread for CPU graphs, in the device's worker thread for CUDA ones."""
-    for _edge, g in roots:
-        if g._device.type == "cuda":
-            from flambeau.autograd._device_threads import run_on_device
+    try:
+        for _edge, g in roots:
+            if g._device.type == "cuda":
+                from flambeau.autograd._device_threads import run_on_device
 
-            return run_on_device(g._device, execute)
-    return execute()
+                return run_on_device(g._device, execute)
+        return execute()
+    finally:
+        freeze_after_first_backward()  # once per process (Note [Freezing the import-time heap])
 
 
 def _really_requires_grad(x) -> bool:
