@@ -181,11 +181,12 @@ def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
 
         from flambeau._backends import backend
         be = backend("cuda")
-        a = be.empty((4, 4), "float32")
-        assert be.owns_memory_alone(a)
-        v = be.view_from(a, a, (16,), (4,), 0, "float32")
-        assert not be.owns_memory_alone(v)  # ``a`` still reaches the memory
-        del a
+        t = fl.empty(4, 4, device="cuda")  # its array: held by the tensor and its storage
+        assert be.owns_memory_alone(t._data)
+        v = be.view_from(t._data, t._data, (16,), (4,), 0, "float32")
+        assert not be.owns_memory_alone(t._data)  # the view reaches it
+        assert not be.owns_memory_alone(v)  # and the tensor reaches the view's memory
+        del t
         assert be.owns_memory_alone(v)
         b = be.empty((4,), "float32")
         b.gpu_data  # numba's pointer: numba's views share it unseen
