@@ -24,7 +24,6 @@ import itertools
 import pstats
 import sys
 import time
-import types
 
 import numpy as np
 
@@ -36,7 +35,7 @@ def fake_device(libraries: bool = True):
     from flambeau.cuda import _streams
 
     class Stream:
-        handle = types.SimpleNamespace(value=0)
+        handle = 0  # (cuda.bindings' CUstream converts with int() as this does)
 
         def synchronize(self):
             pass

@@ -124,6 +124,18 @@ def complex_np(np_dtype) -> np.dtype:
     return to_complex(from_numpy_dtype(np_dtype)).np
 
 
+_NP_NAMES: dict = {}  # numpy dtype or scalar type -> numpy's name of it
+
+
+def np_name(np_dtype) -> str:
+    """numpy's name of ``np_dtype`` (``"float32"``), a numpy dtype or scalar type, from a table: numpy's own
+    ``dtype.name`` runs Python code (about 2 µs), and kernel launchers ask for it on every call."""
+    name = _NP_NAMES.get(np_dtype)
+    if name is None:
+        name = _NP_NAMES[np_dtype] = np.dtype(np_dtype).name
+    return name
+
+
 def scalar_name(d) -> str:
     """torch's scalar-type name of a flambeau or numpy dtype (``Float`` ...), for error messages."""
     if isinstance(d, dtype):

@@ -303,7 +303,7 @@ def is_cuda_param(arr) -> bool:
 def add(family: str, p, g, bufs: tuple, sc: np.ndarray, flags: tuple) -> None:
     """Queue the update of one CUDA parameter (device arrays ``p``, ``g``, ``bufs``; None for unused
     buffers) until :func:`flush`; ``sc`` the host array of scalars, ``flags`` the family's options."""
-    flags = tuple(bool(f) for f in flags) + (False,) * (_NFLAG - len(flags))
+    flags = tuple(map(bool, flags)) + (False,) * (_NFLAG - len(flags))
     key = (family, p.dtype.str, sc.tobytes(), flags)
     entry = _pending.get(key)
     if entry is None:

@@ -256,9 +256,10 @@ def fused_dtype(p) -> np.dtype | None:
 
 
 def _cuda():
-    from flambeau.optim import _cuda_kernels
-
-    return _cuda_kernels
+    ck = sys.modules.get("flambeau.optim._cuda_kernels")  # (an import statement costs a lookup per parameter)
+    if ck is None:
+        from flambeau.optim import _cuda_kernels as ck
+    return ck
 
 
 def flush() -> None:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import from_numpy_dtype
+from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, sim, stream, strides_for
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
@@ -194,7 +194,7 @@ def sdpa(q, k, v, mask, drop, is_causal, scale):
         m = s if mask is None else mask
         mst, mcol = _row_strides(m, full)
         B = _block()
-        _kernel("softmax", cdt.name, B, m.dtype == np.bool_)[rows, B, stream()](
+        _kernel("softmax", np_name(cdt), B, m.dtype == np.bool_)[rows, B, stream()](
             backend.flat_view(attn), backend.flat_view(s), sst, scol, backend.flat_view(m), mst, mcol,
             mask is not None, bool(is_causal), cdt.type(scale), batch + (nl,), ns)
     p = attn if drop is None else _mul(attn, cast(drop, cdt), from_numpy_dtype(cdt))
@@ -222,7 +222,7 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
         backend = be()
         pst, pcol = _row_strides(attn, tuple(dp.shape))
         B = _block()
-        _kernel("softmax_backward", cdt.name, B)[rows, B, stream()](
+        _kernel("softmax_backward", np_name(cdt), B)[rows, B, stream()](
             backend.flat_view(dp), backend.flat_view(attn), pst, pcol, backend.flat_view(dp),
             tuple(dp.shape[:-1]), ns)
     ds = dp

@@ -26,7 +26,7 @@ import functools
 
 import numpy as np
 
-from flambeau._dtype import from_numpy_dtype
+from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, launch_1d, sim, stream
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
@@ -251,7 +251,7 @@ def _kernel(name: str, dtype: str):
 def _launch(name: str, dtype, total: int, *args) -> None:
     if total:
         grid, block = launch_1d(total)
-        _kernel(name, np.dtype(dtype).name)[grid, block, stream()](*args, total)
+        _kernel(name, np_name(dtype))[grid, block, stream()](*args, total)
 
 
 # --- building blocks ------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as _fdt
-from flambeau._dtype import scalar_name
+from flambeau._dtype import np_name, scalar_name
 from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
@@ -988,7 +988,7 @@ def _kind_check(name: str, compute: np.dtype, kinds: str, half: bool = False) ->
     k = _WIDE if compute.kind in "iu" and compute.itemsize < 4 else compute
     if half and k == _HALF and "f" in kinds:
         return _F32
-    if k.name not in dtypes_for(kinds):
+    if np_name(k) not in dtypes_for(kinds):
         raise RuntimeError(f'"{name}_cuda" not implemented for \'{scalar_name(compute)}\'')
     return k
 
@@ -1075,7 +1075,7 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
         return
     shape = tuple(out.shape)
     backend = be()
-    k = unary_kernel(name, compute.name)
+    k = unary_kernel(name, np_name(compute))
     fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
     fa = backend.contiguous_flat(a) if fo is not None and a.shape == shape else None
     if fa is not None:
@@ -1129,7 +1129,7 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
                 args += [ref, st, ct(x), True]
         fo = backend.flat_view(out)
     p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
-    k = nary_kernel(fn, arity, compute.name)
+    k = nary_kernel(fn, arity, np_name(compute))
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape)),
                  fo, ost, *args, p, kshape, n)
     return out

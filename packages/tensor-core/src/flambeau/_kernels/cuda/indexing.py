@@ -39,7 +39,7 @@ import functools
 import numpy as np
 
 from flambeau._determinism import alert_not_deterministic, deterministic
-from flambeau._dtype import from_numpy_dtype
+from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
     be,
@@ -400,7 +400,7 @@ def _indexed_copy(dst, dst_st, src, src_st, idx, idx_st, dsizes, dstrides, *, to
         fs = _bits(src) if src is not None else fd
         sv = _scalar_bits(0 if scalar is None else scalar, dtype)
         al = kdt.type(0)
-    k = _index_kernel(("add" if accumulate is True else accumulate) if accumulate else "set", kdt.name)
+    k = _index_kernel(("add" if accumulate is True else accumulate) if accumulate else "set", np_name(kdt))
     grid, block = launch_1d(n)
     k[grid, block, stream()](fd, _st1(dst_st), fs, _st1(src_st), src is None, sv, al, be().flat_view(idx),
                              _st1(idx_st), int(kstride), tuple(int(s) for s in dsizes),
@@ -542,7 +542,7 @@ def _pull_reduce(out, dim, index, src, reduce, include_self):
     for e in shape[dim + 1:]:
         inner *= e
     grid, block = launch_1d(n)
-    _reduce_kernel(dtype.name)[grid, block, stream()](
+    _reduce_kernel(np_name(dtype))[grid, block, stream()](
         be().flat_view(out), _st1(elem_strides(out)), be().flat_view(src), _st1(_without(sst, dim)), sst[dim],
         be().flat_view(idx), _st1(_without(ist, dim)), ist[dim], inner, shape[dim], int(L), _OPS[reduce],
         bool(include_self), _ident(reduce, np.dtype(_acc_type(dtype))), shape, n, error_flag())

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import from_numpy_dtype, scalar_name
+from flambeau._dtype import from_numpy_dtype, np_name, scalar_name
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     TILE,
@@ -116,7 +116,7 @@ def _matmul_py(acc, T=TILE):
     batch dimension broadcasts); ``ars, acs`` / ``brs, bcs`` are row and column strides.
     """
     bind_numba_cuda(globals())
-    unravel, tile_dot = _unravel_fn(), _tile_dot_fn(np.dtype(acc).name, T)
+    unravel, tile_dot = _unravel_fn(), _tile_dot_fn(np_name(acc), T)
 
     def matmul(c, a, abst, ars, acs, b, bbst, brs, bcs, bshape, M, N, K):
         row = cuda.blockIdx.y * T + cuda.threadIdx.y
@@ -137,7 +137,7 @@ def _addmm_py(acc, T=TILE):
     is read with batch strides ``xbst`` and row/column strides ``xrs, xcs`` when ``use_x``.
     """
     bind_numba_cuda(globals())
-    unravel, tile_dot = _unravel_fn(), _tile_dot_fn(np.dtype(acc).name, T)
+    unravel, tile_dot = _unravel_fn(), _tile_dot_fn(np_name(acc), T)
 
     def addmm(c, a, abst, ars, acs, azs, b, bbst, brs, bcs, bzs, bshape, M, N, K, KZ,
               x, xbst, xrs, xcs, use_x, alpha, beta):
@@ -389,7 +389,7 @@ def _gemm(out, a, A, b, B, batch, M, N, K, x=None, X=None, alpha=1, beta=0, KZ=1
     fa, fb, fo = backend.flat_view(a), backend.flat_view(b), backend.flat_view(out)
     each = sim() and (math.prod(cb) * M * N > _SIM_TILED_OUT or K * KZ > _SIM_TILED_K)  # Note [GEMMs under the ...]
     if not epi and not each:
-        matmul_kernel(acc.name, T)[grid, (T, T), stream()](
+        matmul_kernel(np_name(acc), T)[grid, (T, T), stream()](
             fo, fa, tuple(abst) or (0,), A[1], A[2], fb, tuple(bbst) or (0,), B[1], B[2], bshape, M, N, K)
         return
     use_x = x is not None and beta != 0
@@ -401,9 +401,9 @@ def _gemm(out, a, A, b, B, batch, M, N, K, x=None, X=None, alpha=1, beta=0, KZ=1
     if each:
         total = math.prod(cb) * M * N
         g, blk = launch_1d(total)
-        _compiled(_gemm_each_py, acc.name, 0)[g, blk, stream()](*args, total)
+        _compiled(_gemm_each_py, np_name(acc), 0)[g, blk, stream()](*args, total)
         return
-    addmm_kernel(acc.name, T)[grid, (T, T), stream()](*args)
+    addmm_kernel(np_name(acc), T)[grid, (T, T), stream()](*args)
 
 
 def _cublas_gemm(out, a, A, b, B, batch, M, N, K, x, alpha, beta, KZ, zs) -> bool:
@@ -462,15 +462,15 @@ def _rowdot(out_dtype, a, amst, akst, b, bmst, bkst, mshape, kshape, x=None, xms
     xf = backend.flat_view(x) if use_x else fo
     xs = (tuple(xmst) or (0,)) if use_x else (0,) * len(ms)
     if P == 1:
-        rowdot_kernel(acc.name, B)[(M, 1), B, s](fo, fa, amst, tuple(akst), fb, bmst, bkst, use_b, ms, ks,
+        rowdot_kernel(np_name(acc), B)[(M, 1), B, s](fo, fa, amst, tuple(akst), fb, bmst, bkst, use_b, ms, ks,
                                                   K, 1, xf, xs, use_x, acc.type(alpha), acc.type(beta))
         return out
     part = backend.empty((M * P,), acc)
     one, zero = acc.type(1), acc.type(0)
-    rowdot_kernel(acc.name, B)[(M, P), B, s](part, fa, amst, tuple(akst), fb, bmst, bkst, use_b, ms, ks,
+    rowdot_kernel(np_name(acc), B)[(M, P), B, s](part, fa, amst, tuple(akst), fb, bmst, bkst, use_b, ms, ks,
                                              K, P, part, (0,) * len(ms), False, one, zero)
     pst = tuple(P * st for st in c_elem_strides(ms))  # the partials, viewed as (*mshape, P)
-    rowdot_kernel(acc.name, B)[(M, 1), B, s](fo, part, pst, (1,), part, pst, (1,), False, ms, (P,), P, 1,
+    rowdot_kernel(np_name(acc), B)[(M, 1), B, s](fo, part, pst, (1,), part, pst, (1,), False, ms, (P,), P, 1,
                                              xf, xs, use_x, acc.type(alpha), acc.type(beta))
     return out
 

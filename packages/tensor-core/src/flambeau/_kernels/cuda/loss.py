@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import np_name
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
     ERR_VALUE,
@@ -112,7 +113,7 @@ def _finish(part, w, M: int, count: float, mode: int, out_dtype, tot_dtype):
     tot = backend.empty((), tot_dtype)
     B = block()
     use_w = w is not None
-    _finish_kernel(acc.name, B)[1, B, stream()](backend.flat_view(out), backend.flat_view(tot), part,
+    _finish_kernel(np_name(acc), B)[1, B, stream()](backend.flat_view(out), backend.flat_view(tot), part,
                                                 part if w is None else w, M, use_w, acc.type(count), mode)
     return out, tot
 
@@ -261,7 +262,7 @@ def _nll_bwd_py(acc):
     bind_numba_cuda(globals())
     offset = offset_fn()
     target_class = _target_class_fn()
-    grad_of = _grad_of_fn(np.dtype(acc).name)
+    grad_of = _grad_of_fn(np_name(acc))
 
     def nll_backward(out, ok, ocs, g, gk, t, tk, w, use_w, kshape, M, C, ignore, per_row, mean, total, err):
         i = cuda.grid(1)
@@ -308,7 +309,7 @@ def nll_loss_kernel(x, target, weight, ignore_index, reduction):
     wrow = backend.empty((max(M, 1),), acc)
     B = block()
     if M:
-        fwd, _ = _nll_kernels(acc.name)
+        fwd, _ = _nll_kernels(np_name(acc))
         fwd[_grid(M, B), B, stream()](backend.flat_view(x), xk, cs, backend.flat_view(target), tk, w, use_w,
                                       kshape, M, C, int(ignore_index), loss, wrow, error_flag())
     mode = _MODES[reduction]
@@ -339,7 +340,7 @@ def nll_loss_backward_kernel(grad, x, target, weight, ignore_index, reduction, t
     _, ok, ocs = _class_rows(out.shape, c_elem_strides(out.shape))
     g, gk, per_row = _grad_args(grad, reduction, kshape)
     B = block()
-    _, bwd = _nll_kernels(acc.name)
+    _, bwd = _nll_kernels(np_name(acc))
     bwd[_grid(M, B), B, stream()](backend.flat_view(out), ok, ocs, g, gk, backend.flat_view(target), tk, w, use_w,
                                   kshape, M, C, int(ignore_index), per_row, reduction == "mean",
                                   backend.flat_view(_device(total_weight)), error_flag())
@@ -352,7 +353,7 @@ def _ce_py(acc, B):
     bind_numba_cuda(globals())
     offset = offset_fn()
     bsum = block_sum_fn(B)
-    row_max = row_max_fn(np.dtype(acc).name, B)
+    row_max = row_max_fn(np_name(acc), B)
     target_class = _target_class_fn()
 
     def cross_entropy(x, xk, cs, t, tk, w, use_w, kshape, M, C, ignore, ls, lse, loss, wrow, err):
@@ -403,7 +404,7 @@ def _ce_bwd_py(acc, B):
     offset = offset_fn()
     bsum = block_sum_fn(B)
     target_class = _target_class_fn()
-    grad_of = _grad_of_fn(np.dtype(acc).name)
+    grad_of = _grad_of_fn(np_name(acc))
 
     def cross_entropy_backward(out, ok, ocs, x, xk, cs, g, gk, t, tk, w, use_w, kshape, M, C, ignore, per_row,
                                mean, total, ls, lse, lk, err):
@@ -466,7 +467,7 @@ def cross_entropy_kernel(x, target, weight, ignore_index, reduction, label_smoot
     wrow = backend.empty((max(M, 1),), acc)
     B = block()
     if M and C:
-        fwd, _ = _ce_kernels(acc.name, B)
+        fwd, _ = _ce_kernels(np_name(acc), B)
         fwd[row_grid(M), B, stream()](backend.flat_view(x), xk, cs, backend.flat_view(target), tk, w, use_w,
                                       kshape, M, C, int(ignore_index), acc.type(label_smoothing), lse, loss, wrow,
                                       error_flag())
@@ -494,7 +495,7 @@ def cross_entropy_backward_kernel(grad, x, target, weight, ignore_index, reducti
     lk = _row_strides(lse, kshape)
     g, gk, per_row = _grad_args(grad, reduction, kshape)
     B = block()
-    _, bwd = _ce_kernels(acc.name, B)
+    _, bwd = _ce_kernels(np_name(acc), B)
     bwd[row_grid(M), B, stream()](backend.flat_view(out), ok, ocs, backend.flat_view(x), xk, cs, g, gk,
                                   backend.flat_view(target), tk, w, use_w, kshape, M, C, int(ignore_index), per_row,
                                   reduction == "mean", backend.flat_view(_device(total_weight)),
@@ -632,7 +633,7 @@ def _pointwise_launcher(name: str):
             pw = _as_dtype(pos_weight, d) if pos_weight is not None else a
             zero = (0,) * len(kshape)
             ost = strides_for(out, shape) if mode == 0 else zero
-            _pointwise_kernel(name, acc.name, B)[P, B, stream()](
+            _pointwise_kernel(name, np_name(acc), B)[P, B, stream()](
                 backend.flat_view(out), ost, backend.flat_view(a), strides_for(a, shape), backend.flat_view(b),
                 strides_for(b, shape), backend.flat_view(w), strides_for(w, shape) if weight is not None else zero,
                 weight is not None, backend.flat_view(pw), strides_for(pw, shape) if pos_weight is not None else zero,

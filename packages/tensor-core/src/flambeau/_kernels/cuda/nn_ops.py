@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import np_name
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
     be,
@@ -183,7 +184,7 @@ def _softmax_py(acc, log: bool, B: int):
     bind_numba_cuda(globals())
     offset = offset_fn()
     bsum = block_sum_fn(B)
-    row_max = row_max_fn(np.dtype(acc).name, B)
+    row_max = row_max_fn(np_name(acc), B)
 
     def softmax(out, ost, os_, a, ast, as_, kshape, M, n):
         t = cuda.threadIdx.x
@@ -252,7 +253,7 @@ def _softmax_launcher(log: bool):
         okshape, okst, os_ = rows_of(a.shape, c_elem_strides(a.shape), dim)
         M = a.size // a.shape[dim]
         B = block()
-        k = softmax_kernel(acc_dtype(d).name, log, B)
+        k = softmax_kernel(np_name(acc_dtype(d)), log, B)
         k[row_grid(M), B, stream()](backend.flat_view(out), okst, os_, backend.flat_view(a), kst, as_, kshape, M,
                                     a.shape[dim])
         return out
@@ -421,7 +422,7 @@ def embedding_renorm(weight, indices, max_norm: float, norm_type: float) -> None
     if indices.size == 0 or rows == 0:
         return
     acc = acc_dtype(d)
-    mark_k, renorm_k = _renorm_kernels(acc.name)
+    mark_k, renorm_k = _renorm_kernels(np_name(acc))
     mark = backend.full((rows,), 0, np.int32)
     flat, ist, ishape = _index_layout(indices)
     s = stream()
@@ -481,7 +482,7 @@ def embedding_backward(grad, indices, num_weights: int, padding_idx):
         gst = elem_strides(grad)
         gk = gst[:-1] if indices.ndim else (0,)
         grid, blk = launch_1d(total)
-        embedding_backward_kernel(acc.name)[grid, blk, stream()](
+        embedding_backward_kernel(np_name(acc))[grid, blk, stream()](
             backend.flat_view(gw), backend.flat_view(grad), gk, gst[-1],
             flat, ist, ishape, D, num_weights, total, -1 if padding_idx is None else int(padding_idx), error_flag())
     if acc != d:

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import np_name
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     be,
@@ -249,7 +250,7 @@ def _stats(x, rows, layout, eps, t, running=None):
     rm, rv, momentum = running if running is not None else (None, None, 0.0)
     dummy = backend.empty((rows,), t)
     B = _block()
-    _kernel("stats", t.name, B)[rows, B, stream()](
+    _kernel("stats", np_name(t), B)[rows, B, stream()](
         mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
         float(momentum), running is not None)
     return mean, rstd
@@ -270,7 +271,7 @@ def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
     s1 = backend.empty((rows,), t)
     s2 = backend.empty((rows,), t)
     B = _block()
-    _kernel("grad_sums", t.name, B)[rows, B, stream()](
+    _kernel("grad_sums", np_name(t), B)[rows, B, stream()](
         s1, s2, _flat(g), _flat(x), mean, rstd, _vec_t(w, t), w is not None, *layout, *stat_index, *w_index)
     return s1, s2
 

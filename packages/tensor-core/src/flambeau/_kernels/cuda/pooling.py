@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import np_name
 from flambeau._kernels.cpu.pooling import _out_len
 from flambeau._kernels.cuda._launch import ERR_INDEX, be, bind_numba_cuda, error_flag, jit, launch_1d, stream
 from flambeau._kernels.cuda.core import copy_into, fill
@@ -323,7 +324,7 @@ def _avg_launch(x, OH, OW, params, adaptive):
     n = P * OH * OW
     if n:
         grid, block = launch_1d(n)
-        _avg_pool_kernel(xc.dtype.name)[grid, block, stream()](
+        _avg_pool_kernel(np_name(xc.dtype))[grid, block, stream()](
             backend.flat_view(out), backend.flat_view(xc), P, H, W, OH, OW, *params, adaptive)
     return cast_back(out, back)
 
@@ -337,7 +338,7 @@ def _avg_backward_launch(g, input_size, params, adaptive):
     n = P * H * W
     if n:
         grid, block = launch_1d(n)
-        _avg_backward_kernel(gc.dtype.name)[grid, block, stream()](
+        _avg_backward_kernel(np_name(gc.dtype))[grid, block, stream()](
             backend.flat_view(gx), backend.flat_view(gc), P, H, W, OH, OW, *params, adaptive)
     return cast_back(gx, back)
 

@@ -43,7 +43,7 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import real_np, scalar_name
+from flambeau._dtype import np_name, real_np, scalar_name
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     be,
@@ -835,16 +835,16 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
         columns = kst[-1] == 1 and M >= (4 if sim() else _MANY_COLUMNS)
         if short or columns:
             grid, block = launch_1d(M)
-            rows_kernel(name, acc.name, two)[grid, block, s](out, idx, flat, kshape, kst, rshape, rst, K, M, q)
+            rows_kernel(name, np_name(acc), two)[grid, block, s](out, idx, flat, kshape, kst, rshape, rst, K, M, q)
         elif P == 1:
-            k = reduce_kernel(name, acc.name, "final", two, B)
+            k = reduce_kernel(name, np_name(acc), "final", two, B)
             k[(M, 1), B, s](out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
         else:
             sv, sw = backend.empty((M * P,), acc), backend.empty((M * P,), acc)
             sn = backend.empty((M * P,), np.int64)
-            k = reduce_kernel(name, acc.name, "partial", False, B)
+            k = reduce_kernel(name, np_name(acc), "partial", False, B)
             k[(M, P), B, s](out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, P, q)
-            k = reduce_kernel(name, acc.name, "parts", two, B)
+            k = reduce_kernel(name, np_name(acc), "parts", two, B)
             k[(M, 1), B, s](out, idx, sv, sw, sn, sv, (M,), (P,), (P,), (1,), P, 1, q)
     shaped = backend.as_strided(out, out_shape, c_elem_strides(out_shape), 0)
     if two:
@@ -984,7 +984,7 @@ def _scan(name, a, dim: int, out_dtype, two: bool):
         ost_all = c_elem_strides(a.shape)
         kost = tuple(ost_all[d] for d in kept) or (0,)
         B = _block()
-        k = scan_kernel(name, acc.name, two, B)
+        k = scan_kernel(name, np_name(acc), two, B)
         k[min(M, 65535), B, stream()](backend.flat_view(out), backend.flat_view(idx), backend.flat_view(a),
                                        kshape, kst, kost, L,
                                        a.strides[dim] // item, ost_all[dim], M)
@@ -1020,7 +1020,7 @@ def _row_launch(which, a, dims, keepdim):
     _acc(a.dtype, "in", which)  # the dtype check
     if M:
         B = _block()
-        k = _row_kernel(which, a.dtype.name, B)
+        k = _row_kernel(which, np_name(a.dtype), B)
         flat = backend.flat_view(a)
         bits = flat.view(f"int{a.dtype.itemsize * 8}") if a.dtype.kind == "f" else flat
         if which == "median":

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from flambeau._dtype import np_name
 from flambeau._kernels.cpu.resample import _scale_value, grid_point_fns
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream
 from flambeau._kernels.cuda.pooling import cast_back, compute_input, plane_index_fn
@@ -160,7 +161,7 @@ def _nearest_backward_py(ct):
 
 def _linear_py(ct):
     bind_numba_cuda(globals())
-    lin = _linear_fns(np.dtype(ct).name)[0]
+    lin = _linear_fns(np_name(ct))[0]
     pos = plane_index_fn()
 
     def linear(out, x, P, H, W, OH, OW, align, rh, rw):
@@ -185,7 +186,7 @@ def _linear_py(ct):
 
 def _linear_backward_py(ct):
     bind_numba_cuda(globals())
-    lin, first, weight = _linear_fns(np.dtype(ct).name)
+    lin, first, weight = _linear_fns(np_name(ct))
     pos = plane_index_fn()
 
     def linear_backward(gx, g, P, H, W, OH, OW, align, rh, rw):
@@ -247,7 +248,7 @@ def _launch(which, a, out_shape, loop_shape, make_args):
         P, H, W = _planes(tuple(loop_shape[0]))
         _, OH, OW = _planes(tuple(loop_shape[1]))
         grid, block = launch_1d(n)
-        _kernel(which, ac.dtype.name)[grid, block, stream()](backend.flat_view(out), backend.flat_view(ac), P, H, W,
+        _kernel(which, np_name(ac.dtype))[grid, block, stream()](backend.flat_view(out), backend.flat_view(ac), P, H, W,
                                                              OH, OW, *make_args(ac.dtype.type))
     return cast_back(out, back)
 
@@ -401,7 +402,7 @@ def _grid_forward(x, grid, modes):
     n_points = x.shape[0] * osp
     if out.size:
         blocks, threads = launch_1d(n_points)
-        _grid_kernel(f"forward{len(x.shape) - 2}", xc.dtype.name)[blocks, threads, stream()](
+        _grid_kernel(f"forward{len(x.shape) - 2}", np_name(xc.dtype))[blocks, threads, stream()](
             backend.flat_view(out), backend.flat_view(xc), backend.flat_view(gc), n_points, C, D, H, W, osp,
             int(modes[0]), int(modes[1]), bool(modes[2]))
     return cast_back(out, back)
@@ -418,7 +419,7 @@ def _grid_backward(g, x, grid, modes):
     n_points = x.shape[0] * osp
     if n_points and C:
         blocks, threads = launch_1d(n_points)
-        _grid_kernel(f"backward{len(x.shape) - 2}", xc.dtype.name)[blocks, threads, stream()](
+        _grid_kernel(f"backward{len(x.shape) - 2}", np_name(xc.dtype))[blocks, threads, stream()](
             backend.flat_view(gin), backend.flat_view(ggrid), backend.flat_view(goc), backend.flat_view(xc),
             backend.flat_view(gc), n_points, C, D, H, W, osp, int(modes[0]), int(modes[1]), bool(modes[2]))
     return cast_back(gin, back), cast_back(ggrid, back)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from flambeau._dtype import from_numpy_dtype
+from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, launch_keyed, stream
 from flambeau._kernels.cuda.conv import contig, mT, view
 from flambeau._kernels.cuda.core import contiguous as core_contiguous
@@ -238,7 +238,7 @@ def _step(name: str, dtype, n: int, *args) -> None:
     if n:
         grid, block = launch_1d(n)
         key = tuple(a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool)
-        launch_keyed(_kernel(name, np.dtype(dtype).name), (grid, block, stream()), key, *args, n)
+        launch_keyed(_kernel(name, np_name(dtype)), (grid, block, stream()), key, *args, n)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
