@@ -24,7 +24,7 @@ from numba.core import config as _config
 
 from flambeau._kernels.cuda._direct import layout_of
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
-from flambeau.cuda._allocator import get_allocator
+from flambeau.cuda._allocator import _allocators, get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
 from flambeau.cuda._sync import host_sync
 
@@ -154,7 +154,13 @@ else:
                        free):
             """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
             ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
-            a = cls._bare(shape, strides, dtype, stream)
+            a = object.__new__(cls)  # (_bare's fields, set here: every operator's output comes this way)
+            a.ndim = len(shape)
+            a.shape = shape
+            a.strides = strides
+            a.dtype = dtype
+            a.size = math.prod(shape)
+            a.stream = stream
             a.alloc_size = nbytes
             a._fl_ptr = address
             a._fl_c = True  # (empty's arrays are C-contiguous: see contiguous_flat)
@@ -351,7 +357,7 @@ def empty(shape: tuple, np_dtype, device=None):
     strides = _c_strides(shape, dtype.itemsize)
     if nbytes == 0:
         return _DevArray(shape, strides, dtype, stream=s.numba)
-    alloc = get_allocator(s.device_index)
+    alloc = _allocators.get(s.device_index) or get_allocator(s.device_index)
     try:
         if device is None or s.device_index == current_device():
             address = alloc.malloc(nbytes, s.numba)

@@ -280,7 +280,8 @@ class Kernel:
 
     def plan(self, args) -> Plan | None:
         """The plan of a launch with ``args``, made on first use; None when the direct path does not take them."""
-        key = tuple(map(arg_key, args))
+        scalars = _SCALAR_KEYS  # (scalars, most arguments, without a call each)
+        key = tuple([scalars.get(a.__class__) or arg_key(a) for a in args])
         plan = self._plans.get(key)
         if plan is None and key not in self._plans:
             plan = self._make_plan(key)

@@ -1031,9 +1031,12 @@ def binary_launcher(name: str):
             zeros = (0,) * len(shape)
             kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
                                              strides_for(b, shape) if ba else zeros)
-            ref = backend.flat_view(a if aa else b)  # stands in for the scalar operand (never read)
-            fo = backend.flat_view(out)
-            fa, fb = backend.flat_view(a) if aa else ref, backend.flat_view(b) if ba else ref
+            if fo is None:
+                fo = backend.flat_view(out)
+            fa = backend.flat_view(a) if aa else None
+            fb = backend.flat_view(b) if ba else fa
+            if fa is None:
+                fa = fb  # a scalar operand's slot: the other operand's array (never read)
         launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, fb.dtype, len(kshape)),
                      fo, ost, fa, ast, cast(0) if aa else cast(a), not aa, fb, bst, cast(0) if ba else cast(b), not ba,
                      kshape, n)
@@ -1082,7 +1085,7 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
         kshape, ost, ast = (n,), _UNIT, _UNIT
     else:
         kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
-        fo, fa = backend.flat_view(out), backend.flat_view(a)
+        fo, fa = fo if fo is not None else backend.flat_view(out), backend.flat_view(a)
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, len(kshape)), fo, ost, fa, ast, kshape, n)
 
 
