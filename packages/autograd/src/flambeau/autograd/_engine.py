@@ -339,7 +339,8 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
                 [buf.get(i) for i in range(max(nout, 1 + max(buf, default=0)))]
             buf = None  # drop the buffer's references so that AccumulateGrad may steal a gradient
             is_accumulator = node.__class__ is AccumulateGrad
-            if node._tensor_hooks is not None or is_accumulator:
+            if node._tensor_hooks is not None or (is_accumulator and node.variable._autograd_meta is not None
+                                                  and node.variable._autograd_meta.hooks):
                 _run_tensor_hooks(node, grads)
             if capture is not None:
                 for i, g in enumerate(grads):
@@ -473,7 +474,7 @@ def _call_node(node: Node, grads: list, keep_graph: bool):
 
 def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
     """Add ``g`` into ``var.grad`` (PyTorch's AccumulateGrad)."""
-    if g.shape != var.shape:  # ``var.data`` was replaced after the graph recorded its old shape
+    if g.shape != var.shape:  # ``var.data`` was replaced after the graph recorded its old shape (sparse: its own)
         raise RuntimeError(f"Function AccumulateGrad returned an invalid gradient - got {list(g.shape)} but "
                            f"expected shape compatible with {list(var.shape)} (the leaf's .data was replaced "
                            "after the graph was recorded)")
