@@ -1097,7 +1097,9 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
     ``out_dtype`` (default ``compute``), or ``out`` (which the operands broadcast to) when given.
     """
     backend = be()
-    arrays = [x for x in operands if is_array(x)]
+    operands = tuple(operands) + (0,) * (3 - arity)
+    is_arr = [is_array(x) for x in operands]
+    arrays = [x for x, a in zip(operands, is_arr) if a]
     if out is None:
         shape = broadcast_shapes(*(x.shape for x in arrays))
         out = backend.empty(shape, compute if out_dtype is None else out_dtype)
@@ -1106,32 +1108,35 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
     if n == 0:
         return out
     ct = compute.type
-    operands = tuple(operands) + (0,) * (3 - arity)
+    zero = ct(0)
     fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
     flats = [] if fo is None else [backend.contiguous_flat(x) if x.shape == shape else None for x in arrays]
     if fo is not None and None not in flats:
         ref = flats[0] if flats else fo  # stands in for scalar operands (never read)
         args = []
-        for x in operands:
-            if is_array(x):
-                args += [flats.pop(0), _UNIT, ct(0), False]
+        i = 0
+        for x, a in zip(operands, is_arr):
+            if a:
+                args += (flats[i], _UNIT, zero, False)
+                i += 1
             else:
-                args += [ref, _NONE, ct(x), True]
+                args += (ref, _NONE, ct(x), True)
         kshape = (n,)
         ost = _UNIT
     else:
         ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
         zeros = (0,) * len(shape)
         kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
-                                         *(strides_for(x, shape) if is_array(x) else zeros for x in operands))
+                                         *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
         args = []
-        for x, st in zip(operands, strides):
-            if is_array(x):
-                args += [backend.flat_view(x), st, ct(0), False]
+        for x, a, st in zip(operands, is_arr, strides):
+            if a:
+                args += (backend.flat_view(x), st, zero, False)
             else:
-                args += [ref, st, ct(x), True]
-        fo = backend.flat_view(out)
-    p = tuple(ct(v) for v in params) + (ct(0),) * (3 - len(params))
+                args += (ref, st, ct(x), True)
+        if fo is None:
+            fo = backend.flat_view(out)
+    p = tuple([ct(v) for v in params]) + (zero,) * (3 - len(params))
     k = nary_kernel(fn, arity, np_name(compute))
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape)),
                  fo, ost, *args, p, kshape, n)
