@@ -35,7 +35,8 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default all but figure1 and profile): smoke probe profile bench tests rest figure1
+# STAGES picks stages by name (default all but figure1, profile and host): smoke probe profile host bench tests rest
+# figure1
 STAGES=" ${STAGES:-smoke probe bench tests rest} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
@@ -52,6 +53,9 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
 want profile && { timeout 180 $PY tools/gpu_profile.py > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
+# the same host paths against the fake device, on this host's CPU: what the real driver and GPU add to them
+want host && { for m in "" "--model resnet18" "--model gpt"; do timeout 40 $PY tools/host_overhead.py $m; done \
+    > "$OUT/host.txt" 2>&1; echo "exit $?" >> "$OUT/host.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
 want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only gpt > "$OUT/gpu_bench.txt" 2>&1
