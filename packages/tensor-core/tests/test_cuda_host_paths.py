@@ -192,3 +192,36 @@ def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
         b.gpu_data  # numba's pointer: numba's views share it unseen
         assert not be.owns_memory_alone(b)
     """)
+
+
+def test_keyed_launches_keep_their_contract_through_training_steps():
+    """``launch_keyed``'s callers promise that equal keys mean equal argument types: through two training
+    steps of every model of benchmarks/train.py, each keyed launch's plan is the one its arguments'
+    own types select."""
+    _run(f"""
+        sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
+        import numpy as np
+        import train
+        from flambeau._kernels.cuda import _direct
+        from flambeau.autograd import _device_threads
+
+        _device_threads.run_on_device = lambda device, fn: fn()
+        checked = []
+        real = _direct.Kernel.keyed_plan
+
+        def keyed_plan(self, key, args):
+            plan = real(self, key, args)
+            assert plan is self.plan(args), (self.dispatcher.py_func.__name__, key)
+            checked.append(key)
+            return plan
+
+        _direct.Kernel.keyed_plan = keyed_plan
+        for name, spec in train.MODELS.items():
+            model = spec.builder(fl).to("cuda")
+            x, y = spec.make_batch(np.random.default_rng(0))
+            opt = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
+            step = train.train_step(fl, spec, model, opt, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))
+            step()
+            step()
+        assert len(checked) > 1000, len(checked)
+    """)

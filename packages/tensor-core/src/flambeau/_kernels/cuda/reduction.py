@@ -51,6 +51,7 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     jit,
     launch_1d,
+    launch_keyed,
     sim,
     stream,
 )
@@ -833,19 +834,23 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
         short = K <= (4 if sim() else _SHORT_ROW)
         # many outputs adjacent in memory: one per thread reads coalesced (each block strides otherwise)
         columns = kst[-1] == 1 and M >= (4 if sim() else _MANY_COLUMNS)
+        # every array here is 1-d and C-contiguous and every scalar a Python int or float: the arrays' dtypes
+        # and the tuples' lengths fix the argument types (launch_keyed spares typing a dozen of them)
+        key = (out.dtype, idx.dtype, flat.dtype, len(kshape), len(rshape))
         if short or columns:
             grid, block = launch_1d(M)
-            rows_kernel(name, np_name(acc), two)[grid, block, s](out, idx, flat, kshape, kst, rshape, rst, K, M, q)
+            launch_keyed(rows_kernel(name, np_name(acc), two), (grid, block, s), key,
+                         out, idx, flat, kshape, kst, rshape, rst, K, M, q)
         elif P == 1:
-            k = reduce_kernel(name, np_name(acc), "final", two, B)
-            k[(M, 1), B, s](out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
+            launch_keyed(reduce_kernel(name, np_name(acc), "final", two, B), ((M, 1), B, s), key,
+                         out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
         else:
             sv, sw = backend.empty((M * P,), acc), backend.empty((M * P,), acc)
             sn = backend.empty((M * P,), np.int64)
-            k = reduce_kernel(name, np_name(acc), "partial", False, B)
-            k[(M, P), B, s](out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, P, q)
-            k = reduce_kernel(name, np_name(acc), "parts", two, B)
-            k[(M, 1), B, s](out, idx, sv, sw, sn, sv, (M,), (P,), (P,), (1,), P, 1, q)
+            launch_keyed(reduce_kernel(name, np_name(acc), "partial", False, B), ((M, P), B, s), key,
+                         out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, P, q)
+            launch_keyed(reduce_kernel(name, np_name(acc), "parts", two, B), ((M, 1), B, s), key[:2],
+                         out, idx, sv, sw, sn, sv, (M,), (P,), (P,), (1,), P, 1, q)
     shaped = backend.as_strided(out, out_shape, c_elem_strides(out_shape), 0)
     if two:
         return shaped, backend.as_strided(idx, out_shape, c_elem_strides(out_shape), 0)
