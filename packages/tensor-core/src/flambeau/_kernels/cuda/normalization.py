@@ -37,6 +37,7 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     jit,
     launch_1d,
+    launch_keyed,
     sim,
     stream,
 )
@@ -241,6 +242,11 @@ def _flat(a):
     return be().flat_view(a)
 
 
+# Note [Keyed normalisation launches]
+#     The four templates take flat views and 1-d allocations of the compute dtype ``t`` only (statistics,
+#     weights and dummies alike, through _flat and _vec_t), Python ints for the geometry, Python floats and
+#     bools for eps, momentum and the flags, and ``t``'s scalar type for ``c``: ``t`` fixes every argument
+#     type, and keys the launch (``launch_keyed``), which spares typing a dozen arguments per launch.
 def _stats(x, rows, layout, eps, t, running=None):
     """``(mean, rstd)`` of every row of ``x`` (``layout`` = ``(K, inner, ostride, rstride)``); ``running``:
     ``(rm, rv, momentum)`` to update in place (arrays of ``t``, or None)."""
@@ -250,9 +256,9 @@ def _stats(x, rows, layout, eps, t, running=None):
     rm, rv, momentum = running if running is not None else (None, None, 0.0)
     dummy = backend.empty((rows,), t)
     B = _block()
-    _kernel("stats", np_name(t), B)[rows, B, stream()](
-        mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
-        float(momentum), running is not None)
+    launch_keyed(_kernel("stats", np_name(t), B), (rows, B, stream()), t,  # Note [Keyed normalisation launches]
+                 mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
+                 float(momentum), running is not None)
     return mean, rstd
 
 
@@ -261,8 +267,8 @@ def _affine(x, mean, rstd, w, b, index, t):
     out = backend.empty(x.shape, t)
     n = x.size
     grid, block = launch_1d(n)
-    _kernel("affine")[grid, block, stream()](_flat(out), _flat(x), mean, rstd, _vec_t(w, t), _vec_t(b, t),
-                                             w is not None, b is not None, *index, n)
+    launch_keyed(_kernel("affine"), (grid, block, stream()), t, _flat(out), _flat(x), mean, rstd, _vec_t(w, t),
+                 _vec_t(b, t), w is not None, b is not None, *index, n)
     return out
 
 
@@ -271,8 +277,8 @@ def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
     s1 = backend.empty((rows,), t)
     s2 = backend.empty((rows,), t)
     B = _block()
-    _kernel("grad_sums", np_name(t), B)[rows, B, stream()](
-        s1, s2, _flat(g), _flat(x), mean, rstd, _vec_t(w, t), w is not None, *layout, *stat_index, *w_index)
+    launch_keyed(_kernel("grad_sums", np_name(t), B), (rows, B, stream()), t,
+                 s1, s2, _flat(g), _flat(x), mean, rstd, _vec_t(w, t), w is not None, *layout, *stat_index, *w_index)
     return s1, s2
 
 
@@ -281,9 +287,8 @@ def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
     dx = backend.empty(x.shape, t)
     n = x.size
     grid, block = launch_1d(n)
-    _kernel("grad_input")[grid, block, stream()](_flat(dx), _flat(g), _flat(x), mean, rstd, s1, s2,
-                                                 _vec_t(w, t), w is not None, bool(w_inside), t.type(c),
-                                                 *index, n)
+    launch_keyed(_kernel("grad_input"), (grid, block, stream()), t, _flat(dx), _flat(g), _flat(x), mean, rstd, s1,
+                 s2, _vec_t(w, t), w is not None, bool(w_inside), t.type(c), *index, n)
     return cast_back(dx, back)
 
 
