@@ -67,11 +67,16 @@ def _is_bf16_dtype(v) -> bool:
     return v is _FL_BF16 or v is BF16 or v is _BF16_T  # numpy dtypes are singletons
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})  # what most kernel arguments are: nothing to look into
+
+
 def _mentions_bfloat16(values) -> bool:
     for v in values:
+        c = v.__class__
+        if c in _PLAIN:
+            continue
         if v is _FL_BF16 or v is BF16 or v is _BF16_T:  # the dtype, as a kernel may be handed it
             return True
-        c = v.__class__
         if c is list or c is tuple:
             if _mentions_bfloat16(v):
                 return True

@@ -254,7 +254,8 @@ def _stats(x, rows, layout, eps, t, running=None):
     mean = backend.empty((rows,), t)
     rstd = backend.empty((rows,), t)
     rm, rv, momentum = running if running is not None else (None, None, 0.0)
-    dummy = backend.empty((rows,), t)
+    # stands in for a missing running statistic: written (and so of ``rows``) when the other one is updated
+    dummy = None if rm is not None and rv is not None else backend.empty((1 if running is None else rows,), t)
     B = _block()
     launch_keyed(_kernel("stats", np_name(t), B), (rows, B, stream()), t,  # Note [Keyed normalisation launches]
                  mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
