@@ -424,3 +424,22 @@ def test_shrink_and_threshold_keep_nan_and_prelu_ignores_infinite_weights_for_po
         np.testing.assert_array_equal(got, want, err_msg=name)
     got = fl.prelu(fl.tensor([2.0, -1.0]), fl.tensor([float("inf")])).numpy()
     np.testing.assert_array_equal(got, [2.0, -float("inf")])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", ["relu", "relu6", "hardtanh"])
+def test_fused_clamps_on_large_tensors(name, dtype):
+    """relu, relu6 and hardtanh of large C-contiguous float tensors take the fused parallel kernel
+    (``activation.fusable``): the same values as torch, NaN, infinities and the sign of zero included;
+    transposed and strided inputs (numpy's path) too."""
+    fns = {"relu": (fl.relu, torch.relu), "relu6": (fl.nn.functional.relu6, TF.relu6),
+           "hardtanh": (lambda x: fl.hardtanh(x, -0.5, 0.7), lambda x: TF.hardtanh(x, -0.5, 0.7))}
+    ours, theirs = fns[name]
+    x = RNG.normal(size=(96, 130)).astype(dtype)
+    x.reshape(-1)[:7] = [np.nan, -0.0, 0.0, np.inf, -np.inf, 6.0, -0.5]
+    for fused, view in ((True, lambda a: a), (False, lambda a: a.T), (False, lambda a: a[:, ::2])):
+        got = ours(view(fl.from_numpy(x))).numpy()
+        want = theirs(view(torch.from_numpy(x))).numpy()
+        np.testing.assert_array_equal(got, want)
+        if fused:  # (numpy's maximum makes relu(-0.0) +0.0; torch and the fused kernel keep -0.0)
+            assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -21,7 +21,7 @@ from flambeau import _dtype as dt
 from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._kernels.cpu._elementwise import binary_kernel, unary_kernel, via_compute, wrap_scalar
 from flambeau._kernels.cpu._fast_exp import exp_f32
-from flambeau._kernels.cpu.activation import fused_activation
+from flambeau._kernels.cpu.activation import fusable, fused_activation
 from flambeau._ops._registry import kernel
 from flambeau._parallel import PARALLEL_MIN_ELEMENTS
 
@@ -252,6 +252,8 @@ kernel("round", "cpu")(_expr_kernel(lambda x, decimals: np.round(x, decimals), k
 @kernel("relu", "cpu")
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _relu_kernel(a, dtype, out=None):
+    if out is None and fusable(a):  # one parallel pass: np.maximum ran at a seventh of torch's speed
+        return fused_activation("hardtanh", a, None, a.dtype, params=(0.0, math.inf))
     return np.maximum(a, a.dtype.type(0), out=out)
 
 
