@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+from flambeau import _backends
+
 __all__ = ["CHUNK", "ELEMENTS", "add", "flush", "is_cuda_param", "ptx_cases"]
 
 CHUNK = 16384  # elements per block of the multi-tensor kernel
@@ -283,20 +285,9 @@ def _kernel(family: str, multi: bool):
 _pending: dict = {}  # (family, dtype, sc bytes, flags) -> [sc, flags, rows]; rows: (p, g, bufs) arrays
 
 
-_BACKEND: list = []  # the CUDA backend module, once looked up (every parameter asks several times a step)
-
-
-def _be():
-    if not _BACKEND:
-        from flambeau._backends import backend
-
-        _BACKEND.append(backend("cuda"))
-    return _BACKEND[0]
-
-
 def is_cuda_param(arr) -> bool:
     """Whether backend array ``arr`` is a C-contiguous float32/float64 CUDA array a fused update can write."""
-    be = _be()
+    be = _backends.backend("cuda")
     return (be.is_device_array(arr) and arr.dtype in (np.float32, np.float64) and be.is_c_contiguous(arr))
 
 
@@ -315,9 +306,7 @@ def flush() -> None:
     """Launch every queued update: one kernel per (family, dtype, scalars, options)."""
     if not _pending:
         return
-    from flambeau._backends import backend
-
-    be = backend("cuda")
+    be = _backends.backend("cuda")
     stream = _stream()
     items = list(_pending.items())
     _pending.clear()
@@ -343,7 +332,6 @@ def _upload(host: np.ndarray):
     """A device copy of small host array ``host``, reused while the same bytes come again: a step's
     parameter table (addresses, sizes, chunks) and scalars are usually the last step's, and each copy
     costs a driver call. The copies are never written."""
-    from flambeau._backends import backend
     from flambeau.cuda import current_stream
 
     # by stream too: a copy queued on one stream must not be read by a kernel on another (nothing orders them)
@@ -353,7 +341,7 @@ def _upload(host: np.ndarray):
     if dev is None:
         if len(_UPLOADS) >= _MAX_UPLOADS:
             _UPLOADS.clear()
-        dev = _UPLOADS[key] = backend("cuda").from_numpy(host)
+        dev = _UPLOADS[key] = _backends.backend("cuda").from_numpy(host)
     return dev
 
 
@@ -362,9 +350,7 @@ def _device_scalars(sc: np.ndarray):
 
 
 def _launch_each(family, rows, sc, flags, stream) -> None:
-    from flambeau._backends import backend
-
-    be = backend("cuda")
+    be = _backends.backend("cuda")
     k = _kernel(family, False)
     dummy = be.empty((1,), sc.dtype)
     for p, g, bufs in rows:

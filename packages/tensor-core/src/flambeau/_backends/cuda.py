@@ -24,7 +24,7 @@ from numba.core import config as _config
 
 from flambeau._kernels.cuda._direct import layout_of
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
-from flambeau.cuda._allocator import _allocators, get_allocator
+from flambeau.cuda._allocator import get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
 from flambeau.cuda._sync import host_sync
 
@@ -134,19 +134,13 @@ else:
         @classmethod
         def flat_of(cls, base):
             """The 1-d view of C-contiguous ``base``'s ``base.size`` elements (``view_of`` without its arithmetic)."""
-            a = object.__new__(cls)
             n = base.size
-            dtype = a.dtype = base.dtype
-            a.ndim = 1
-            a.shape = (n,)
-            a.strides = (dtype.itemsize,)
-            a.size = n
+            dtype = base.dtype
+            a = cls._bare((n,), (dtype.itemsize,), dtype, base.stream)
             a.alloc_size = n * dtype.itemsize
-            a.stream = base.stream
             a._fl_ptr = base._fl_ptr if n else 0
             a._fl_owner, a._fl_start = _anchor(base, 0)
             a._fl_c = True
-            a._fl_key = (dtype, 1, "C")  # its argument key (``_direct.arg_key``)
             return a
 
         @classmethod
@@ -154,17 +148,10 @@ else:
                        free):
             """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
             ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
-            a = object.__new__(cls)  # (_bare's fields, set here: every operator's output comes this way)
-            a.ndim = len(shape)
-            a.shape = shape
-            a.strides = strides
-            a.dtype = dtype
-            a.size = math.prod(shape)
-            a.stream = stream
+            a = cls._bare(shape, strides, dtype, stream)
             a.alloc_size = nbytes
             a._fl_ptr = address
-            a._fl_c = True  # (empty's arrays are C-contiguous: see contiguous_flat)
-            a._fl_key = (dtype, len(shape), "C")  # its argument key (``_direct.arg_key``)
+            a._fl_c = True  # (empty's arrays are C-contiguous: see is_c_contiguous)
             a._fl_device = device
             a._fl_free = free
             return a
@@ -357,7 +344,7 @@ def empty(shape: tuple, np_dtype, device=None):
     strides = _c_strides(shape, dtype.itemsize)
     if nbytes == 0:
         return _DevArray(shape, strides, dtype, stream=s.numba)
-    alloc = _allocators.get(s.device_index) or get_allocator(s.device_index)
+    alloc = get_allocator(s.device_index)
     try:
         if device is None or s.device_index == current_device():
             address = alloc.malloc(nbytes, s.numba)
@@ -491,9 +478,8 @@ def reinterpret(arr, np_dtype):
 
 
 def is_c_contiguous(arr) -> bool:
-    """Whether device array ``arr`` is C-contiguous (worked out once per array; dims of length 1 aside)."""
-    if SIM:
-        return layout_of(tuple(arr.shape), tuple(arr.strides), arr.dtype.itemsize) == "C"
+    """Whether device array ``arr`` is C-contiguous (dims of length 1 aside), worked out once per array and
+    kept as ``_fl_c``, which the direct launches read as the array's layout (``_direct.arg_key``)."""
     d = arr.__dict__
     c = d.get("_fl_c")
     if c is None:

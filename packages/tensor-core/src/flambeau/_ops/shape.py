@@ -8,8 +8,9 @@ Note [Device-agnostic views]
     A view op computes the view's geometry with numpy view operations. On CPU they run on
     ``input._data`` itself (they never copy). On other devices they run on a *shadow*: a numpy
     array with the input's shape and strides over a one-element dummy buffer, which is never
-    read; the shadow's shape, strides and pointer give the view's (shape, strides, offset), and
-    ``backend(device.type).as_strided(storage._buffer, shape, strides, offset)`` builds the
+    read; the shadow's shape, strides and pointer give the view's (shape, strides, byte offset from
+    the input's first element: 0, and not read off the shadow, for the views that keep it), and
+    ``backend(device.type).view_from(input data, storage buffer, shape, strides, offset)`` builds the
     device array. One code path serves every device, so views have no kernels. Shadows are kept per
     (dtype, shape, strides), read-only and shared: a model's views repeat their geometry every step,
     and numpy's ``as_strided`` that makes one costs microseconds.

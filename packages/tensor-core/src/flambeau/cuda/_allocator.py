@@ -191,6 +191,10 @@ def set_allocator(allocator, device: int | None = None) -> None:
 
 def get_allocator(device: int | None = None):
     """The allocator serving ``device`` (default: the current device), chosen on first use."""
+    if device.__class__ is int:  # a device index, as every allocation passes: one lookup once chosen
+        alloc = _allocators.get(device)
+        if alloc is not None:
+            return alloc
     index = _index(device)
     alloc = _allocators.get(index)
     if alloc is None:

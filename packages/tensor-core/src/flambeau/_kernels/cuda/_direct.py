@@ -99,11 +99,9 @@ def arg_key(v):
             _TUPLE_KEYS[tuple(map(type, v))] = keys
         return keys
     if t in _ARRAY_CLASSES:
-        k = v.__dict__.get("_fl_key")  # set by the backend where it is known when the array is made
-        if k is not None:
-            return k
         shape = v.shape
-        return v.dtype, len(shape), layout_of(shape, v.strides, v.dtype.itemsize)
+        c = v.__dict__.get("_fl_c")  # the backend's C-contiguity, where it knows it already
+        return v.dtype, len(shape), layout_of(shape, v.strides, v.dtype.itemsize) if c is None else "C" if c else "A"
     return None
 
 

@@ -978,6 +978,27 @@ _WIDE = np.dtype(np.int64)
 _UNIT, _NONE = (1,), (0,)
 
 
+def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple:
+    """``(kshape, fo, ost, [(flat, strides), ...])``: the launch geometry of ``out[...] = f(*operands)`` over
+    ``shape``, the flat views of ``out`` and of each operand with their element strides. A scalar operand
+    (``is_arr`` false) gets the first array operand's view (``out``'s without one; never read) and zero
+    strides. Note [Contiguous launches]; otherwise broadcast strides, coalesced."""
+    fo = backend.contiguous_flat(out)
+    if fo is not None:
+        flats = [backend.contiguous_flat(x) if a and x.shape == shape else None for x, a in zip(operands, is_arr)]
+        if all(f is not None for f, a in zip(flats, is_arr) if a):
+            ref = next((f for f in flats if f is not None), fo)
+            return (out.size,), fo, _UNIT, [(f, _UNIT) if a else (ref, _NONE) for f, a in zip(flats, is_arr)]
+    zeros = (0,) * len(shape)
+    kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
+                                     *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
+    if fo is None:
+        fo = backend.flat_view(out)
+    flats = [backend.flat_view(x) if a else None for x, a in zip(operands, is_arr)]
+    ref = next((f for f in flats if f is not None), fo)
+    return kshape, fo, ost, [(ref if f is None else f, st) for f, st in zip(flats, strides)]
+
+
 _HALF, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
@@ -1021,22 +1042,7 @@ def binary_launcher(name: str):
         n = out.size
         if n == 0:
             return out
-        fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
-        fa = backend.contiguous_flat(a) if aa and fo is not None and a.shape == shape else None
-        fb = backend.contiguous_flat(b) if ba and fo is not None and b.shape == shape else None
-        if fo is not None and (fa is not None or not aa) and (fb is not None or not ba):
-            kshape, ost, ast, bst = (n,), _UNIT, _UNIT if aa else _NONE, _UNIT if ba else _NONE
-            fa, fb = (fb if fa is None else fa), (fa if fb is None else fb)  # a scalar's slot: the other (never read)
-        else:
-            zeros = (0,) * len(shape)
-            kshape, ost, ast, bst = coalesce(shape, strides_for(out, shape), strides_for(a, shape) if aa else zeros,
-                                             strides_for(b, shape) if ba else zeros)
-            if fo is None:
-                fo = backend.flat_view(out)
-            fa = backend.flat_view(a) if aa else None
-            fb = backend.flat_view(b) if ba else fa
-            if fa is None:
-                fa = fb  # a scalar operand's slot: the other operand's array (never read)
+        kshape, fo, ost, ((fa, ast), (fb, bst)) = _flat_operands(backend, out, shape, (a, b), (aa, ba))
         launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, fb.dtype, len(kshape)),
                      fo, ost, fa, ast, cast(0) if aa else cast(a), not aa, fb, bst, cast(0) if ba else cast(b), not ba,
                      kshape, n)
@@ -1079,13 +1085,7 @@ def unary_into(name: str, compute: np.dtype, out, a) -> None:
     shape = tuple(out.shape)
     backend = be()
     k = unary_kernel(name, np_name(compute))
-    fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
-    fa = backend.contiguous_flat(a) if fo is not None and a.shape == shape else None
-    if fa is not None:
-        kshape, ost, ast = (n,), _UNIT, _UNIT
-    else:
-        kshape, ost, ast = coalesce(shape, strides_for(out, shape), strides_for(a, shape))
-        fo, fa = fo if fo is not None else backend.flat_view(out), backend.flat_view(a)
+    kshape, fo, ost, ((fa, ast),) = _flat_operands(backend, out, shape, (a,), (True,))
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, fa.dtype, len(kshape)), fo, ost, fa, ast, kshape, n)
 
 
@@ -1109,33 +1109,10 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
         return out
     ct = compute.type
     zero = ct(0)
-    fo = backend.contiguous_flat(out)  # Note [Contiguous launches]
-    flats = [] if fo is None else [backend.contiguous_flat(x) if x.shape == shape else None for x in arrays]
-    if fo is not None and None not in flats:
-        ref = flats[0] if flats else fo  # stands in for scalar operands (never read)
-        args = []
-        i = 0
-        for x, a in zip(operands, is_arr):
-            if a:
-                args += (flats[i], _UNIT, zero, False)
-                i += 1
-            else:
-                args += (ref, _NONE, ct(x), True)
-        kshape = (n,)
-        ost = _UNIT
-    else:
-        ref = backend.flat_view(arrays[0] if arrays else out)  # stands in for scalar operands (never read)
-        zeros = (0,) * len(shape)
-        kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
-                                         *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
-        args = []
-        for x, a, st in zip(operands, is_arr, strides):
-            if a:
-                args += (backend.flat_view(x), st, zero, False)
-            else:
-                args += (ref, st, ct(x), True)
-        if fo is None:
-            fo = backend.flat_view(out)
+    kshape, fo, ost, views = _flat_operands(backend, out, shape, operands, is_arr)
+    args = []
+    for x, a, (f, st) in zip(operands, is_arr, views):
+        args += (f, st, zero, False) if a else (f, st, ct(x), True)
     p = tuple([ct(v) for v in params]) + (zero,) * (3 - len(params))
     k = nary_kernel(fn, arity, np_name(compute))
     launch_keyed(k, (*launch_1d(n), stream()), (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape)),
