@@ -80,6 +80,7 @@ def _pool(r, torch) -> None:
     rng = np.random.default_rng(0)
     cases = [
         ("max_pool2d 2x2", "64ch 32x32 b32", (32, 64, 32, 32), lambda m, a: m.max_pool2d(a, 2)),
+        ("max_pool2d 3x3 s2 p1", "64ch 56x56 b8", (8, 64, 56, 56), lambda m, a: m.max_pool2d(a, 3, 2, 1)),
         ("avg_pool2d 3x3 s2 p1", "64ch 32x32 b32", (32, 64, 32, 32), lambda m, a: m.avg_pool2d(a, 3, 2, 1)),
         ("adaptive_avg_pool2d 1x1", "256ch 4x4 b32", (32, 256, 4, 4), lambda m, a: m.adaptive_avg_pool2d(a, 1)),
         ("adaptive_avg_pool2d 1x1", "640ch 2x2 b16", (16, 640, 2, 2), lambda m, a: m.adaptive_avg_pool2d(a, 1)),

@@ -74,6 +74,26 @@ def test_max_pool_nan_ties_and_inf(rng):
         check(idx, ridx)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=2, ceil_mode=True),
+                                dict(kernel_size=3, stride=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, ceil_mode=True),
+                                dict(kernel_size=3, stride=1, padding=1)])
+def test_max_pool_fast_windows_with_ties_nan_and_inf(rng, kw, dtype):
+    # 2x2 at stride 2 and 3x3 at stride 1 or 2 have kernels of their own (Note [Branch-free max pooling]):
+    # few distinct values make ties in most windows (the first maximum wins), NaNs in some rows (the last
+    # NaN wins), a plane of -inf (the first tap wins), odd sizes clip ceil_mode's last row and column
+    a = rng.integers(-2, 3, (3, 4, 11, 13)).astype(dtype)
+    a[0, 1, 4, 5] = a[0, 1, 4, 6] = a[2, 3, 10, 12] = a[1, 0, 0, 0] = np.nan
+    a[1, 2] = -np.inf
+    a[2, 1, 3:6, 3:6] = np.inf
+    x, tx = both(a)
+    out, idx = fl.max_pool2d(x, return_indices=True, **kw)
+    ref, ridx = F.max_pool2d(tx, return_indices=True, **kw)
+    check(out, ref, dtype)
+    check(idx, ridx)
+
+
 def test_max_pool_integer_and_half(rng):
     xi, txi = both(rng.integers(-100, 100, (2, 3, 6, 7)))
     check(fl.max_pool2d(xi, 3, 2, 1), F.max_pool2d(txi, 3, 2, 1))

@@ -5,7 +5,8 @@ position and its length (and, for max pooling, the step between taps: the dilati
 pooling (kernel, stride, padding, dilation, ceil_mode) and adaptive pooling only differ in how
 those per-position tables are computed, so four fused numba kernels (max forward with indices, max
 backward, average forward, average backward), parallel over the ``N * C`` planes, serve all of
-them. Average pooling divides by a per-row times per-column divisor, which covers
+them; the usual max pooling windows (2x2 at stride 2, 3x3 at stride 1 or 2) have faster forward
+kernels of their own (Note [Branch-free max pooling]). Average pooling divides by a per-row times per-column divisor, which covers
 ``count_include_pad``, ``divisor_override`` and adaptive windows. float32 and float64 are jitted;
 float16 computes in float32 and integer inputs in float64 (exact below 2**53; average pooling
 truncates, as torch does).
@@ -29,37 +30,19 @@ def _numba_pool():
 
     opts = {"parallel": True, "cache": True}
 
+    _window_scan()
+
     @numba.njit(**opts)
     def max_fwd(x, out, idx, h0, hn, dh, w0, wn, dw):
-        # Flat indices into the contiguous planes: no row views in the inner loops, which cost more
-        # than the comparisons for the usual 2x2 windows (see Note [Flat unsigned indices in the
-        # depthwise kernels] in conv_depthwise.py).
         P, H, W = x.shape
         OH, OW = out.shape[1], out.shape[2]
-        xf = x.reshape(P * H * W)
-        of = out.reshape(P * OH * OW)
-        idf = idx.reshape(P * OH * OW)
+        xf = x.reshape(P * H * W)  # flat indices: no row views in the loops (cost more than 2x2 windows)
         for p in prange(P):
-            xb = p * H * W
-            ob = p * OH * OW
+            o = out[p]
+            ix = idx[p]
             for oh in range(OH):
-                hs = h0[oh]
-                hc = hn[oh]
                 for ow in range(OW):
-                    ws = w0[ow]
-                    wc = wn[ow]
-                    best = -np.inf
-                    bi = hs * W + ws
-                    for i in range(hc):
-                        row = (hs + i * dh) * W
-                        for j in range(wc):
-                            k = row + ws + j * dw
-                            v = xf[xb + k]
-                            if v > best or v != v:
-                                best = v
-                                bi = k
-                    of[ob + oh * OW + ow] = best
-                    idf[ob + oh * OW + ow] = bi
+                    o[oh, ow], ix[oh, ow] = _scan(xf, p * H * W, W, h0[oh], hn[oh], dh, w0[ow], wn[ow], dw)
 
     @numba.njit(**opts)
     def max_bwd(g, idx, gx, bad):
@@ -110,6 +93,133 @@ def _numba_pool():
                             gr[iw] += v
 
     return max_fwd, max_bwd, avg_fwd, avg_bwd
+
+
+# Note [Branch-free max pooling]: "take a tap greater than the best so far, or NaN" (torch's rule: the
+# first maximum, or the last NaN) as a branch mispredicts half the time on real activations; written as
+# selects the general forward runs twice as fast (LeNet's 2x2 pooling of 64x64x24x24: 6.8 -> 3.6 ms,
+# torch 7 ms). Its windows' trip counts come from the tables, so LLVM can neither unroll a window nor
+# vectorise across outputs. 2x2 windows at stride 2, the common case, have a kernel of their own: the
+# NaN-propagating maximum of the four taps, then the index of the first tap equal to it by arithmetic
+# on the comparisons, so a row's outputs run without a branch and vectorise (0.40 ms). A row whose
+# maximum is NaN somewhere, and the last row or column that ceil_mode clips, take the general scan.
+_scan = None  # numba helper, set by _window_scan(): a module global, not a closure cell (see _fast_exp.py)
+
+
+@functools.cache
+def _window_scan():
+    """``_scan(xf, base, W, hs, hc, dh, ws, wc, dw) -> (max, index)``: one window by torch's rule.
+    Inlined into its callers: after editing it, clear their numba caches."""
+    global _scan
+    import numba
+
+    @numba.njit(cache=True, inline="always")
+    def scan(xf, base, W, hs, hc, dh, ws, wc, dw):
+        best = -np.inf
+        bi = hs * W + ws
+        for i in range(hc):
+            row = (hs + i * dh) * W
+            for j in range(wc):
+                k = row + ws + j * dw
+                v = xf[base + k]
+                take = (v > best) | (v != v)  # selects, not branches (Note [Branch-free max pooling])
+                best = v if take else best
+                bi = k if take else bi
+        return best, bi
+
+    _scan = scan
+
+
+@functools.cache
+def _max_pool_2x2():
+    """Max pooling forward of 2x2 windows at stride 2, no padding (Note [Branch-free max pooling])."""
+    import numba
+    from numba import prange
+
+    _window_scan()
+
+    @numba.njit(parallel=True, cache=True)
+    def max_fwd(x, out, idx, h0, hn, w0, wn):
+        P, H, W = x.shape
+        OH, OW = out.shape[1], out.shape[2]
+        xf = x.reshape(P * H * W)
+        whole = min(OW, W // 2)  # ceil_mode's last column may be clipped
+        for p in prange(P):
+            for oh in range(OH):
+                o = out[p, oh]
+                ix = idx[p, oh]
+                nan = 2 * oh + 2 > H
+                if not nan:
+                    a = x[p, 2 * oh]
+                    b = x[p, 2 * oh + 1]
+                    base = 2 * oh * W
+                    for ow in range(whole):
+                        c = 2 * ow
+                        v0, v1, v2, v3 = a[c], a[c + 1], b[c], b[c + 1]
+                        m = np.maximum(np.maximum(v0, v1), np.maximum(v2, v3))
+                        n0 = np.int64(v0 != m)  # 1 while no earlier tap equals the maximum
+                        n1 = n0 * np.int64(v1 != m)
+                        n2 = n1 * np.int64(v2 != m)
+                        o[ow] = m
+                        ix[ow] = base + c + n0 + n1 * (W - 1) + n2
+                        nan |= m != m
+                for ow in range(0 if nan else whole, OW):
+                    o[ow], ix[ow] = _scan(xf, p * H * W, W, h0[oh], hn[oh], 1, w0[ow], wn[ow], 1)
+
+    return max_fwd
+
+
+_WHOLE_WINDOWS = frozenset({(3, 1), (3, 2)})  # (K, S) compiled by _max_pool_whole
+
+
+@functools.cache
+def _max_pool_whole(K: int, S: int):
+    """Max pooling forward of K x K windows at stride S, dilation 1, compiled per (K, S): K is a constant
+    of the loops, which LLVM unrolls (3x3 at stride 2 twice as fast as the general scan, though not
+    vectorised across outputs as the 2x2 kernel is). Padding-clipped and NaN rows take the general scan."""
+    import numba
+    from numba import prange
+
+    _window_scan()
+
+    @numba.njit(parallel=True, cache=True)
+    def max_fwd(x, out, idx, h0, hn, w0, wn, ph, pw):
+        P, H, W = x.shape
+        OH, OW = out.shape[1], out.shape[2]
+        lo = min((pw + S - 1) // S, OW)  # the outputs whose columns are whole: [lo, hi)
+        hi = max(min((W + pw - K) // S + 1, OW), lo)
+        xf = x.reshape(P * H * W)
+        for p in prange(P):
+            xb = p * H * W
+            for oh in range(OH):
+                o = out[p, oh]
+                ix = idx[p, oh]
+                r0 = oh * S - ph
+                a, b = (0, 0) if r0 < 0 or r0 + K > H else (lo, hi)
+                nan = False
+                for ow in range(a, b):
+                    c = r0 * W + ow * S - pw
+                    m = -np.inf
+                    for i in range(K):
+                        for j in range(K):
+                            m = np.maximum(m, xf[xb + c + i * W + j])
+                    off = 0  # the first tap equal to the maximum, as in the 2x2 kernel
+                    alive = 1
+                    prev = 0
+                    for i in range(K):
+                        for j in range(K):
+                            t = i * W + j
+                            off += alive * (t - prev)
+                            prev = t
+                            alive *= np.int64(xf[xb + c + i * W + j] != m)
+                    o[ow] = m
+                    ix[ow] = c + off
+                    nan |= m != m
+                for ow in range(OW):
+                    if nan or not a <= ow < b:
+                        o[ow], ix[ow] = _scan(xf, xb, W, h0[oh], hn[oh], 1, w0[ow], wn[ow], 1)
+
+    return max_fwd
 
 
 # --- window tables -----------------------------------------------------------------------------------
@@ -167,13 +277,19 @@ def _cast_back(a, back):
     return a.astype(back)
 
 
-def _max_windows_kernel(x, hw, ww, dh, dw, OH, OW):
+def _max_windows_kernel(x, hw, ww, dh, dw, OH, OW, fast=None):
     xp, back = _planes(x)
     P = xp.shape[0]
     out = np.empty((P, OH, OW), xp.dtype)
     idx = np.empty((P, OH, OW), np.int64)
     if P and OH and OW:
-        _numba_pool()[0](xp, out, idx, hw[0], hw[1], dh, ww[0], ww[1], dw)
+        if fast == (2, 2, 0, 0):  # Note [Branch-free max pooling]
+            _max_pool_2x2()(xp, out, idx, hw[0], hw[1], ww[0], ww[1])
+        elif fast is not None:
+            K, S, ph, pw = fast
+            _max_pool_whole(K, S)(xp, out, idx, hw[0], hw[1], ww[0], ww[1], ph, pw)
+        else:
+            _numba_pool()[0](xp, out, idx, hw[0], hw[1], dh, ww[0], ww[1], dw)
     shape = x.shape[:-2] + (OH, OW)
     return _cast_back(out.reshape(shape), back), idx.reshape(shape)
 
@@ -203,8 +319,11 @@ def _k_max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode):
     H, W = x.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     OH, OW = _out_len(H, kh, sh, ph, dh, ceil_mode), _out_len(W, kw, sw, pw, dw, ceil_mode)
+    fast = None  # (K, S, ph, pw) of a square window with a kernel of its own
+    if kh == kw and sh == sw and dh == dw == 1 and ((kh, sh, ph, pw) == (2, 2, 0, 0) or (kh, sh) in _WHOLE_WINDOWS):
+        fast = (kh, sh, ph, pw)
     return _max_windows_kernel(x, _max_windows(H, OH, kh, sh, ph, dh), _max_windows(W, OW, kw, sw, pw, dw),
-                               dh, dw, OH, OW)
+                               dh, dw, OH, OW, fast)
 
 
 @kernel("adaptive_max_pool2d", "cpu")
