@@ -232,6 +232,84 @@ def test_benign_inplace_on_non_leaf():
     assert a.grad_fn.name() == "AddBackward0"
 
 
+_INPLACE = {"relu_": lambda m, a: a.relu_(), "sigmoid_": lambda m, a: a.sigmoid_(), "exp_": lambda m, a: a.exp_(),
+            "tanh_": lambda m, a: a.tanh_(), "add_": lambda m, a: a.add_(1.5), "mul_": lambda m, a: a.mul_(-2.0),
+            "neg_": lambda m, a: a.neg_(), "clamp_": lambda m, a: a.clamp_(-1.0, 2.0),
+            "hardtanh_": lambda m, a: m.nn.functional.hardtanh_(a, -0.5, 1.0),
+            "relu6": lambda m, a: m.nn.functional.relu6(a, inplace=True),
+            "leaky_relu_": lambda m, a: m.nn.functional.leaky_relu_(a, 0.2),
+            "elu_": lambda m, a: m.nn.functional.elu_(a)}
+
+
+@pytest.mark.parametrize("name", sorted(_INPLACE))
+def test_inplace_writes_self_and_matches_torch(name):
+    # Note [In-place operators that keep no old value]: the kernel writes into self (same memory); what
+    # backward reads is the result (self) or a copy of the old value, as in torch
+    xv = [[-2.0, -0.25, 0.5], [1.5, 3.0, -1.0]]
+    x = leaf(xv)
+    tx = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    for m, t in ((fl, x), (torch, tx)):
+        a = t * 2
+        ptr = a.data_ptr()
+        assert _INPLACE[name](m, a) is a and a.data_ptr() == ptr
+        (a * a).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("name", sorted(_INPLACE))
+def test_inplace_then_changed_again_fails_where_torch_does(name):
+    # torch's formulas read the result of relu_, sigmoid_ ... (a later in-place change is an error) and a
+    # copy of the old value for hardtanh_, clamp_ ... (allowed): flambeau's must read the same
+    xv = [[-2.0, -0.25, 0.5], [1.5, 3.0, -1.0]]
+    outcome = []
+    for m in (fl, torch):
+        x = m.tensor(xv, dtype=m.float64, requires_grad=True)
+        a = x * 2
+        _INPLACE[name](m, a)
+        a.mul_(3.0)
+        try:
+            a.sum().backward()
+            outcome.append(x.grad.tolist())
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+            outcome.append("error")
+    if name in ("elu_", "leaky_relu_") and outcome[1] == "error":
+        # torch's in-place forms of these two read the result; flambeau's share the out-of-place formula,
+        # which reads a copy of the input: more permissive, never wrong (docs/differences.rst)
+        assert outcome[0] != "error"
+    else:
+        assert outcome[0] == outcome[1]
+
+
+def test_inplace_view_ops_under_autograd_match_torch():
+    # squeeze_, t_, unsqueeze_, transpose_ change only the geometry: recorded with self as the result
+    grads = []
+    for m in (fl, torch):
+        x = m.tensor(np.arange(6.0).reshape(1, 2, 3), requires_grad=True)
+        a = x * 1
+        a.squeeze_(0)
+        a.t_()
+        a.unsqueeze_(1)
+        v = a[:, 0]  # a view: its in-place view op changes no data
+        v.transpose_(0, 1)
+        assert tuple(a.shape) == (3, 1, 2) and tuple(v.shape) == (2, 3)
+        (a * m.arange(6.0).reshape(3, 1, 2)).sum().backward()
+        grads.append(x.grad.numpy().copy())
+    np.testing.assert_allclose(grads[0], grads[1])
+
+
+def test_inplace_without_old_value_on_a_second_output():
+    # the tensor was output 1 of its node; after relu_ it is output 0 of relu's
+    xv = [[1.0, -2.0, 3.0], [-4.0, 5.0, 0.5]]
+    x = leaf(xv)
+    tx = torch.tensor(xv, dtype=torch.float64, requires_grad=True)
+    for m, t in ((fl, x), (torch, tx)):
+        s, mu = m.std_mean(t * 3 - 4, dim=0)
+        mu.relu_()
+        (s * mu + mu).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+
+
 def test_inplace_on_view_of_non_leaf_rebases_history():
     x = leaf([1.0, 2.0, 3.0])
     y = leaf([10.0, 20.0])

@@ -443,3 +443,10 @@ def test_fused_clamps_on_large_tensors(name, dtype):
         np.testing.assert_array_equal(got, want)
         if fused:  # (numpy's maximum makes relu(-0.0) +0.0; torch and the fused kernel keep -0.0)
             assert np.array_equal(np.signbit(got), np.signbit(want))
+    inplace = {"relu": lambda t: t.relu_(), "relu6": lambda t: fl.nn.functional.relu6(t, inplace=True),
+               "hardtanh": lambda t: fl.nn.functional.hardtanh_(t, -0.5, 0.7)}[name]
+    for view in (lambda a: a, lambda a: a.T, lambda a: a[:, ::2]):  # the fused kernel writes into self
+        t = fl.from_numpy(x.copy())
+        v = view(t)
+        assert inplace(v) is v
+        np.testing.assert_array_equal(v.numpy(), theirs(view(torch.from_numpy(x))).numpy())

@@ -347,3 +347,28 @@ def test_backward_without_engine_names_the_package(monkeypatch):
         t.register_hook(lambda g: g)
     with pytest.raises(RuntimeError, match="pip install flambeau-autograd"):
         t.register_post_accumulate_grad_hook(lambda t: None)
+
+
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64, fl.int64, fl.bool, fl.complex64, fl.bfloat16, fl.float16])
+def test_large_copies_are_exact(dtype):
+    # Note [Parallel copies]: large C-contiguous clone, contiguous and copy_ move bytes over threads;
+    # sizes straddle the block size and the threshold, views and overlapping copies keep numpy's path
+    rng = np.random.default_rng(0)
+    for n in (262_143, 262_144 + 17, 1_500_007):
+        values = rng.standard_normal(n).astype(np.float32) * 100
+        if dtype == fl.complex64:  # every byte set
+            values = values + 1j * values[::-1]
+        src = fl.from_numpy(values).to(dtype)
+        ref = src.numpy().copy()
+        c = src.clone()
+        assert c.data_ptr() != src.data_ptr() and np.array_equal(c.numpy(), ref)
+        dst = fl.zeros(n, dtype=dtype)
+        dst.copy_(src)
+        assert np.array_equal(dst.numpy(), ref)
+        m = src.reshape(-1, 1)[: n // 7 * 7].reshape(n // 7, 7).t()  # a transposed view: strided clone
+        assert np.array_equal(m.contiguous().numpy(), ref[: n // 7 * 7].reshape(n // 7, 7).T)
+        src[1:].copy_(src[:-1].clone())  # overlapping storage, via a copy
+        assert np.array_equal(src.numpy()[1:], ref[:-1])
+        src = fl.from_numpy(ref.copy()) if dtype != fl.bfloat16 else fl.tensor(ref.astype(np.float32)).to(dtype)
+        src[1:].copy_(src[:-1])  # overlapping storage, directly
+        assert np.array_equal(src.numpy()[1:], ref[:-1])

@@ -68,9 +68,13 @@ class Engine:
 
         The operator runs out of place on an alias of ``self``'s old value, the result is copied into
         ``self`` and ``self`` takes over the result's history; if ``self`` is a view, its base's history is
-        rebased onto a :class:`CopySlices` node, as torch does.
+        rebased onto a :class:`CopySlices` node, as torch does. Operators that keep no old value and take
+        no other tensor run on ``self`` itself (Note [In-place operators that keep no old value]).
         """
-        return _apply_inplace(op, inputs, attrs)
+        out = _apply_inplace(op, inputs, attrs, direct=not _forward_ad._levels)
+        if _anomaly_state.enabled and out.grad_fn is not None and getattr(out.grad_fn, "_trace", 1) is None:
+            out.grad_fn._trace = _anomaly.capture_trace()  # a node recorded without record()
+        return out
 
     # --- backward ---------------------------------------------------------------------------------
     def backward(self, tensors, grad_tensors, retain_graph, create_graph, inputs) -> None:

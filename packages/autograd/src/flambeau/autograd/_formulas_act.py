@@ -67,9 +67,10 @@ def _gelu_grad2(x, approximate):
 
 
 def _hardtanh_grad(g, s):
-    # The mask min < x < max is the same on the clamped result (torch's choice too): saving the
-    # result lets hardtanh_ (ReLU6(inplace=True)) skip the copy of the old value.
-    return fl.hardtanh_backward(g, s.result, s.get("min_val", -1.0), s.get("max_val", 1.0))
+    # The mask min < x < max of the input, as torch's: its hardtanh_ keeps a copy of the old value, so
+    # changing the result in place again before backward is allowed (a saved result would forbid it;
+    # Note [In-place operators that keep no old value]).
+    return fl.hardtanh_backward(g, s.input, s.get("min_val", -1.0), s.get("max_val", 1.0))
 
 
 def _prelu_input(g, s):
@@ -103,7 +104,7 @@ TABLE: dict = {
     "selu": D({"input": lambda g, s: _elu_grad(g, s.input, _SELU_ALPHA, _SELU_SCALE, 1.0)}, save=("input",)),
     "celu": D({"input": lambda g, s: _elu_grad(g, s.input, s.get("alpha", 1.0), 1.0, 1.0 / s.get("alpha", 1.0))},
               save=("input",)),
-    "hardtanh": D({"input": _hardtanh_grad}, save=("result",)),
+    "hardtanh": D({"input": _hardtanh_grad}, save=("input",)),
     # its derivative w.r.t. grad_output is the same mask; w.r.t. input it is zero almost everywhere
     "hardtanh_backward": D({"grad_output": lambda g, s: fl.hardtanh_backward(g, s.input, s.min_val, s.max_val),
                             "input": lambda g, s: g * 0}, save=("input",)),

@@ -11,6 +11,17 @@ becomes an ``as_strided`` of the base.
 
 Benign in-place operations therefore just work; an in-place change to a tensor some node saved
 is caught by the version check when backward unpacks it.
+
+Note [In-place operators that keep no old value]
+Running an in-place operator out of place costs an allocation and a copy back (MobileNetV2's
+``hardtanh_``: 0.39 ms under autograd, 0.19 ms in torch). When ``self`` is not a view and no other
+argument is a tensor (nothing else can alias ``self``), the operator runs on ``self`` itself, as
+torch's in-place kernels do: grad mode off, the kernel writes into ``self`` and bumps its version,
+and the node is recorded with ``self`` as its result and its edges taken from an alias carrying
+``self``'s old history -- a copy of the old value where the derivative reads it (``exp_`` keeps none,
+``hardtanh_`` and ``mul_(2)`` one). A saved result is ``self``, so changing it in place again before
+backward is caught by the version check, as in torch: the formulas save the result only where torch's
+do. Metadata-only operators (``squeeze_``, ``t_`` ...) take this route on views too: they write no data.
 """
 
 from __future__ import annotations
@@ -39,7 +50,9 @@ def _out_of_place(op):
     return op.fn
 
 
-def apply_inplace(op, inputs: tuple, attrs: dict) -> Tensor:
+def apply_inplace(op, inputs: tuple, attrs: dict, direct: bool = True) -> Tensor:
+    """Run in-place ``op`` on ``inputs[0]`` and record it (Note [In-place operators under autograd]);
+    ``direct=False`` (forward AD active) always takes the out-of-place route."""
     self = inputs[0]
     if self.grad_fn is None and self._requires_grad:
         raise RuntimeError(LEAF_MESSAGE)
@@ -49,6 +62,9 @@ def apply_inplace(op, inputs: tuple, attrs: dict) -> Tensor:
     kwargs = {k: v for k, v in attrs.items() if k != "inplace"}
     deriv = DERIVATIVES.get(op.name)
     needs_old_value = deriv is None or (deriv.pos_names and deriv.pos_names[0] in deriv.save)
+    if direct and deriv is not None and (base is None or op.category == "view") \
+            and _keeps_no_other_tensor(op, inputs, kwargs):
+        return _run_in_place(op, deriv, inputs, kwargs, needs_old_value)
     old = _alias_with_history(self, copy=needs_old_value)
     out = _out_of_place(op)(old, *inputs[1:], **kwargs)
     with no_grad():
@@ -57,6 +73,32 @@ def apply_inplace(op, inputs: tuple, attrs: dict) -> Tensor:
         _take_history(self, out)
     else:
         _rebase_view(self, base, out)
+    return self
+
+
+def _keeps_no_other_tensor(op, inputs: tuple, kwargs: dict) -> bool:
+    """Whether ``op`` may run on ``self`` itself (Note [In-place operators that keep no old value]): it has
+    an in-place front, and no argument but ``self`` is a tensor (nothing else can alias ``self``)."""
+    if op.inplace_fn is None or op.name in _METHOD_ONLY or op.category == "random":
+        return False
+    for x in inputs[1:]:
+        if isinstance(x, (Tensor, list, tuple)):
+            return False
+    return not any(isinstance(v, Tensor) for v in kwargs.values())
+
+
+def _run_in_place(op, deriv, inputs: tuple, kwargs: dict, keep_old_value: bool) -> Tensor:
+    """The kernel writes into ``self``; the node takes its edges from ``self``'s old history, saves a copy
+    of the old value where the derivative reads it and ``self`` as its result where it reads that
+    (Note [In-place operators that keep no old value])."""
+    self = inputs[0]
+    old = _alias_with_history(self, copy=keep_old_value)  # without the copy only its history is read
+    with no_grad():
+        op.inplace_fn(self, *inputs[1:], **kwargs)
+    OpNode.create(deriv, (old, *inputs[1:]), kwargs, self)
+    meta = self._autograd_meta
+    if meta is not None and meta.output_nr:
+        meta.output_nr = 0  # self may have been another output of its old node
     return self
 
 

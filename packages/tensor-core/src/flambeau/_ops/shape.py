@@ -445,9 +445,12 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 def _inplace_view(self: Tensor, new: Tensor, op, inputs, attrs) -> Tensor:
-    # Metadata-only in-place ops (squeeze_, t_ ...): self takes the new geometry; data is untouched.
+    # Metadata-only in-place ops (squeeze_, t_ ...): self takes the new geometry; data is untouched. Under
+    # autograd the engine runs the op again with grad mode off and records it (the node's edges come from
+    # self's old history).
+    if inplace_needs_engine(self):
+        return inplace_by_engine(op, inputs, {"inplace": True, **attrs})
     self._data = new._data
-    record_if_needed(op, inputs, {"inplace": True, **attrs}, self)
     return self
 
 

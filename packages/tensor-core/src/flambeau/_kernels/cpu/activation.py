@@ -90,8 +90,8 @@ def _k_celu(a, alpha, out=None):
 
 @kernel("hardtanh", "cpu")
 def _k_hardtanh(a, min_val, max_val, out=None):
-    if out is None and fusable(a):  # one parallel pass (ReLU6 in MobileNets); np.clip is several times slower
-        return fused_activation("hardtanh", a, None, a.dtype, params=(float(min_val), float(max_val)))
+    if fusable(a, out):  # one parallel pass (ReLU6 in MobileNets); np.clip is several times slower
+        return fused_activation("hardtanh", a, None, a.dtype, out, params=(float(min_val), float(max_val)))
     return np.clip(a, _sc(a, min_val), _sc(a, max_val), out=out)
 
 
@@ -165,10 +165,13 @@ def _k_prelu(a, w):
 _FUSED_MIN_SIZE = 4096  # below: numpy's passes cost less than a parallel launch (~4 µs)
 
 
-def fusable(a) -> bool:
-    """Whether the fused kernels take ``a`` for a forward activation with no ``out``: a C-contiguous float32
-    or float64 array big enough to pay for a parallel launch (others keep numpy's layout rules)."""
-    return a.dtype in (_F32, _F64) and a.size >= _FUSED_MIN_SIZE and a.flags.c_contiguous
+def fusable(a, out=None) -> bool:
+    """Whether the fused kernels take ``a`` for a forward activation: a C-contiguous float32 or float64 array
+    big enough to pay for a parallel launch (others keep numpy's layout rules), written into a new array
+    or into ``out`` of its shape, dtype and layout (``a`` itself for in-place calls)."""
+    if a.dtype not in (_F32, _F64) or a.size < _FUSED_MIN_SIZE or not a.flags.c_contiguous:
+        return False
+    return out is None or (out.dtype == a.dtype and out.shape == a.shape and out.flags.c_contiguous)
 
 
 @kernel("hardtanh_backward", "cpu")
@@ -470,7 +473,9 @@ def fused_activation(name: str, x, g, npdt, out=None, params=None):
         x = x.T
     elif not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    r = np.empty(x.shape, cdt)
+    direct = (out is not None and not transposed and out.dtype == cdt and out.shape == x.shape
+              and out.flags.c_contiguous)
+    r = out if direct else np.empty(x.shape, cdt)  # elementwise: out may be x itself
     if x.size:
         flat = x.reshape(-1)
         if g is None:
@@ -481,7 +486,8 @@ def fused_activation(name: str, x, g, npdt, out=None, params=None):
     if transposed:
         r = r.T
     if out is not None:
-        np.copyto(out, r, casting="unsafe")
+        if not direct:
+            np.copyto(out, r, casting="unsafe")
         return out
     return r if cdt == npdt else r.astype(npdt)
 

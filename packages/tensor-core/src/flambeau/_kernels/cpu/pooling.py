@@ -6,10 +6,10 @@ pooling (kernel, stride, padding, dilation, ceil_mode) and adaptive pooling only
 those per-position tables are computed, so four fused numba kernels (max forward with indices, max
 backward, average forward, average backward), parallel over the ``N * C`` planes, serve all of
 them; the usual max pooling windows (2x2 at stride 2, 3x3 at stride 1 or 2) have faster forward
-kernels of their own (Note [Branch-free max pooling]). Average pooling divides by a per-row times per-column divisor, which covers
-``count_include_pad``, ``divisor_override`` and adaptive windows. float32 and float64 are jitted;
-float16 computes in float32 and integer inputs in float64 (exact below 2**53; average pooling
-truncates, as torch does).
+kernels of their own (Note [Branch-free max pooling]). Average pooling divides by a per-row times
+per-column divisor, which covers ``count_include_pad``, ``divisor_override`` and adaptive windows.
+float32 and float64 are jitted; float16 computes in float32 and integer inputs in float64 (exact
+below 2**53; average pooling truncates, as torch does).
 """
 
 from __future__ import annotations
