@@ -9,7 +9,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
     python tools/host_overhead.py --profile        # and cProfile of x + 1
     python tools/host_overhead.py --model resnet18 # host time of training steps of benchmarks/train.py
                                                    # models (add --profile for cProfile of them,
-                                                   # --sort cumtime to order it so)
+                                                   # --sort cumtime to order it so, --count for the
+                                                   # kernel launches and library calls of one step)
 
 Copies to and from the fake device move nothing (a read gives zeros). cuBLAS and cuDNN are fake
 libraries whose every call returns success at once, so matrix products and convolutions take the host
@@ -19,6 +20,7 @@ path they take on a GPU (``--no-libraries``: without them, the numba kernels' pa
 from __future__ import annotations
 
 import cProfile
+import collections
 import io
 import itertools
 import pstats
@@ -109,11 +111,20 @@ def fake_device(libraries: bool = True):
     return fl
 
 
+_CALLS: collections.Counter = collections.Counter()  # what --count counts: kernel and library calls by name
+
+
 class _FakeLibrary:
     """A cffi library whose every function returns 0 (success) at once; cuDNN's algorithm queries report
     one usable algorithm needing no workspace."""
 
     def __getattr__(self, name):
+        if name.startswith(("cublasGemm", "cublasSgemm", "cublasDgemm", "cudnnConvolution", "cudnnBatchNorm",
+                            "cudnnRNN")) or name in ("cublasGemmEx", "cublasGemmStridedBatchedEx"):
+            def call(*args):
+                _CALLS[name] += 1
+                return 0
+            return call
         if name == "cudnnGetVersion":
             return lambda: 90000
         if name.startswith("cudnnGetConvolution") and name.endswith("Algorithm_v7"):
@@ -168,6 +179,8 @@ def model_steps(fl, name: str, profile: bool) -> None:
         step()
         times.append(time.perf_counter() - t0)
     print(f"{name}: {sorted(times)[2] * 1e3:.2f} ms of host time per step (median of 5)")
+    if "--count" in sys.argv:
+        count_launches(step)
     if profile:
         pr = cProfile.Profile()
         pr.enable()
@@ -178,6 +191,29 @@ def model_steps(fl, name: str, profile: bool) -> None:
         order = sys.argv[sys.argv.index("--sort") + 1] if "--sort" in sys.argv else "tottime"
         pstats.Stats(pr, stream=s).strip_dirs().sort_stats(order).print_stats(35)
         print(s.getvalue())
+
+
+def count_launches(step) -> None:
+    """Print the kernel launches and cuBLAS/cuDNN calls of one step, by name (the device's per-launch cost
+    is paid once for each: ~7 µs of driver time per launch on an H100 host)."""
+    from flambeau._kernels.cuda import _direct
+
+    launch = _direct.Kernel.launch
+
+    def counted(self, config, plan, args):
+        _CALLS[getattr(self.dispatcher, "__name__", "?")] += 1
+        return launch(self, config, plan, args)
+
+    _direct.Kernel.launch = counted
+    _CALLS.clear()
+    try:
+        step()
+    finally:
+        _direct.Kernel.launch = launch
+    library = sum(n for k, n in _CALLS.items() if k.startswith(("cublas", "cudnn")))
+    print(f"{sum(_CALLS.values()) - library} kernel launches and {library} cuBLAS/cuDNN calls per step:")
+    for name, n in _CALLS.most_common():
+        print(f"  {n:5d}  {name}")
 
 
 def main():
