@@ -82,6 +82,23 @@ def test_sdpa_scale_and_noncontiguous(rng):
     _close(fl.scaled_dot_product_attention(fq, fk, fv, scale=0.3), ref)
 
 
+def test_sdpa_heads_split_from_a_fused_projection(rng):
+    # q, k and v as GPT makes them: strided views of one (B, T, 3, H, d) tensor (the kernels make them
+    # contiguous first); values and the gradient reaching the fused tensor
+    x = rng.standard_normal((3, 9, 3, 2, 4)).astype(np.float32)
+    g = rng.standard_normal((3, 2, 9, 4)).astype(np.float32)
+    grads = []
+    for m in (fl, torch):
+        qkv = m.tensor(x, requires_grad=True)
+        q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+        out = m.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(m.tensor(g))
+        grads.append((out.detach().numpy(), qkv.grad.numpy()))
+    assert not fl.tensor(x)[:, :, 0].transpose(1, 2).is_contiguous()
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_causal_rectangular(causal, rng):
     for lq, ls in ((3, 7), (7, 3)):

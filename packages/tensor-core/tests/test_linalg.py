@@ -209,6 +209,22 @@ def test_addmm_family(rng, beta, alpha):
           rtol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_linear_bias_rows(rng, dtype):
+    # Note [Bias rows in parallel]: large products take the bias in a numba loop over rows; 2-D and
+    # 3-D (folded) inputs, a bias of another dtype or a strided bias keep numpy's add
+    tol = dict(rtol=1e-5, atol=1e-4 if dtype == np.float32 else 1e-10)  # sums of 200 products of ~1
+    w, tw = pair(rng, (300, 200), dtype)
+    b, tb = pair(rng, (300,), dtype)
+    for shape in ((150, 200), (3, 70, 200)):
+        x, tx = pair(rng, shape, dtype)
+        check(fl.nn.functional.linear(x, w, b), torch.nn.functional.linear(tx, tw, tb), **tol)
+    x, tx = pair(rng, (150, 200), dtype)
+    check(fl.addmm(b, x, w.t(), beta=1, alpha=2.0), torch.addmm(tb, tx, tw.t(), beta=1, alpha=2.0), **tol)
+    sb, tsb = pair(rng, (600,), dtype)
+    check(fl.addmm(sb[::2], x, w.t()), torch.addmm(tsb[::2], tx, tw.t()), **tol)
+
+
 def test_addmm_beta_zero_ignores_nan_and_errors():
     nan = fl.full((2, 2), float("nan"))
     out = fl.addmm(nan, fl.ones(2, 3), fl.ones(3, 2), beta=0)

@@ -107,6 +107,37 @@ def inner(a, b):
     return np.asarray(np.inner(a, b))
 
 
+# Note [Bias rows in parallel]: a Linear layer's addmm adds its bias to every row of the product. numpy's
+# broadcast add runs on one thread at a quarter of what two threads reach on the product just written
+# (GPT's (2048, 512) rows: 0.16 ms against 0.04 ms, an eighth of the product's own time); large float
+# products with a bias row of their dtype take a numba loop over rows instead.
+_BIAS_ROWS_MIN = 1 << 15
+
+
+@functools.cache
+def _numba_bias_rows():
+    import numba
+
+    @numba.njit(parallel=True, cache=True)
+    def add_bias_rows(p, bias):
+        rows, n = p.shape
+        for i in numba.prange(rows):
+            r = p[i]
+            for j in range(n):
+                r[j] += bias[j]
+
+    return add_bias_rows
+
+
+def _bias_rows_fit(p, bias) -> bool:
+    return (p.size >= _BIAS_ROWS_MIN and bias.__class__ is _ndarray and bias.ndim == 1 and p.ndim >= 2
+            and bias.shape[0] == p.shape[-1] and bias.dtype == p.dtype and p.dtype in _FLOATS
+            and p.flags.c_contiguous and bias.flags.c_contiguous)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _axpby(input, p, beta, alpha):
     """``beta * input + alpha * p`` in p's dtype; ``beta == 0`` ignores input (NaN included)."""
     if alpha != 1:
@@ -114,6 +145,9 @@ def _axpby(input, p, beta, alpha):
     if beta == 0:
         return p
     if beta == 1:
+        if _bias_rows_fit(p, input):  # Note [Bias rows in parallel]
+            _numba_bias_rows()(p.reshape(-1, p.shape[-1]), input)
+            return p
         return np.add(p, input, out=p, casting="unsafe")
     return np.add(p, np.multiply(input, beta, dtype=p.dtype, casting="unsafe"), out=p, casting="unsafe")
 
