@@ -19,8 +19,8 @@ path they take on a GPU (``--no-libraries``: without them, the numba kernels' pa
 
 from __future__ import annotations
 
-import cProfile
 import collections
+import cProfile
 import io
 import itertools
 import pstats
