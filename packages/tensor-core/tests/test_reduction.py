@@ -447,6 +447,28 @@ def test_large_full_sum_and_mean(rng, dtype):
     assert np.isnan(fl.from_numpy(b).mean().item())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, dims", [((40, 24, 17, 19), (0, 2, 3)), ((3001, 97), (0,)), ((9, 5, 120, 61), (0, 1)),
+                                         ((7, 11, 13, 300), (0, 3)), ((5, 6, 7, 2000), (0, 1, 2))])
+def test_large_sums_keeping_a_block_of_dims(rng, dtype, shape, dims):
+    """Bias-gradient sums (Note [Parallel sums that keep a block of dims]) against float64 numpy; keepdim,
+    infinities and NaN; a transposed input keeps numpy's path."""
+    a = rng.standard_normal(shape).astype(dtype) + 0.5
+    exact = a.astype(np.float64).sum(dims)
+    t = fl.from_numpy(a)
+    r = t.sum(dims)
+    assert r.dtype is t.dtype and tuple(r.shape) == exact.shape
+    np.testing.assert_allclose(r.numpy(), exact, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3)
+    assert tuple(t.sum(dims, keepdim=True).shape) == tuple(1 if d in dims else n for d, n in enumerate(shape))
+    b = a.copy()
+    b.reshape(-1)[[5, -1]] = np.inf, np.nan
+    want = b.astype(np.float64).sum(dims)
+    np.testing.assert_array_equal(np.isinf(fl.from_numpy(b).sum(dims).numpy()), np.isinf(want))
+    np.testing.assert_array_equal(np.isnan(fl.from_numpy(b).sum(dims).numpy()), np.isnan(want))
+    if len(shape) == 2:
+        np.testing.assert_allclose(fl.from_numpy(a.T.copy()).t().sum(dims).numpy(), exact, rtol=1e-5, atol=1e-3)
+
+
 # --- properties -----------------------------------------------------------------------------------------
 @given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), data=st.data())
 def test_sum_mean_amax_match_numpy(shape, data):

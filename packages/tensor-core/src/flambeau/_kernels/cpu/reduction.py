@@ -16,6 +16,7 @@ import numpy as np
 from flambeau import _dtype as dt
 from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
+from flambeau._parallel import get_num_threads
 
 _ndarray = np.ndarray
 _add_reduce = np.add.reduce
@@ -75,6 +76,68 @@ def _parallel_sum(a, dims, npdt):
     return None
 
 
+# Note [Parallel sums that keep a block of dims]: the gradient of a bias sums over every dim but the
+# channels (a convolution's ``(N, C, H, W)`` over 0, 2 and 3) or the features (a Linear's ``(N, F)``
+# over 0). numpy does either on one thread (LeNet's 64x64x24x24 bias gradient: 0.5 ms, torch 0.04 ms).
+# When the kept dims are one run of axes, a C-contiguous ``a`` is viewed as ``(A, K, B)`` (A before the
+# run, K in it, B after it) and chunks of A go to numba's threads: each (a, k) row of B elements sums
+# in a's dtype (vectorised, as the full sum's blocks), into float64 partial sums per chunk and k.
+_CHUNKS_PER_THREAD = 4
+
+
+@functools.cache
+def _numba_block_sum():
+    import numba
+
+    @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
+    def block_sum(a, chunks, zero):
+        A, K, B = a.shape
+        parts = np.zeros((chunks, K), np.float64)
+        for t in numba.prange(chunks):
+            part = parts[t]
+            for i in range(t * A // chunks, (t + 1) * A // chunks):
+                rows = a[i]
+                if B == 1:
+                    for k in range(K):
+                        part[k] += rows[k, 0]
+                else:
+                    for k in range(K):
+                        row = rows[k]
+                        s = zero
+                        for j in range(B):
+                            s += row[j]
+                        part[k] += s
+        out = np.zeros(K, np.float64)
+        for t in range(chunks):
+            for k in range(K):
+                out[k] += parts[t, k]
+        return out
+
+    return block_sum
+
+
+def _kept_block(shape, dims):
+    """``(A, K, B)`` when the dims not in ``dims`` are one run of axes (at least one reduced), else None."""
+    kept = [d for d in range(len(shape)) if d not in dims]
+    if not kept or len(kept) == len(shape) or kept[-1] - kept[0] != len(kept) - 1:
+        return None
+    return math.prod(shape[:kept[0]]), math.prod(shape[kept[0]:kept[-1] + 1]), math.prod(shape[kept[-1] + 1:])
+
+
+def _parallel_block_sum(a, dims, keepdim, npdt):
+    """The sum of ``a`` over ``dims`` by Note [Parallel sums that keep a block of dims], or None."""
+    if dims is None or a.dtype != npdt or npdt.kind != "f" or not a.flags.c_contiguous:
+        return None
+    block = _kept_block(a.shape, dims)
+    if block is None or block[0] < 2:  # (A == 1: the rows of K are numpy's fast case)
+        return None
+    chunks = max(1, min(block[0], _CHUNKS_PER_THREAD * get_num_threads()))
+    total = _numba_block_sum()(a.reshape(block), chunks, npdt.type(0)).astype(npdt)
+    shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape)) if keepdim else \
+        tuple(n for d, n in enumerate(a.shape) if d not in dims)
+    return total.reshape(shape)
+
+
 @kernel("sum", "cpu")
 @takes_bfloat16  # accumulates in dtype.compute
 def _k_sum(a, dims, keepdim, dtype):
@@ -84,6 +147,9 @@ def _k_sum(a, dims, keepdim, dtype):
         total = _parallel_sum(a, dims, dtype.np)
         if total is not None:
             return np.full((1,) * a.ndim if keepdim else (), total, dtype.np)
+        r = _parallel_block_sum(a, dims, keepdim, dtype.np)
+        if r is not None:
+            return r
     r = _add_reduce(a, dims, dtype.np, None, keepdim)
     return r if r.__class__ is _ndarray else np.asarray(r)
 
