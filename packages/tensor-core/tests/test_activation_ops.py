@@ -426,6 +426,37 @@ def test_shrink_and_threshold_keep_nan_and_prelu_ignores_infinite_weights_for_po
     np.testing.assert_array_equal(got, [2.0, -float("inf")])
 
 
+_FUSED_FORWARD = {
+    "leaky_relu": (lambda m, x: m.nn.functional.leaky_relu(x, 0.2), 0),
+    "leaky_relu_": (lambda m, x: m.nn.functional.leaky_relu_(x, 0.2), 0),
+    "elu": (lambda m, x: m.nn.functional.elu(x, 1.3), 1),
+    "elu_": (lambda m, x: m.nn.functional.elu_(x, 1.3), 1),
+    "selu": (lambda m, x: m.nn.functional.selu(x), 1),
+    "celu": (lambda m, x: m.nn.functional.celu(x, 0.7), 1),
+    "hardsigmoid": (lambda m, x: m.nn.functional.hardsigmoid(x), 0),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(_FUSED_FORWARD))
+def test_fused_forward_activations_on_large_tensors(name, dtype):
+    """leaky_relu, the elu family and hardsigmoid of large C-contiguous float tensors run one fused pass
+    (``activation.fusable``): torch's values for NaN, infinities, signed zeros and inputs near 0 (elu's
+    expm1 by its series there), in place and on transposed and strided views (numpy's path)."""
+    fn, ulps = _FUSED_FORWARD[name]
+    x = np.concatenate([RNG.normal(size=6000) * 5, -np.logspace(-9, 2, 3000), np.logspace(-9, 2, 3000)])
+    x[:7] = [np.nan, -0.0, 0.0, np.inf, -np.inf, -3.0, 3.0]
+    x = x.astype(dtype).reshape(96, 125)
+    rtol = ulps * 4 * np.finfo(dtype).eps
+    for fused, view in ((True, lambda a: a), (False, lambda a: a.T), (False, lambda a: a[:, ::2])):
+        got = fn(fl, view(fl.from_numpy(x.copy()))).numpy()
+        want = fn(torch, view(torch.from_numpy(x.copy()))).numpy()
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+        if fused:  # (numpy's forms may give elu(-0.0) = +0.0; torch and the fused kernel keep -0.0)
+            real = ~np.isnan(want)  # (a NaN's sign bit means nothing)
+            assert np.array_equal(np.signbit(got[real]), np.signbit(want[real]))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", ["relu", "relu6", "hardtanh"])
 def test_fused_clamps_on_large_tensors(name, dtype):

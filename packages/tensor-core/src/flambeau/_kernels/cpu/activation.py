@@ -38,6 +38,8 @@ def _sc(a, v):
 # --- numpy kernels --------------------------------------------------------------------------------
 @kernel("leaky_relu", "cpu")
 def _k_leaky_relu(a, negative_slope, out=None):
+    if fusable(a, out):  # one parallel pass
+        return fused_activation("leaky_relu", a, None, a.dtype, out, params=(float(negative_slope), 0.0))
     # max(x, s x) for s <= 1 (min for s > 1): two fast passes where np.where takes ten times longer
     if a.ndim == 0:
         return _store(_k_leaky_relu(a.reshape(1), negative_slope).reshape(()), out)
@@ -61,6 +63,8 @@ def _expm1_neg(x):
 
 @kernel("elu", "cpu")
 def _k_elu(a, alpha, scale, input_scale, out=None):
+    if fusable(a, out):  # one parallel pass (selu and celu too); numpy's form takes nine
+        return fused_activation("elu", a, None, a.dtype, out, params=(float(alpha), float(scale), float(input_scale)))
     if a.ndim == 0:  # numpy returns scalars, not arrays, from 0-d operations
         return _store(_k_elu(a.reshape(1), alpha, scale, input_scale).reshape(()), out)
     neg = np.minimum(a, _sc(a, 0))
@@ -107,6 +111,8 @@ def _k_hardswish(a, out=None):
 
 @kernel("hardsigmoid", "cpu")
 def _k_hardsigmoid(a, out=None):
+    if fusable(a, out):  # one parallel pass
+        return fused_activation("hardsigmoid", a, None, a.dtype, out)
     return _store(np.clip(a + _sc(a, 3), _sc(a, 0), _sc(a, 6)) / _sc(a, 6), out)
 
 
@@ -205,6 +211,7 @@ _K_TANH = math.sqrt(2.0 / math.pi)
 _C_TANH = 0.044715
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
+_LEAKY, _ELU, _HARDSIGMOID = 5, 6, 7  # forward only (their gradients are composites of tensor operators)
 _exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
 
 
@@ -328,11 +335,29 @@ def _act_kernels():
     # mish: t = n / (n + 2); derivative t + x sigmoid(x) (1 - t^2), 1 - t^2 = 4 (n + 1) / (n + 2)^2,
     # whose term is dropped above x = 20 (where t is 1 and e^x is clamped).
     @numba.njit(**flags)
-    def act32(x, g, out, backward, kind, a, b):
+    def act32(x, g, out, backward, kind, a, b, c):
         n = x.shape[0]
-        a, b = f32(a), f32(b)
+        a, b, c = f32(a), f32(b), f32(c)
         cubic = b != f32(0)
-        if kind == _SIGMOID_FAMILY:
+        if kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN)
+            for i in numba.prange(n):
+                v = x[i]
+                out[i] = v if v > f32(0) else v * a
+        elif kind == _ELU:  # x > 0 ? b x : a b expm1(c x); expm1 by its Taylor series near 0 (no cancellation)
+            for i in numba.prange(n):
+                v = x[i]
+                z = min(v * c, f32(0))
+                p = z * (f32(1) + z * (f32(1 / 2) + z * (f32(1 / 6) + z * (f32(1 / 24) + z * (
+                    f32(1 / 120) + z * (f32(1 / 720) + z * f32(1 / 5040)))))))
+                em1 = p if z > f32(-0.5) else _exp32(z) - f32(1)
+                r = v * b if v > f32(0) else em1 * (a * b)
+                out[i] = v if v != v else r
+        elif kind == _HARDSIGMOID:  # min(max(x + 3, 0), 6) / 6, rounded as torch's (NaN stays NaN)
+            for i in numba.prange(n):
+                t = x[i] + f32(3)
+                t = f32(0) if t < f32(0) else t
+                out[i] = (f32(6) if t > f32(6) else t) / f32(6)
+        elif kind == _SIGMOID_FAMILY:
             if backward:
                 for i in numba.prange(n):
                     v = x[i]
@@ -391,10 +416,40 @@ def _act_kernels():
                 out[i] = v * min(max(v + f32(3), f32(0)), f32(6)) / f32(6)
 
     @numba.njit(**flags)
-    def act64(x, g, out, backward, kind, a, b):
+    def act64(x, g, out, backward, kind, a, b, c):
         n = x.shape[0]
         cubic = b != 0.0
-        if kind == _SIGMOID_FAMILY:
+        if kind == _LEAKY:
+            for i in numba.prange(n):
+                v = x[i]
+                out[i] = v if v > 0.0 else v * a
+        elif kind == _ELU:  # expm1 by Taylor to z^14 / 14! on [-0.5, 0] (error below 1e-17 of |z|)
+            for i in numba.prange(n):
+                v = x[i]
+                z = min(v * c, 0.0)
+                p = 1.0 / 87178291200.0
+                p = p * z + 1.0 / 6227020800.0
+                p = p * z + 1.0 / 479001600.0
+                p = p * z + 1.0 / 39916800.0
+                p = p * z + 1.0 / 3628800.0
+                p = p * z + 1.0 / 362880.0
+                p = p * z + 1.0 / 40320.0
+                p = p * z + 1.0 / 5040.0
+                p = p * z + 1.0 / 720.0
+                p = p * z + 1.0 / 120.0
+                p = p * z + 1.0 / 24.0
+                p = p * z + 1.0 / 6.0
+                p = p * z + 0.5
+                p = (p * z + 1.0) * z
+                em1 = p if z > -0.5 else _exp64(z) - 1.0
+                r = v * b if v > 0.0 else em1 * (a * b)
+                out[i] = v if v != v else r
+        elif kind == _HARDSIGMOID:
+            for i in numba.prange(n):
+                t = x[i] + 3.0
+                t = 0.0 if t < 0.0 else t
+                out[i] = (6.0 if t > 6.0 else t) / 6.0
+        elif kind == _SIGMOID_FAMILY:
             if backward:
                 for i in numba.prange(n):
                     v = x[i]
@@ -456,16 +511,20 @@ def _act_kernels():
 # (kind, a, b) of each activation; gelu's tanh form is x sigmoid(2u), u = k (x + c x^3)
 _ACT = {"gelu": (_GELU, 0.0, 0.0), "gelu_tanh": (_SIGMOID_FAMILY, 2 * _K_TANH, 2 * _K_TANH * _C_TANH),
         "silu": (_SIGMOID_FAMILY, 1.0, 0.0), "mish": (_MISH, 0.0, 0.0), "hardswish": (_HARDSWISH, 0.0, 0.0),
-        "hardtanh": (_HARDTANH, -1.0, 1.0)}  # its bounds come as ``params`` (relu: 0 and inf)
+        "hardtanh": (_HARDTANH, -1.0, 1.0),  # its bounds come as ``params`` (relu: 0 and inf)
+        "leaky_relu": (_LEAKY, 0.01, 0.0), "elu": (_ELU, 1.0, 1.0, 1.0),  # (slope), (alpha, scale, input scale)
+        "hardsigmoid": (_HARDSIGMOID, 0.0, 0.0)}
 
 
 def fused_activation(name: str, x, g, npdt, out=None, params=None):
     """Activation ``name`` of ``x`` (``g`` None) or ``g * name'(x)`` with the fused kernels, as an array
     of dtype ``npdt`` (written into ``out`` when given). F-contiguous inputs keep their layout.
-    ``params``: the kernel's ``(a, b)`` where the operator has them (hardtanh's bounds)."""
-    kind, a, b = _ACT[name]
+    ``params``: the kernel's ``(a, b)`` or ``(a, b, c)`` where the operator has them (hardtanh's bounds,
+    leaky_relu's slope, elu's alpha, scale and input scale)."""
+    kind, a, b, *c = _ACT[name]
     if params is not None:
-        a, b = params
+        a, b, *c = params
+    c = c[0] if c else 0.0
     cdt = _F64 if npdt == _F64 else _F32
     x = x.astype(cdt, copy=False)
     transposed = not x.flags.c_contiguous and x.flags.f_contiguous and x.ndim > 1
@@ -479,10 +538,10 @@ def fused_activation(name: str, x, g, npdt, out=None, params=None):
     if x.size:
         flat = x.reshape(-1)
         if g is None:
-            _act_kernels()[cdt](flat, flat, r.reshape(-1), False, kind, a, b)
+            _act_kernels()[cdt](flat, flat, r.reshape(-1), False, kind, a, b, c)
         else:
             g = np.ascontiguousarray(g.T if transposed else g, cdt)
-            _act_kernels()[cdt](flat, g.reshape(-1), r.reshape(-1), True, kind, a, b)
+            _act_kernels()[cdt](flat, g.reshape(-1), r.reshape(-1), True, kind, a, b, c)
     if transposed:
         r = r.T
     if out is not None:
