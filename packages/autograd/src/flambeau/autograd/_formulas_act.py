@@ -27,14 +27,16 @@ def _mask(cond, like):
     return cond.to(like.dtype)
 
 
-def _elu_grad(g, x, alpha, scale, input_scale):
-    pos = _mask(x > 0, g)
-    neg = (x.clamp(max=0) * input_scale).exp() * (scale * alpha * input_scale)
-    return g * (pos * scale + (1 - pos) * neg)
+def _elu_backward(g, x, alpha, scale, input_scale):
+    return fl.elu_backward(g, alpha, scale, input_scale, False, x)
 
 
-def _leaky_grad(g, x, slope):
-    return g * (_mask(x > 0, g) * (1 - slope) + slope)
+def _elu_backward_grad(g, s):
+    """elu_backward's derivative in its input (or result): ``g * grad_output`` times elu'' (x <= 0 only)."""
+    x, c, ab = s.self_or_result, s.input_scale, s.alpha * s.scale
+    if s.is_result:  # d/dy of grad * c (y + a b) is grad * c
+        return g * s.grad_output * _mask(x <= 0, g) * c
+    return g * s.grad_output * _mask(x <= 0, g) * (x.clamp(max=0) * c).exp() * (c * c * ab)
 
 
 def _silu_grad2(x):
@@ -97,13 +99,20 @@ def _prelu_weight(g, s):
 
 
 TABLE: dict = {
-    "leaky_relu": D({"input": lambda g, s: _leaky_grad(g, s.input, s.get("negative_slope", 0.01))},
+    # leaky_relu, the elu family and hardsigmoid: fused *_backward operators (torch's aten ones), as gelu's
+    "leaky_relu": D({"input": lambda g, s: fl.leaky_relu_backward(g, s.input, s.get("negative_slope", 0.01), False)},
                     save=("input",)),
-    "elu": D({"input": lambda g, s: _elu_grad(g, s.input, s.get("alpha", 1.0), s.get("scale", 1.0),
-                                              s.get("input_scale", 1.0))}, save=("input",)),
-    "selu": D({"input": lambda g, s: _elu_grad(g, s.input, _SELU_ALPHA, _SELU_SCALE, 1.0)}, save=("input",)),
-    "celu": D({"input": lambda g, s: _elu_grad(g, s.input, s.get("alpha", 1.0), 1.0, 1.0 / s.get("alpha", 1.0))},
+    "leaky_relu_backward": D({"grad_output": lambda g, s: fl.leaky_relu_backward(g, s.input, s.negative_slope,
+                                                                                 s.self_is_result),
+                              "input": lambda g, s: g * 0}, save=("input",)),
+    "elu": D({"input": lambda g, s: _elu_backward(g, s.input, s.get("alpha", 1.0), s.get("scale", 1.0),
+                                                  s.get("input_scale", 1.0))}, save=("input",)),
+    "selu": D({"input": lambda g, s: _elu_backward(g, s.input, _SELU_ALPHA, _SELU_SCALE, 1.0)}, save=("input",)),
+    "celu": D({"input": lambda g, s: _elu_backward(g, s.input, s.get("alpha", 1.0), 1.0, 1.0 / s.get("alpha", 1.0))},
               save=("input",)),
+    "elu_backward": D({"grad_output": lambda g, s: fl.elu_backward(g, s.alpha, s.scale, s.input_scale, s.is_result,
+                                                                   s.self_or_result),
+                       "self_or_result": _elu_backward_grad}, save=("grad_output", "self_or_result")),
     "hardtanh": D({"input": _hardtanh_grad}, save=("input",)),
     # its derivative w.r.t. grad_output is the same mask; w.r.t. input it is zero almost everywhere
     "hardtanh_backward": D({"grad_output": lambda g, s: fl.hardtanh_backward(g, s.input, s.min_val, s.max_val),
@@ -127,7 +136,9 @@ TABLE: dict = {
     "hardswish_backward": D({"grad_output": lambda g, s: fl.hardswish_backward(g, s.input),
                              "input": lambda g, s: g * s.grad_output * _mask((s.input > -3) & (s.input < 3), g) / 3},
                             save=("grad_output", "input")),
-    "hardsigmoid": D({"input": lambda g, s: g * _mask((s.input > -3) & (s.input < 3), g) / 6}, save=("input",)),
+    "hardsigmoid": D({"input": lambda g, s: fl.hardsigmoid_backward(g, s.input)}, save=("input",)),
+    "hardsigmoid_backward": D({"grad_output": lambda g, s: fl.hardsigmoid_backward(g, s.input),
+                               "input": lambda g, s: g * 0}, save=("input",)),
     "log_sigmoid": D({"input": lambda g, s: g * (-s.input).sigmoid()}, save=("input",)),
     "threshold": D({"input": lambda g, s: g * _mask(s.input > s.get("threshold"), g)}, save=("input",)),
     "hardshrink": D({"input": lambda g, s: g * _mask(s.input.abs() > s.get("lambd", 0.5), g)}, save=("input",)),

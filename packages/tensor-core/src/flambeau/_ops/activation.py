@@ -1,6 +1,7 @@
 """Activation operators beyond the elementwise table: leaky_relu, elu, selu, celu, hardtanh, mish,
 hardswish, hardsigmoid, prelu, log_sigmoid, threshold, hardshrink, softshrink, and the derivatives
-gelu_backward, silu_backward, mish_backward, hardswish_backward. Their CPU kernels live in
+gelu_backward, silu_backward, mish_backward, hardswish_backward, hardsigmoid_backward,
+leaky_relu_backward and elu_backward (torch's aten signatures). Their CPU kernels live in
 ``flambeau._kernels.cpu.activation``, with the fused numba kernels of gelu and silu (declared in
 ``elementwise.py``), mish, hardswish and the ``*_backward`` operators (Note [Fused activations]); their
 CUDA kernels (one launch each, forward and backward) in ``flambeau._kernels.cuda.activation``.
@@ -19,7 +20,12 @@ Kernel convention (every device; arrays in, array out):
     prelu: ``kernel(a, w) -> array`` where ``w`` is already reshaped to broadcast against ``a``
     (channels along dimension 1).
     gelu_backward: ``kernel(grad, a, approximate) -> array``: ``grad * gelu'(a)`` (same shapes);
-    silu/mish/hardswish_backward: ``kernel(grad, a) -> array``.
+    silu/mish/hardswish/hardsigmoid_backward: ``kernel(grad, a) -> array``.
+    leaky_relu_backward: ``kernel(grad, a, negative_slope, self_is_result) -> array``: ``grad`` where
+    ``a > 0``, else ``grad * negative_slope`` (``a`` may be the result: the same signs).
+    elu_backward: ``kernel(grad, alpha, scale, input_scale, is_result, a) -> array``: ``grad * scale`` where
+    ``a > 0`` (NaN too, as torch), else ``grad * input_scale * alpha * scale * exp(a * input_scale)`` or, with
+    ``is_result``, ``grad * input_scale * (a + alpha * scale)`` (``a`` is then elu's result).
 
 Autograd recording: ``inputs`` is ``(input,)`` (``(input, weight)`` for prelu) and ``attrs`` holds the
 scalar arguments by their signature names.
@@ -42,7 +48,8 @@ from flambeau._ops._registry import declare, get_op
 
 __all__ = ["leaky_relu", "elu", "selu", "celu", "hardtanh", "hardtanh_backward", "mish", "hardswish", "hardsigmoid",
            "prelu", "log_sigmoid", "threshold", "hardshrink", "softshrink", "gelu_backward",
-           "silu_backward", "mish_backward", "hardswish_backward"]
+           "silu_backward", "mish_backward", "hardswish_backward", "hardsigmoid_backward", "leaky_relu_backward",
+           "elu_backward"]
 
 _CATEGORY = "activation_ext"
 
@@ -380,8 +387,10 @@ def _composite_backward(name: str, g, x):
     if name == "mish":
         t = get_op("softplus").fn(x).tanh()  # softplus is elementwise.py's: by name, not by import
         return g * (t + x * x.sigmoid() * (1 - t * t))
-    inside = ((x > -3) & (x < 3)).to(x.dtype)  # hardswish
-    return g * (inside * (x / 3 + 0.5) + (x >= 3).to(x.dtype))
+    inside = ((x > -3) & (x < 3)).to(x.dtype)
+    if name == "hardsigmoid":
+        return g * inside / 6
+    return g * (inside * (x / 3 + 0.5) + (x >= 3).to(x.dtype))  # hardswish
 
 
 def _check_backward_args(name, grad_output, input):
@@ -453,7 +462,84 @@ def _backward_op(name: str):
 SILU_BACKWARD = _backward_op("silu")
 MISH_BACKWARD = _backward_op("mish")
 HARDSWISH_BACKWARD = _backward_op("hardswish")
+HARDSIGMOID_BACKWARD = _backward_op("hardsigmoid")
 silu_backward, mish_backward, hardswish_backward = SILU_BACKWARD.fn, MISH_BACKWARD.fn, HARDSWISH_BACKWARD.fn
+hardsigmoid_backward = HARDSIGMOID_BACKWARD.fn
+
+def _backward_kernel(op, grad_output, input, negative_from_result: bool, what: str):
+    """The checks of a ``*_backward`` operator with a slope (torch's messages); its kernel on ``input``'s device,
+    or None."""
+    _check_backward_args(op.name, grad_output, input)
+    if negative_from_result:
+        raise RuntimeError(f"In-place {what} backward calculation is triggered with a negative slope which is not "
+                           "supported. This is caused by calling in-place forward function with a negative slope, "
+                           "please call out-of-place version instead.")
+    return op.kernels.get(input._device.type)
+
+
+LEAKY_RELU_BACKWARD = declare("leaky_relu_backward(Tensor grad_output, Tensor input, Scalar negative_slope, "
+                              "bool self_is_result) -> Tensor", category=_CATEGORY, method=False)
+
+
+@LEAKY_RELU_BACKWARD.front
+def leaky_relu_backward(grad_output: Tensor, input: Tensor, negative_slope: float, self_is_result: bool) -> Tensor:
+    """The gradient of :func:`leaky_relu`: ``grad_output`` where ``input > 0``, else ``grad_output *
+    negative_slope``, in one pass.
+
+    Args:
+        grad_output: the incoming gradient, of ``input``'s shape.
+        input: the input of leaky_relu (floating), or its result when ``self_is_result`` (the same signs
+            for a non-negative slope).
+        negative_slope: the slope for negative inputs.
+        self_is_result: whether ``input`` is the result (torch's in-place form); the slope must then be
+            non-negative.
+
+    Returns a tensor of ``input``'s shape and dtype.
+    """
+    k = _backward_kernel(LEAKY_RELU_BACKWARD, grad_output, input, self_is_result and negative_slope < 0, "leakyReLu")
+    dev = input._device
+    if k is None:  # a device without the fused kernel: from differentiable operators
+        positive = (input > 0).to(grad_output.dtype)
+        return grad_output * (positive + (1 - positive) * negative_slope)
+    out = _wrap(k(grad_output._data, input._data, negative_slope, bool(self_is_result)), dev)
+    if grad_state.enabled and (grad_output._requires_grad or input._requires_grad):
+        record(LEAKY_RELU_BACKWARD, (grad_output, input, negative_slope, bool(self_is_result)), {}, out)
+    return out
+
+
+ELU_BACKWARD = declare("elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale, "
+                       "bool is_result, Tensor self_or_result) -> Tensor", category=_CATEGORY, method=False)
+
+
+@ELU_BACKWARD.front
+def elu_backward(grad_output: Tensor, alpha: float, scale: float, input_scale: float, is_result: bool,
+                 self_or_result: Tensor) -> Tensor:
+    """The gradient of :func:`elu` (and of selu and celu, which are elu with other constants), in one pass.
+
+    Args:
+        grad_output: the incoming gradient, of ``self_or_result``'s shape.
+        alpha, scale, input_scale: elu's constants.
+        is_result: whether ``self_or_result`` is elu's result rather than its input.
+        self_or_result: elu's input (or result, with ``is_result``), floating.
+
+    Returns ``grad_output * scale`` where ``self_or_result > 0`` (NaN too, as torch), else ``grad_output *
+    input_scale * alpha * scale * exp(x * input_scale)`` (from the result: ``grad_output * input_scale *
+    (result + alpha * scale)``), of ``self_or_result``'s shape and dtype.
+    """
+    k = _backward_kernel(ELU_BACKWARD, grad_output, self_or_result, is_result and alpha < 0, "elu")
+    dev = self_or_result._device
+    if k is None:  # a device without the fused kernel: from differentiable operators
+        x = self_or_result
+        positive = (x > 0) | (x != x)
+        if is_result:
+            neg = (x + alpha * scale) * input_scale
+        else:
+            neg = (x.clamp(max=0) * input_scale).exp() * (input_scale * alpha * scale)
+        return grad_output * positive.to(x.dtype) * scale + grad_output * (~positive).to(x.dtype) * neg
+    out = _wrap(k(grad_output._data, alpha, scale, input_scale, bool(is_result), self_or_result._data), dev)
+    if grad_state.enabled and (grad_output._requires_grad or self_or_result._requires_grad):
+        record(ELU_BACKWARD, (grad_output, alpha, scale, input_scale, bool(is_result), self_or_result), {}, out)
+    return out
 
 
 # --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
@@ -482,8 +568,15 @@ def _declare_samples():
     aten = "ops.aten."
     grad_input = (lambda mk, mki: S(mk((3, 4)), mk((3, 4))),
                   lambda mk, mki: S(mk((4, 3), noncontiguous=True), mk((4, 3), noncontiguous=True)).named("strided"))
-    for name in ("silu_backward", "mish_backward", "hardswish_backward"):
+    for name in ("silu_backward", "mish_backward", "hardswish_backward", "hardsigmoid_backward"):
         add(name, *grad_input, ref=aten + name)
+    add("leaky_relu_backward", lambda mk, mki: S(mk((3, 4)), mk((3, 4)), 0.2, False),
+        lambda mk, mki: S(mk((4, 3), noncontiguous=True), mk((4, 3), noncontiguous=True), 0.01, True).named("result"),
+        ref=aten + "leaky_relu_backward")
+    add("elu_backward", lambda mk, mki: S(mk((3, 4)), 1.0, 1.0, 1.0, False, mk((3, 4))),
+        lambda mk, mki: S(mk((3, 4)), 1.3, 1.0507, 0.7, False, mk((3, 4), noncontiguous=True)).named("scaled"),
+        lambda mk, mki: S(mk((3, 4)), 0.5, 2.0, 1.5, True, mk((3, 4))).named("result"),
+        ref=aten + "elu_backward")
     add("gelu_backward", *grad_input, lambda mk, mki: S(mk((3, 4)), mk((3, 4)), approximate="tanh").named("tanh"),
         ref=aten + "gelu_backward")
     add("hardtanh_backward", lambda mk, mki: S(mk((3, 4)), mk((3, 4)), -1.0, 1.0),

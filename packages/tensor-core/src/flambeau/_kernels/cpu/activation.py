@@ -211,7 +211,7 @@ _K_TANH = math.sqrt(2.0 / math.pi)
 _C_TANH = 0.044715
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
-_LEAKY, _ELU, _HARDSIGMOID = 5, 6, 7  # forward only (their gradients are composites of tensor operators)
+_LEAKY, _ELU, _HARDSIGMOID, _ELU_RESULT = 5, 6, 7, 8  # (_ELU_RESULT: elu's backward from its result)
 _exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
 
 
@@ -339,10 +339,25 @@ def _act_kernels():
         n = x.shape[0]
         a, b, c = f32(a), f32(b), f32(c)
         cubic = b != f32(0)
-        if kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN)
+        if kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN); backward g or a g
+            if backward:
+                for i in numba.prange(n):
+                    gi = g[i]
+                    out[i] = gi if x[i] > f32(0) else gi * a
+            else:
+                for i in numba.prange(n):
+                    v = x[i]
+                    out[i] = v if v > f32(0) else v * a
+        elif kind == _ELU_RESULT:  # backward from the result y: y <= 0 ? g c (y + a b) : g b
             for i in numba.prange(n):
                 v = x[i]
-                out[i] = v if v > f32(0) else v * a
+                gi = g[i]
+                out[i] = gi * c * (v + a * b) if v <= f32(0) else gi * b
+        elif kind == _ELU and backward:  # x <= 0 ? g c a b exp(c x) : g b (NaN: g b, as torch)
+            for i in numba.prange(n):
+                v = x[i]
+                gi = g[i]
+                out[i] = gi * (c * a * b) * _exp32(min(v, f32(0)) * c) if v <= f32(0) else gi * b
         elif kind == _ELU:  # x > 0 ? b x : a b expm1(c x); expm1 by its Taylor series near 0 (no cancellation)
             for i in numba.prange(n):
                 v = x[i]
@@ -352,6 +367,11 @@ def _act_kernels():
                 em1 = p if z > f32(-0.5) else _exp32(z) - f32(1)
                 r = v * b if v > f32(0) else em1 * (a * b)
                 out[i] = v if v != v else r
+        elif kind == _HARDSIGMOID and backward:  # g / 6 inside (-3, 3), else 0 (NaN too)
+            for i in numba.prange(n):
+                v = x[i]
+                gi = g[i]
+                out[i] = gi * f32(1 / 6) if v > f32(-3) and v < f32(3) else f32(0)
         elif kind == _HARDSIGMOID:  # min(max(x + 3, 0), 6) / 6, rounded as torch's (NaN stays NaN)
             for i in numba.prange(n):
                 t = x[i] + f32(3)
@@ -420,9 +440,24 @@ def _act_kernels():
         n = x.shape[0]
         cubic = b != 0.0
         if kind == _LEAKY:
+            if backward:
+                for i in numba.prange(n):
+                    gi = g[i]
+                    out[i] = gi if x[i] > 0.0 else gi * a
+            else:
+                for i in numba.prange(n):
+                    v = x[i]
+                    out[i] = v if v > 0.0 else v * a
+        elif kind == _ELU_RESULT:
             for i in numba.prange(n):
                 v = x[i]
-                out[i] = v if v > 0.0 else v * a
+                gi = g[i]
+                out[i] = gi * c * (v + a * b) if v <= 0.0 else gi * b
+        elif kind == _ELU and backward:
+            for i in numba.prange(n):
+                v = x[i]
+                gi = g[i]
+                out[i] = gi * (c * a * b) * _exp64(min(v, 0.0) * c) if v <= 0.0 else gi * b
         elif kind == _ELU:  # expm1 by Taylor to z^14 / 14! on [-0.5, 0] (error below 1e-17 of |z|)
             for i in numba.prange(n):
                 v = x[i]
@@ -444,6 +479,11 @@ def _act_kernels():
                 em1 = p if z > -0.5 else _exp64(z) - 1.0
                 r = v * b if v > 0.0 else em1 * (a * b)
                 out[i] = v if v != v else r
+        elif kind == _HARDSIGMOID and backward:
+            for i in numba.prange(n):
+                v = x[i]
+                gi = g[i]
+                out[i] = gi * (1 / 6) if v > -3.0 and v < 3.0 else 0.0
         elif kind == _HARDSIGMOID:
             for i in numba.prange(n):
                 t = x[i] + 3.0
@@ -513,7 +553,7 @@ _ACT = {"gelu": (_GELU, 0.0, 0.0), "gelu_tanh": (_SIGMOID_FAMILY, 2 * _K_TANH, 2
         "silu": (_SIGMOID_FAMILY, 1.0, 0.0), "mish": (_MISH, 0.0, 0.0), "hardswish": (_HARDSWISH, 0.0, 0.0),
         "hardtanh": (_HARDTANH, -1.0, 1.0),  # its bounds come as ``params`` (relu: 0 and inf)
         "leaky_relu": (_LEAKY, 0.01, 0.0), "elu": (_ELU, 1.0, 1.0, 1.0),  # (slope), (alpha, scale, input scale)
-        "hardsigmoid": (_HARDSIGMOID, 0.0, 0.0)}
+        "elu_result": (_ELU_RESULT, 1.0, 1.0, 1.0), "hardsigmoid": (_HARDSIGMOID, 0.0, 0.0)}
 
 
 def fused_activation(name: str, x, g, npdt, out=None, params=None):
@@ -569,3 +609,17 @@ def _fused_backward(name: str):
 kernel("silu_backward", "cpu")(_fused_backward("silu"))
 kernel("mish_backward", "cpu")(_fused_backward("mish"))
 kernel("hardswish_backward", "cpu")(_fused_backward("hardswish"))
+kernel("hardsigmoid_backward", "cpu")(_fused_backward("hardsigmoid"))
+
+
+@kernel("leaky_relu_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself
+def _k_leaky_relu_backward(g, a, negative_slope, self_is_result):
+    return fused_activation("leaky_relu", a, g, a.dtype, params=(float(negative_slope), 0.0))
+
+
+@kernel("elu_backward", "cpu")
+@takes_bfloat16  # hot in training; handles bfloat16 itself
+def _k_elu_backward(g, alpha, scale, input_scale, is_result, a):
+    return fused_activation("elu_result" if is_result else "elu", a, g, a.dtype,
+                            params=(float(alpha), float(scale), float(input_scale)))

@@ -139,6 +139,23 @@ def _hardswish_backward(g, x, p):
     return g * (x / c(3) + c(0.5))
 
 
+def _hardsigmoid_backward(g, x, p):
+    return g / type(g)(6) if -3 < x < 3 else type(g)(0)
+
+
+def _leaky_relu_backward(g, x, p):
+    return g if x > 0 else g * p[0]
+
+
+def _elu_backward(g, x, p):
+    # p = (alpha, scale, input_scale, from the result: 1 or 0); NaN takes the positive branch, as torch
+    if x <= 0:
+        if p[3] != 0:
+            return g * p[2] * (x + p[0] * p[1])
+        return g * p[2] * p[0] * p[1] * math.exp(x * p[2])
+    return g * p[1]
+
+
 # label -> (scalar function, arity, dtype kinds, float16 computes in float32): the format of
 # elementwise.NARY (where gelu's forward forms are: gelu is an elementwise operator).
 ACTIVATIONS = {name: (fn, arity, "f", True) for name, fn, arity in (
@@ -147,7 +164,9 @@ ACTIVATIONS = {name: (fn, arity, "f", True) for name, fn, arity in (
     ("threshold", _threshold, 1), ("hardshrink", _hardshrink, 1), ("softshrink", _softshrink, 1),
     ("prelu", _prelu, 2), ("hardtanh_backward", _hardtanh_backward, 2), ("gelu_backward", _gelu_backward, 2),
     ("gelu_tanh_backward", _gelu_tanh_backward, 2), ("silu_backward", _silu_backward, 2),
-    ("mish_backward", _mish_backward, 2), ("hardswish_backward", _hardswish_backward, 2))}
+    ("mish_backward", _mish_backward, 2), ("hardswish_backward", _hardswish_backward, 2),
+    ("hardsigmoid_backward", _hardsigmoid_backward, 2), ("leaky_relu_backward", _leaky_relu_backward, 2),
+    ("elu_backward", _elu_backward, 2))}
 
 
 def _act(label: str, operands: tuple, params: tuple = (), out=None, name: str | None = None):
@@ -236,9 +255,19 @@ def _backward(label: str):
     return backward
 
 
-for _name in ("silu_backward", "mish_backward", "hardswish_backward"):
+for _name in ("silu_backward", "mish_backward", "hardswish_backward", "hardsigmoid_backward"):
     kernel(_name, "cuda")(_backward(_name))
 del _name
+
+
+@kernel("leaky_relu_backward", "cuda")
+def _k_leaky_relu_backward(g, a, negative_slope, self_is_result):
+    return _act("leaky_relu_backward", (g, a), (negative_slope,))
+
+
+@kernel("elu_backward", "cuda")
+def _k_elu_backward(g, alpha, scale, input_scale, is_result, a):
+    return _act("elu_backward", (g, a), (alpha, scale, input_scale, 1.0 if is_result else 0.0))
 
 
 def ptx_cases(ndim: int = 2) -> list:
