@@ -148,11 +148,16 @@ def _leaky_relu_backward(g, x, p):
 
 
 def _elu_backward(g, x, p):
-    # p = (alpha, scale, input_scale, from the result: 1 or 0); NaN takes the positive branch, as torch
+    # p = (alpha, scale, input_scale); NaN takes the positive branch, as torch
     if x <= 0:
-        if p[3] != 0:
-            return g * p[2] * (x + p[0] * p[1])
         return g * p[2] * p[0] * p[1] * math.exp(x * p[2])
+    return g * p[1]
+
+
+def _elu_result_backward(g, y, p):
+    # from elu's result y: y + alpha scale = alpha scale exp(input_scale x) where y <= 0
+    if y <= 0:
+        return g * p[2] * (y + p[0] * p[1])
     return g * p[1]
 
 
@@ -166,7 +171,7 @@ ACTIVATIONS = {name: (fn, arity, "f", True) for name, fn, arity in (
     ("gelu_tanh_backward", _gelu_tanh_backward, 2), ("silu_backward", _silu_backward, 2),
     ("mish_backward", _mish_backward, 2), ("hardswish_backward", _hardswish_backward, 2),
     ("hardsigmoid_backward", _hardsigmoid_backward, 2), ("leaky_relu_backward", _leaky_relu_backward, 2),
-    ("elu_backward", _elu_backward, 2))}
+    ("elu_backward", _elu_backward, 2), ("elu_result_backward", _elu_result_backward, 2))}
 
 
 def _act(label: str, operands: tuple, params: tuple = (), out=None, name: str | None = None):
@@ -267,7 +272,8 @@ def _k_leaky_relu_backward(g, a, negative_slope, self_is_result):
 
 @kernel("elu_backward", "cuda")
 def _k_elu_backward(g, alpha, scale, input_scale, is_result, a):
-    return _act("elu_backward", (g, a), (alpha, scale, input_scale, 1.0 if is_result else 0.0))
+    return _act("elu_result_backward" if is_result else "elu_backward", (g, a), (alpha, scale, input_scale),
+                name="elu_backward")
 
 
 def ptx_cases(ndim: int = 2) -> list:
