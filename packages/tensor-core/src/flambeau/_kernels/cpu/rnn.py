@@ -243,6 +243,12 @@ def _c(a):
     return a if a.flags.c_contiguous and a.flags.writeable else np.array(a, order="C")
 
 
+def _recurrent_weight(w_hh, steps: int):
+    """``w_hh.T`` for the steps' ``h @ W_hh.T``: a C-ordered copy when several steps read it (BLAS runs a
+    transposed B 17% slower: a 2-layer LSTM over 50 steps 51-56 -> 45-47 ms), the view for a cell's one step."""
+    return np.ascontiguousarray(w_hh.T) if steps > 2 else w_hh.T
+
+
 def _input_projection(x, w_ih, b_ih, b_hh, split_hh=False):
     t, b, i = x.shape
     gx = _matmul(_c(x).reshape(t * b, i), w_ih.T).reshape(t, b, w_ih.shape[0])
@@ -270,7 +276,7 @@ def _k_lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     cells = np.empty((nt, nb, nh), dtype)
     tcs = np.empty((nt, nb, nh), dtype)
     gh = np.empty((nb, 4 * nh), dtype)
-    whT = np.ascontiguousarray(w_hh.T)  # (the steps read it as a C-ordered B: 17% faster per step)
+    whT = _recurrent_weight(w_hh, x.shape[0])
     h, c = _c(h0), _c(c0)
     one = dtype.type(1)
     with single_threaded_blas():  # Note [Small GEMMs on one BLAS thread]
@@ -338,7 +344,7 @@ def _k_gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     out = np.empty((nt, nb, nh), dtype)
     acts = np.empty((nt, nb, 4 * nh), dtype)
     gh = np.empty((nb, 3 * nh), dtype)
-    whT = np.ascontiguousarray(w_hh.T)  # (the steps read it as a C-ordered B: 17% faster per step)
+    whT = _recurrent_weight(w_hh, x.shape[0])
     h = _c(h0)
     one = dtype.type(1)
     with single_threaded_blas():
@@ -378,7 +384,7 @@ def _k_gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has
 def _k_rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
     nt = x.shape[0]
     pre = _input_projection(x, w_ih, b_ih, b_hh)
-    whT = np.ascontiguousarray(w_hh.T)  # (the steps read it as a C-ordered B: 17% faster per step)
+    whT = _recurrent_weight(w_hh, x.shape[0])
     h = h0
     tanh = nonlinearity == "tanh"
     with single_threaded_blas():
