@@ -201,6 +201,34 @@ def test_binary_cross_entropy_with_logits(dtype, reduction, weight, pos_weight):
     close(y, ty, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_large_fused_pointwise_losses(dtype, reduction):
+    """mse_loss and binary_cross_entropy_with_logits of large contiguous operands run one fused pass
+    (Note [Fused pointwise losses]): the float64 reference of torch within a few ulps of the sum, logits
+    from -60 to 60, zeros and tiny values; NaN propagates; weights keep numpy's path."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(200_003) * 6).astype(dtype)
+    x[:6] = [0.0, -0.0, 1e-8, -1e-8, 60.0, -60.0]
+    t = rng.random(200_003).astype(dtype)
+    t[::3] = np.round(t[::3])
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    for name in ("binary_cross_entropy_with_logits", "mse_loss"):
+        got = getattr(fl.nn.functional, name)(fl.from_numpy(x), fl.from_numpy(t), reduction=reduction)
+        want = getattr(F, name)(torch.from_numpy(x).double(), torch.from_numpy(t).double(), reduction=reduction)
+        assert got.dtype == fl.from_numpy(x).dtype and got.shape == ()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=tol)
+        bad = x.copy()
+        bad[1234] = np.nan
+        bad_loss = getattr(fl.nn.functional, name)(fl.from_numpy(bad), fl.from_numpy(t), reduction=reduction)
+        assert np.isnan(bad_loss.item())
+    w = rng.random(200_003).astype(dtype)
+    got = fl.nn.functional.binary_cross_entropy_with_logits(fl.from_numpy(x), fl.from_numpy(t), fl.from_numpy(w))
+    want = F.binary_cross_entropy_with_logits(torch.from_numpy(x).double(), torch.from_numpy(t).double(),
+                                              torch.from_numpy(w).double())
+    np.testing.assert_allclose(got.item(), want.item(), rtol=tol)
+
+
 def test_binary_losses_errors():
     with pytest.raises(ValueError, match=r"Using a target size \(flambeau.Size\(\[2, 3\]\)\) that is different to "
                                          r"the input size \(flambeau.Size\(\[3\]\)\) is deprecated"):

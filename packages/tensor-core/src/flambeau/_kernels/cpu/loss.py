@@ -332,9 +332,128 @@ def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, 
 
 
 # --- element-wise losses --------------------------------------------------------------------------------
+# Note [Fused pointwise losses]: mse_loss and binary_cross_entropy_with_logits reduced to a number took
+# three to nine numpy passes over memory, each on one thread (1M float32: mse 0.24 ms, torch 0.16; BCE
+# with logits 2.7 ms, torch 1.1). For C-contiguous operands of one float dtype and shape they run as one
+# parallel pass over 4096-element blocks, each summed in the operands' dtype (vectorised), the block sums
+# added in float64 (Note [Parallel full sums]). BCE's softplus(-x) = max(-x, 0) + log1p(e), e = exp(-|x|)
+# in (0, 1], takes e from the vectorised expf (float32) and log1p(e) = 2 atanh(s), s = e / (2 + e) <= 1/3,
+# from its odd series (to s^13 in float32, s^31 in float64: below an ulp), with no libm call in the loop.
+_FUSED_LOSS_MIN = 1 << 16
+_BLOCK = 4096
+
+
+_MSE, _BCE_LOGITS_F32, _BCE_LOGITS_F64 = 0, 1, 2  # the block sums of _numba_pointwise_sum
+_mse_block = _bce_logits_block_f32 = _bce_logits_block_f64 = None  # numba helpers, set by _numba_pointwise_sum()
+
+
+@functools.cache
+def _numba_pointwise_sum():
+    """``pointwise_sum(a, b, kind) -> float``: the float64 sum of a loss's terms over flat arrays, ``kind`` one
+    of ``_MSE`` (``(a - b)^2``) and ``_BCE_LOGITS_F32/_F64`` (``(1 - b) a + softplus(-a)``, by dtype)."""
+    # The helpers are module globals, not closure cells (numba keys its disk cache on the cells).
+    global _expf_flush, _mse_block, _bce_logits_block_f32, _bce_logits_block_f64
+    import math
+
+    import numba
+    from numba import prange
+
+    from flambeau._kernels.cpu._fast_exp import expf_helpers
+
+    _, _expf_flush = expf_helpers()
+    fm = {"contract", "reassoc"}
+    helper = {"inline": "always", "fastmath": fm}
+
+    @numba.njit(**helper)
+    def mse_block(xa, xb):
+        acc = xa[0] * 0
+        for j in range(xa.shape[0]):
+            d = xa[j] - xb[j]
+            acc += d * d
+        return acc
+
+    @numba.njit(**helper)
+    def bce_logits_block_f32(xs, ts):
+        m = xs.shape[0]
+        f32 = np.float32
+        e = np.empty(m, np.float32)
+        bits = np.empty(m, np.int32)
+        for j in range(m):
+            y, k = _expf_flush(f32(-abs(xs[j])))
+            e[j] = y
+            bits[j] = k
+        scale = bits.view(np.float32)
+        acc = f32(0)
+        for j in range(m):
+            u = e[j] * scale[j]
+            sv = u / (f32(2) + u)
+            z = sv * sv
+            p = f32(1 / 13)
+            p = p * z + f32(1 / 11)
+            p = p * z + f32(1 / 9)
+            p = p * z + f32(1 / 7)
+            p = p * z + f32(1 / 5)
+            p = p * z + f32(1 / 3)
+            p = p * z + f32(1)
+            v = f32(xs[j])
+            acc += (f32(1) - f32(ts[j])) * v + max(-v, f32(0)) + f32(2) * sv * p
+        return acc
+
+    @numba.njit(**helper)
+    def bce_logits_block_f64(xs, ts):
+        acc = 0.0
+        for j in range(xs.shape[0]):
+            v = float(xs[j])
+            u = math.exp(-abs(v))
+            sv = u / (2.0 + u)
+            z = sv * sv
+            p = 1.0 / 31.0
+            for k in range(29, 0, -2):
+                p = p * z + 1.0 / k
+            acc += (1.0 - ts[j]) * v + max(-v, 0.0) + 2.0 * sv * p
+        return acc
+
+    _mse_block, _bce_logits_block_f32, _bce_logits_block_f64 = mse_block, bce_logits_block_f32, bce_logits_block_f64
+
+    @numba.njit(parallel=True, cache=True, fastmath=fm)
+    def pointwise_sum(a, b, kind):
+        n = a.shape[0]
+        nb = (n + _BLOCK - 1) // _BLOCK
+        parts = np.empty(nb, np.float64)
+        for c in prange(nb):
+            lo = c * _BLOCK
+            xa, xb = a[lo:min(lo + _BLOCK, n)], b[lo:min(lo + _BLOCK, n)]
+            if kind == _MSE:
+                parts[c] = _mse_block(xa, xb)
+            elif kind == _BCE_LOGITS_F32:
+                parts[c] = _bce_logits_block_f32(xa, xb)
+            else:
+                parts[c] = _bce_logits_block_f64(xa, xb)
+        return parts.sum()
+
+    return pointwise_sum
+
+
+def _fused_loss_fits(a, b, reduction) -> bool:
+    """Note [Fused pointwise losses]: a reduced loss of two C-contiguous float operands of one dtype and shape."""
+    return (reduction != "none" and a.__class__ is np.ndarray and b.__class__ is np.ndarray
+            and a.size >= _FUSED_LOSS_MIN and a.dtype == b.dtype and a.dtype in _FLOATS and a.shape == b.shape
+            and a.flags.c_contiguous and b.flags.c_contiguous)
+
+
+def _fused_reduced(total: float, n: int, reduction: str, dtype) -> np.ndarray:
+    return np.asarray(total / n if reduction == "mean" else total, dtype)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 @kernel("mse_loss", "cpu")
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_mse(a, b, reduction):
+    if _fused_loss_fits(a, b, reduction):  # Note [Fused pointwise losses]
+        total = _numba_pointwise_sum()(a.reshape(-1), b.reshape(-1), _MSE)
+        return _fused_reduced(total, a.size, reduction, a.dtype)
     d = np.asarray(np.subtract(a, b))
     if reduction == "none":
         return np.asarray(np.square(d))
@@ -389,6 +508,10 @@ def _k_bce(x, t, weight, reduction):
 
 @kernel("binary_cross_entropy_with_logits", "cpu")
 def _k_bce_logits(x, t, weight, pos_weight, reduction):
+    if weight is None and pos_weight is None and _fused_loss_fits(x, t, reduction):  # Note [Fused pointwise losses]
+        kind = _BCE_LOGITS_F32 if x.dtype == np.float32 else _BCE_LOGITS_F64
+        total = _numba_pointwise_sum()(x.reshape(-1), t.reshape(-1), kind)
+        return _fused_reduced(total, x.size, reduction, x.dtype)
     # loss = (1 - t) * x + lw * softplus(-x), lw = 1 + (pos_weight - 1) * t, softplus(-x) = max(-x, 0) +
     # log(1 + exp(-|x|)) (Note [log1p]).
     with np.errstate(all="ignore"):
