@@ -38,13 +38,14 @@ def test_softmax_matches_torch(rng, name, shape, dim, dtype):
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("cols", [7, 4096])  # numpy path and fused numba path
 def test_softmax_extreme_values(name, cols):
-    x = np.random.default_rng(1).standard_normal((6, cols)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((9, cols)).astype(np.float32)
     x[0] += 1e4                     # large values: no overflow
     x[1, : cols // 2] = -np.inf     # masked positions give exactly 0 (or -inf)
     x[2] = -np.inf                  # fully masked row: NaN, as torch
     x[3, 3] = np.nan                # NaN propagates to its row
     x[4, 1] = np.inf                # +inf: NaN row, as torch
     x[5] *= 100                     # very peaked
+    x[6, 0] = x[7, cols // 2 + 1] = x[8, -1] = np.nan  # NaN first, in the middle, last (the maxima's lanes and tail)
     ours = getattr(fl, name)(fl.from_numpy(x), -1)
     ref = getattr(torch, name)(torch.from_numpy(x), -1)
     check(ours, ref, rtol=1e-5, atol=1e-6)

@@ -23,7 +23,7 @@ _add_reduce = np.add.reduce
 _NUMBA_MIN_SIZE = 1 << 15
 
 
-_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_softmax()
+_expf_flush = _row_max = None  # numba helpers (expf from _fast_exp.expf_helpers()), set by _numba_softmax()
 
 
 @functools.cache
@@ -35,13 +35,34 @@ def _numba_softmax():
     See Note [Vectorised expf] for why float32 rows do not call ``np.exp``.
     """
     # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
-    global _expf_flush
+    global _expf_flush, _row_max
     import numba
     from numba import prange
 
     from flambeau._kernels.cpu._fast_exp import expf_helpers
 
     _, _expf_flush = expf_helpers()
+
+    # Note [Row maxima in eight lanes]: "v if v > m or v != v else m" is one long dependency chain with a
+    # branch, 0.7 ns per element (a 4096x1000 softmax spent 2.9 of its 3.5 ms there). Eight running maxima
+    # are independent chains (0.07 ns per element). NaN is not tracked here: the exponential pass sees it
+    # (a NaN element makes the whole row NaN, as torch's).
+    @numba.njit(inline="always")
+    def row_max(xr):
+        n = xr.shape[0]
+        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = xr[0]
+        k = 0
+        while k + 8 <= n:
+            m0, m1, m2, m3 = max(m0, xr[k]), max(m1, xr[k + 1]), max(m2, xr[k + 2]), max(m3, xr[k + 3])
+            m4, m5, m6, m7 = max(m4, xr[k + 4]), max(m5, xr[k + 5]), max(m6, xr[k + 6]), max(m7, xr[k + 7])
+            k += 8
+        m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+        while k < n:
+            m = max(m, xr[k])
+            k += 1
+        return m
+
+    _row_max = row_max
 
     # Note [Vectorised expf]: without Intel SVML, LLVM turns np.exp into a scalar libm call per
     # element, which makes softmax 3-6x slower than torch's vectorised kernel. Cephes' expf
@@ -53,17 +74,20 @@ def _numba_softmax():
         rows, n = x.shape
         for i in prange(rows):
             xr, o = x[i], out[i]
-            m = xr[0]
-            for j in range(n):
-                v = xr[j]
-                m = v if v > m or v != v else m
+            m = _row_max(xr)  # Note [Row maxima in eight lanes]
             if m == -np.inf or m == np.inf:  # all -inf, or +inf present: torch gives a NaN row
                 m = m - m
             bits = np.empty(n, np.int32)
+            nan = 0
             for j in range(n):
-                y, b = _expf_flush(xr[j] - m)
+                v = xr[j]
+                y, b = _expf_flush(v - m)
                 o[j] = y
                 bits[j] = b
+                nan |= v != v  # (expf_flush takes NaN to 0: the row is NaN all the same, as torch's)
+            if nan:
+                o[:] = np.float32(np.nan)
+                continue
             scale = bits.view(np.float32)
             s = np.float32(0.0)
             for j in range(n):
@@ -84,10 +108,7 @@ def _numba_softmax():
         rows, n = x.shape
         for i in prange(rows):
             xr, o = x[i], out[i]
-            m = xr[0]
-            for j in range(n):
-                v = xr[j]
-                m = v if v > m or v != v else m
+            m = _row_max(xr)
             if m == -np.inf or m == np.inf:
                 m = m - m
             s = 0.0
