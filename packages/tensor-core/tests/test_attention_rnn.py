@@ -82,6 +82,19 @@ def test_sdpa_scale_and_noncontiguous(rng):
     _close(fl.scaled_dot_product_attention(fq, fk, fv, scale=0.3), ref)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_nan_scores_make_nan_rows(dtype, causal, rng):
+    # a NaN in a query makes its row of scores NaN; the float32 kernel's vectorised exp would take it to 0
+    q, k, v = (rng.standard_normal((2, 3, 17, 8)).astype(dtype) for _ in range(3))
+    q[0, 1, 4, 2] = np.nan
+    k[1, 2, 9, 0] = np.nan  # a NaN key: every row that sees it
+    out = fl.scaled_dot_product_attention(*map(fl.from_numpy, (q, k, v)), is_causal=causal).numpy()
+    ref = F.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)), is_causal=causal).numpy()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
 def test_sdpa_heads_split_from_a_fused_projection(rng):
     # q, k and v as GPT makes them: strided views of one (B, T, 3, H, d) tensor (the kernels make them
     # contiguous first); values and the gradient reaching the fused tensor

@@ -60,7 +60,7 @@ def _dense(a):
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
-_expf_flush = None  # numba helper from _fast_exp.expf_helpers(), set by _numba_attention()
+_expf_flush = _row_max = None  # numba helpers (_fast_exp's expf, _row_max's), set by _numba_attention()
 
 
 @functools.cache
@@ -71,13 +71,15 @@ def _numba_attention():
     polynomial so that LLVM vectorises the row loop.
     """
     # The kernels reach the shared expf helper as a module global (see _fast_exp), not a closure cell.
-    global _expf_flush
+    global _expf_flush, _row_max
     import numba
     from numba import prange
 
     from flambeau._kernels.cpu._fast_exp import expf_helpers
+    from flambeau._kernels.cpu._row_max import row_max_helper
 
     _, _expf_flush = expf_helpers()
+    _row_max = row_max_helper()  # Note [Row maxima in eight lanes]
 
     @numba.njit(parallel=True, cache=True, fastmath={"contract", "reassoc"})
     def softmax_f32(s, mask, midx, has_mask, causal, scale, out):
@@ -89,22 +91,27 @@ def _numba_attention():
             o = out[b, i]
             mrow = mask[midx[b], i if mask.shape[1] > 1 else 0]
             end = min(i + 1, n) if causal else n
-            m = np.float32(-np.inf)
             for j in range(end):
                 v = x[j] * scale
                 if has_mask:
                     v += mrow[j]
                 o[j] = v
-                m = v if v > m else m
+            m = _row_max(o[:end]) if end else np.float32(-np.inf)
             if m == -np.inf:  # every key masked: zero weights (torch's math backend)
                 for j in range(n):
                     o[j] = np.float32(0.0)
                 continue
             bits = np.empty(end, np.int32)
+            nan = 0
             for j in range(end):
-                y, b = _expf_flush(o[j] - m)
+                v = o[j]
+                y, b = _expf_flush(v - m)
                 o[j] = y
                 bits[j] = b
+                nan |= v != v
+            if nan:  # (expf takes NaN to 0) a NaN score makes the row NaN, as torch's and the float64 kernel's
+                o[:] = np.float32(np.nan)
+                continue
             sc = bits.view(np.float32)
             t = np.float32(0.0)
             for j in range(end):
@@ -127,13 +134,12 @@ def _numba_attention():
             o = out[b, i]
             mrow = mask[midx[b], i if mask.shape[1] > 1 else 0]
             end = min(i + 1, n) if causal else n
-            m = -np.inf
             for j in range(end):
                 v = x[j] * scale
                 if has_mask:
                     v += mrow[j]
                 o[j] = v
-                m = v if v > m else m
+            m = _row_max(o[:end]) if end else -np.inf
             if m == -np.inf:
                 for j in range(n):
                     o[j] = 0.0

@@ -40,29 +40,11 @@ def _numba_softmax():
     from numba import prange
 
     from flambeau._kernels.cpu._fast_exp import expf_helpers
+    from flambeau._kernels.cpu._row_max import row_max_helper
 
     _, _expf_flush = expf_helpers()
 
-    # Note [Row maxima in eight lanes]: "v if v > m or v != v else m" is one long dependency chain with a
-    # branch, 0.7 ns per element (a 4096x1000 softmax spent 2.9 of its 3.5 ms there). Eight running maxima
-    # are independent chains (0.07 ns per element). NaN is not tracked here: the exponential pass sees it
-    # (a NaN element makes the whole row NaN, as torch's).
-    @numba.njit(inline="always")
-    def row_max(xr):
-        n = xr.shape[0]
-        m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = xr[0]
-        k = 0
-        while k + 8 <= n:
-            m0, m1, m2, m3 = max(m0, xr[k]), max(m1, xr[k + 1]), max(m2, xr[k + 2]), max(m3, xr[k + 3])
-            m4, m5, m6, m7 = max(m4, xr[k + 4]), max(m5, xr[k + 5]), max(m6, xr[k + 6]), max(m7, xr[k + 7])
-            k += 8
-        m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-        while k < n:
-            m = max(m, xr[k])
-            k += 1
-        return m
-
-    _row_max = row_max
+    _row_max = row_max_helper()  # Note [Row maxima in eight lanes]
 
     # Note [Vectorised expf]: without Intel SVML, LLVM turns np.exp into a scalar libm call per
     # element, which makes softmax 3-6x slower than torch's vectorised kernel. Cephes' expf
