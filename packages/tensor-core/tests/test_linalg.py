@@ -190,6 +190,22 @@ def test_dot_vdot_inner_outer_kron(rng):
         fl.inner(m, fl.ones(4))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_batched_products_split_over_threads(rng, dtype):
+    # Note [Heads in parallel]: batches of 2M multiply-adds or more run a single-threaded GEMM per matrix
+    # on flambeau's threads; transposed operands, 4-d batches, bmm and odd batch counts against numpy
+    a = rng.standard_normal((7, 70, 80)).astype(dtype)
+    b = rng.standard_normal((7, 90, 80)).astype(dtype)
+    want = a.astype(np.float64) @ b.astype(np.float64).transpose(0, 2, 1)
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    fa, fb = fl.from_numpy(a), fl.from_numpy(b)
+    np.testing.assert_allclose((fa @ fb.transpose(1, 2)).numpy(), want, **tol)
+    np.testing.assert_allclose(fl.bmm(fa, fb.transpose(1, 2)).numpy(), want, **tol)
+    a4 = fl.from_numpy(a[:6].reshape(2, 3, 70, 80))
+    np.testing.assert_allclose((a4 @ fb[:6].transpose(1, 2).reshape(2, 3, 80, 90)).numpy(),
+                               want[:6].reshape(2, 3, 70, 90), **tol)
+
+
 # --- addmm and friends -------------------------------------------------------------------------------
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
 def test_addmm_family(rng, beta, alpha):

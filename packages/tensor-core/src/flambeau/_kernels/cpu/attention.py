@@ -5,7 +5,7 @@ in one numba pass over each row, parallel over rows (built on first use); rows w
 masked give zero weights, as torch's math backend does. The backward never recomputes the softmax:
 it runs the four gradient matmuls around a fused softmax-backward pass on the saved weights.
 Batched products of many heads run their single-threaded GEMMs in parallel over flambeau's threads
-(Note [Heads in parallel]). float16 computes in float32.
+(Note [Heads in parallel] in ``linalg.py``). float16 computes in float32.
 """
 
 from __future__ import annotations
@@ -14,43 +14,11 @@ import functools
 
 import numpy as np
 
-from flambeau import _parallel
-from flambeau._blas import blas_is_controllable, single_threaded_blas
 from flambeau._kernels._low_precision import takes_bfloat16
+from flambeau._kernels.cpu.linalg import batched_matmul
 from flambeau._ops._registry import kernel
 
-_matmul = np.matmul
-# Batched products of at least this many multiply-adds are split over flambeau's threads.
-_PAR_MIN_WORK = 1 << 21
-
-
-def _bmm(a, b):
-    """``a @ b`` over matching batch dims; large batches run one single-threaded GEMM per head in parallel.
-
-    Note [Heads in parallel]: numpy calls BLAS once per matrix of a batch, and multi-threaded
-    OpenBLAS pays a thread hand-off on each of these small products; on a loaded machine that
-    made attention 10-100x slower. Like torch's CPU attention (one parallel loop over heads with
-    single-threaded GEMMs), the batch is split over flambeau's threads with OpenBLAS set to one
-    thread meanwhile.
-    """
-    nthreads = _parallel.get_num_threads()
-    if nthreads < 2 or a.ndim < 3 or a.shape[:-2] != b.shape[:-2]:
-        return _matmul(a, b)
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    nb = a.size // max(m * k, 1)
-    if not blas_is_controllable() or nb < 2 or nb * m * n * k < _PAR_MIN_WORK:
-        return _matmul(a, b)
-    a3, b3 = a.reshape((nb, m, k)), b.reshape((nb, k, n))
-    out = np.empty((nb, m, n), np.result_type(a, b))
-
-    def work(lo, hi):
-        if lo < hi:
-            _matmul(a3[lo:hi], b3[lo:hi], out=out[lo:hi])
-
-    with single_threaded_blas():
-        _parallel.run_chunks(work, nb)
-    return out.reshape(a.shape[:-2] + (m, n))
+_bmm = batched_matmul  # Note [Heads in parallel] in linalg.py
 
 
 def _dense(a):
