@@ -130,6 +130,8 @@ def _log1p_small(u):
 
 @kernel("log_sigmoid", "cpu")
 def _k_log_sigmoid(a, out=None):
+    if fusable(a, out):  # one parallel pass (numpy's form takes six, and a log1p without SIMD)
+        return fused_activation("log_sigmoid", a, None, a.dtype, out)
     if a.ndim == 0:
         return _store(_k_log_sigmoid(a.reshape(1)).reshape(()), out)
     u = np.abs(a)
@@ -211,7 +213,8 @@ _K_TANH = math.sqrt(2.0 / math.pi)
 _C_TANH = 0.044715
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
-_LEAKY, _ELU, _HARDSIGMOID, _ELU_RESULT = 5, 6, 7, 8  # (_ELU_RESULT: elu's backward from its result)
+_LEAKY, _ELU, _HARDSIGMOID, _ELU_RESULT, _LOG_SIGMOID = 5, 6, 7, 8, 9  # (_ELU_RESULT: elu's backward from
+# its result; _LOG_SIGMOID: forward only)
 _exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
 
 
@@ -339,7 +342,17 @@ def _act_kernels():
         n = x.shape[0]
         a, b, c = f32(a), f32(b), f32(c)
         cubic = b != f32(0)
-        if kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN); backward g or a g
+        if kind == _LOG_SIGMOID:  # min(x, 0) - log1p(e), e = exp(-|x|): log1p by 2 atanh(e / (2 + e)) to s^13
+            for i in numba.prange(n):
+                v = x[i]
+                u = _exp32(-abs(v))
+                sv = u / (f32(2) + u)
+                z = sv * sv
+                p = f32(2) * sv * (f32(1) + z * (f32(1 / 3) + z * (f32(1 / 5) + z * (f32(1 / 7) + z * (
+                    f32(1 / 9) + z * (f32(1 / 11) + z * f32(1 / 13)))))))
+                r = min(v, f32(0)) - p
+                out[i] = v if v != v else r
+        elif kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN); backward g or a g
             if backward:
                 for i in numba.prange(n):
                     gi = g[i]
@@ -439,7 +452,18 @@ def _act_kernels():
     def act64(x, g, out, backward, kind, a, b, c):
         n = x.shape[0]
         cubic = b != 0.0
-        if kind == _LEAKY:
+        if kind == _LOG_SIGMOID:  # log1p's atanh series to s^31 (below an ulp for s <= 1/3)
+            for i in numba.prange(n):
+                v = x[i]
+                u = _exp64(-abs(v))
+                sv = u / (2.0 + u)
+                z = sv * sv
+                p = 1.0 / 31.0
+                for k in range(29, 0, -2):
+                    p = p * z + 1.0 / k
+                r = min(v, 0.0) - 2.0 * sv * p
+                out[i] = v if v != v else r
+        elif kind == _LEAKY:
             if backward:
                 for i in numba.prange(n):
                     gi = g[i]
@@ -553,7 +577,8 @@ _ACT = {"gelu": (_GELU, 0.0, 0.0), "gelu_tanh": (_SIGMOID_FAMILY, 2 * _K_TANH, 2
         "silu": (_SIGMOID_FAMILY, 1.0, 0.0), "mish": (_MISH, 0.0, 0.0), "hardswish": (_HARDSWISH, 0.0, 0.0),
         "hardtanh": (_HARDTANH, -1.0, 1.0),  # its bounds come as ``params`` (relu: 0 and inf)
         "leaky_relu": (_LEAKY, 0.01, 0.0), "elu": (_ELU, 1.0, 1.0, 1.0),  # (slope), (alpha, scale, input scale)
-        "elu_result": (_ELU_RESULT, 1.0, 1.0, 1.0), "hardsigmoid": (_HARDSIGMOID, 0.0, 0.0)}
+        "elu_result": (_ELU_RESULT, 1.0, 1.0, 1.0), "hardsigmoid": (_HARDSIGMOID, 0.0, 0.0),
+        "log_sigmoid": (_LOG_SIGMOID, 0.0, 0.0)}
 
 
 def fused_activation(name: str, x, g, npdt, out=None, params=None):
