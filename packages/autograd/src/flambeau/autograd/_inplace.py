@@ -2,7 +2,9 @@
 
 Note [In-place operators under autograd]
 When an in-place operator must be recorded, tensor-core hands it to :func:`apply_inplace`
-instead of running its kernel. We run the operator *out of place* on an alias of ``self`` that
+instead of running its kernel. Where it cannot run on ``self`` itself (Note [In-place operators that
+keep no old value], below: a view, or another tensor argument that might alias ``self``), we run the
+operator *out of place* on an alias of ``self`` that
 carries ``self``'s history (and a private copy of its data when the derivative needs the old
 value), copy the result into ``self`` (bumping its version) and let ``self`` take over the
 result's history. If ``self`` is a view, the history of its base is rebased: the base's new node
