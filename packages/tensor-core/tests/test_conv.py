@@ -146,6 +146,22 @@ def test_many_chunks_match_one(rng, monkeypatch):
     check(gw, tw.grad)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_channel_layers_run_image_by_image(rng, dtype):
+    """Stems and 1x1 convolutions with few column bytes but a GEMM of _PER_IMAGE_WORK or more per image run
+    image by image; grouped, strided and padded ones against torch."""
+    cases = [((3, 3, 32, 32), (32, 3, 3, 3), dict(padding=1)),
+             ((3, 3, 48, 48), (32, 3, 3, 3), dict(stride=2, padding=1)),
+             ((2, 8, 32, 32), (48, 8, 1, 1), {}), ((2, 8, 32, 32), (96, 4, 1, 1), dict(groups=2))]
+    for xs, ws, kw in cases:
+        x, tx = both(rng.standard_normal(xs).astype(dtype))
+        w, tw = both(rng.standard_normal(ws).astype(dtype))
+        oh = (xs[2] + 2 * kw.get("padding", 0) - ws[2]) // kw.get("stride", 1) + 1
+        work = ws[0] * ws[1] * ws[2] * ws[3] * oh * oh  # (O x C/groups x KH x KW: the forward's O * K * L)
+        assert oh * oh >= conv_mod._WIDE_BELOW and work >= conv_mod._PER_IMAGE_WORK
+        check(fl.conv2d(x, w, **kw), F.conv2d(tx, tw, **kw), dtype)
+
+
 def test_float16_and_integer_dtypes(rng):
     x = rng.standard_normal((2, 3, 6, 6)).astype(np.float16)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float16)
