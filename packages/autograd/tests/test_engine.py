@@ -310,6 +310,38 @@ def test_inplace_without_old_value_on_a_second_output():
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
 
 
+def test_views_taken_before_an_inplace_change_follow_it():
+    # Note [Views of a changed base]: a view taken before its base (or a sibling view) changed in place
+    # gets the base's new history, as torch's views do; without it the gradient skipped the change silently
+    xv = [[-1.0, 2.0, 0.5], [3.0, -4.0, -0.25]]
+    grads = []
+    for m in (fl, torch):
+        x = m.tensor(xv, dtype=m.float64, requires_grad=True)
+        a = x * 1
+        v, col, t = a[0], a[:, 1], a.t()
+        vv = v[1:]  # a view of a view
+        a.relu_()  # the direct in-place route
+        b = x * 2
+        s1, s2 = b[0], b[:, 2]
+        b[1].mul_(x[0])  # a sibling changed through the out-of-place route
+        c = x * 3
+        w = c[1]
+        c.mul_(x)  # the base changed through the out-of-place route (another tensor argument)
+        loss = (v * 2).sum() + (col * 10).sum() + (t[2] * 100).sum() + (vv * 1000).sum()
+        loss = loss + (s1 * 3).sum() + (s2 * 7).sum() + (w * 11).sum()
+        loss.backward()
+        grads.append(x.grad.numpy().copy())
+    np.testing.assert_allclose(grads[0], grads[1])
+
+
+def test_noted_views_do_not_outlive_their_tensors():
+    a = leaf([1.0, 2.0, 3.0]) * 1
+    for _ in range(5):
+        a[1:].sum()
+    gc.collect()
+    assert len(a._autograd_meta.views) == 0  # a WeakSet: views that died are gone
+
+
 def test_inplace_on_view_of_non_leaf_rebases_history():
     x = leaf([1.0, 2.0, 3.0])
     y = leaf([10.0, 20.0])

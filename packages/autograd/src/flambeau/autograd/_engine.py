@@ -28,6 +28,7 @@ from flambeau.autograd._anomaly import _state as _anomaly_state
 from flambeau.autograd._derivatives import DERIVATIVES
 from flambeau.autograd._gc import freeze_after_first_backward
 from flambeau.autograd._inplace import apply_inplace as _apply_inplace
+from flambeau.autograd._inplace import note_views as _note_views
 from flambeau.autograd._node import AccumulateGrad, Node, _RemovableHandle, grad_accumulator, meta_of
 from flambeau.autograd._opnode import OpNode
 from flambeau.autograd._saved import FREED_MESSAGE
@@ -53,6 +54,8 @@ class Engine:
             self._record_forward(op, deriv, inputs, attrs, outputs)
             return
         node = OpNode.create(deriv, inputs, attrs, outputs)
+        if op.view or (outputs.__class__ is Tensor and outputs._base is not None):  # (basic indexing is a view too)
+            _note_views(outputs)  # Note [Views of a changed base]
         if _anomaly_state.enabled:
             node._trace = _anomaly.capture_trace()
 

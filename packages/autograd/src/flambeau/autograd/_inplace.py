@@ -24,9 +24,19 @@ and the node is recorded with ``self`` as its result and its edges taken from an
 ``hardtanh_`` and ``mul_(2)`` one). A saved result is ``self``, so changing it in place again before
 backward is caught by the version check, as in torch: the formulas save the result only where torch's
 do. Metadata-only operators (``squeeze_``, ``t_`` ...) take this route on views too: they write no data.
+
+Note [Views of a changed base]
+A view keeps the history it had when it was taken: after ``a = x * 1; v = a[0]; a.relu_()``, ``v`` holds
+relu's values but its node still reads ``a``'s old history, and its gradient would skip relu, silently.
+torch rebuilds such a view's history when its base's version moved. Here every view an operator records
+of a non-leaf base is noted in the base's autograd meta (a WeakSet), and an in-place change of the base, or
+of one of its views, gives each other live view the history of an ``as_strided`` of the base's new history.
+Leaves that require grad cannot be changed in place under autograd, so their views are not noted.
 """
 
 from __future__ import annotations
+
+import weakref
 
 from flambeau import Tensor, no_grad
 from flambeau.autograd._derivatives import DERIVATIVES
@@ -34,7 +44,7 @@ from flambeau.autograd._formulas import AS_STRIDED_SCATTER
 from flambeau.autograd._node import meta_of, set_output_nr
 from flambeau.autograd._opnode import OpNode
 
-__all__ = ["apply_inplace"]
+__all__ = ["apply_inplace", "note_views"]
 
 LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF_MESSAGE = "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -66,16 +76,48 @@ def apply_inplace(op, inputs: tuple, attrs: dict, direct: bool = True) -> Tensor
     needs_old_value = deriv is None or (deriv.pos_names and deriv.pos_names[0] in deriv.save)
     if direct and deriv is not None and (base is None or op.category == "view") \
             and _keeps_no_other_tensor(op, inputs, kwargs):
-        return _run_in_place(op, deriv, inputs, kwargs, needs_old_value)
+        _run_in_place(op, deriv, inputs, kwargs, needs_old_value)
+        if op.category != "view":
+            _refresh_views(self, None)
+        return self
     old = _alias_with_history(self, copy=needs_old_value)
     out = _out_of_place(op)(old, *inputs[1:], **kwargs)
     with no_grad():
         self.copy_(out)
     if base is None:
         _take_history(self, out)
+        _refresh_views(self, None)
     else:
         _rebase_view(self, base, out)
+        _refresh_views(base, self)
     return self
+
+
+def note_views(outputs) -> None:
+    """Note the views a view operator just recorded in their base's meta (Note [Views of a changed base])."""
+    for out in (outputs if isinstance(outputs, (tuple, list)) else (outputs,)):
+        base = out._base
+        if base is not None and base.grad_fn is not None and out.grad_fn is not None:
+            meta = meta_of(base)
+            if meta.views is None:
+                meta.views = weakref.WeakSet()
+            meta.views.add(out)
+
+
+def _refresh_views(base: Tensor, changed) -> None:
+    """Give every live view of ``base`` (but ``changed``, rebased already) an ``as_strided`` of the base's
+    new history (Note [Views of a changed base])."""
+    meta = base._autograd_meta
+    if meta is None or not meta.views:
+        return
+    for view in list(meta.views):
+        if view is changed or view._base is not base or view.grad_fn is None:
+            continue
+        offset = view.storage_offset() - base.storage_offset()
+        OpNode.create(DERIVATIVES["as_strided"], (base, tuple(view.shape), view.stride(), offset), {}, view)
+        vmeta = view._autograd_meta
+        if vmeta is not None and vmeta.output_nr:
+            vmeta.output_nr = 0
 
 
 def _keeps_no_other_tensor(op, inputs: tuple, kwargs: dict) -> bool:

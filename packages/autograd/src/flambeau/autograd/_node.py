@@ -29,7 +29,7 @@ class AutogradMeta:
     """Per-tensor autograd state kept in ``Tensor._autograd_meta`` (created only when needed)."""
 
     __slots__ = ("output_nr", "grad_accumulator", "hooks", "post_accumulate_hooks", "retains_grad", "tangents",
-                 "forward_only", "__weakref__")
+                 "forward_only", "views", "__weakref__")
 
     def __init__(self):
         self.output_nr = 0
@@ -39,6 +39,7 @@ class AutogradMeta:
         self.retains_grad = False
         self.tangents = None  # forward AD: {level: tangent}
         self.forward_only = False  # forward AD: _requires_grad is set only so that operators reach us
+        self.views = None  # a non-leaf base: WeakSet of its views with history (Note [Views of a changed base])
 
 
 def meta_of(t: Tensor) -> AutogradMeta:
