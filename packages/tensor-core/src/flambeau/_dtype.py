@@ -92,6 +92,7 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 # numpy dtypes whose kernels compute in a wider dtype (float16, bfloat16: Note [Compute dtype])
 LOW_PRECISION_NP = tuple(d.np for d in ALL_DTYPES if d.compute is not d)
+FLOAT_NP = (float32.np, float64.np)  # the float dtypes the numba kernels are compiled for
 # Strings accepted wherever a dtype is (numpy-style and torch-style spellings).
 _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
             "long": int64, "cfloat": complex64, "cdouble": complex128, **_BY_NAME}

@@ -141,12 +141,11 @@ def sa(x, b, out):
 
 
 _NUMBA_ARITH_UFUNCS = frozenset((np.add, np.subtract, np.multiply, np.true_divide))
-_FLOAT_KINDS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _numba_arith_call(ufunc, a, b, npdt, out):
     """Large float add/sub/mul/div with numba's threads, or None where the layout doesn't fit."""
-    if npdt not in _FLOAT_KINDS:
+    if npdt not in dt.FLOAT_NP:
         return None
     a_arr, b_arr = a.__class__ is _ndarray, b.__class__ is _ndarray
     ref = a if a_arr else b

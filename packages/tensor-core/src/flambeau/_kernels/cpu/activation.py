@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from flambeau import _dtype as dt
 from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
@@ -211,11 +212,12 @@ _SQRT_HALF = math.sqrt(0.5)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _K_TANH = math.sqrt(2.0 / math.pi)
 _C_TANH = 0.044715
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32, _F64 = dt.FLOAT_NP
 _GELU, _SIGMOID_FAMILY, _MISH, _HARDSWISH, _HARDTANH = 0, 1, 2, 3, 4  # the kernels' ``kind``
 _LEAKY, _ELU, _HARDSIGMOID, _ELU_RESULT, _LOG_SIGMOID = 5, 6, 7, 8, 9  # (_ELU_RESULT: elu's backward from
 # its result; _LOG_SIGMOID: forward only)
-_exp32 = _erf32 = _exp64 = _cdf64 = _expf_poly = None  # numba helpers, set by _act_kernels()
+_exp32 = _erf32 = _exp64 = _em1_64 = _cdf64 = _expf_poly = _log1p32 = _log1p64 = None  # numba helpers,
+# set by _act_kernels()
 
 
 @functools.cache
@@ -226,12 +228,14 @@ def _act_kernels():
     cached on disk."""
     # The kernels reach their helpers as module globals: numba keys its disk cache on the kernels'
     # closure cells, and jitted helpers in cells hash differently in every process (a recompile each time).
-    global _exp32, _erf32, _exp64, _cdf64, _expf_poly
+    global _exp32, _erf32, _exp64, _em1_64, _cdf64, _expf_poly, _log1p32, _log1p64
     import numba
 
     from flambeau._kernels.cpu._fast_exp import expf_helpers
+    from flambeau._kernels.cpu._log1p import log1p_unit_helpers
 
     _expf_poly = expf_helpers()[0]
+    _log1p32, _log1p64 = log1p_unit_helpers()  # Note [log1p by its atanh series]
     from numba.core import types
     from numba.extending import intrinsic
 
@@ -274,11 +278,10 @@ def _act_kernels():
         return x * p / q
 
     @numba.njit(**inline)
-    def exp64(v):
-        v = min(max(v, -745.2), 709.79)
-        k = np.floor(v * 1.4426950408889634 + 0.5)
-        r = v - k * 6.93145751953125e-1 - k * 1.42860682030941723212e-6  # ln 2 split: k * hi is exact
-        y = 1.0 / 6227020800.0
+    def em1_64(r):
+        """``e^r - 1`` by Taylor's series to ``r^14 / 14!`` (below 1e-17 of ``|r|`` for ``|r| <= 1/2``)."""
+        y = 1.0 / 87178291200.0
+        y = y * r + 1.0 / 6227020800.0
         y = y * r + 1.0 / 479001600.0
         y = y * r + 1.0 / 39916800.0
         y = y * r + 1.0 / 3628800.0
@@ -290,7 +293,16 @@ def _act_kernels():
         y = y * r + 1.0 / 24.0
         y = y * r + 1.0 / 6.0
         y = y * r + 0.5
-        y = (y * r) * r + r + 1.0
+        return (y * r + 1.0) * r  # (a product last: e^-0 - 1 is -0, as elu(-0) is in torch)
+
+    _em1_64 = em1_64
+
+    @numba.njit(**inline)
+    def exp64(v):
+        v = min(max(v, -745.2), 709.79)
+        k = np.floor(v * 1.4426950408889634 + 0.5)
+        r = v - k * 6.93145751953125e-1 - k * 1.42860682030941723212e-6  # ln 2 split: k * hi is exact
+        y = _em1_64(r) + 1.0
         ki = i64(k)
         k1 = ki >> i64(1)
         return y * as_f64((k1 + i64(1023)) << i64(52)) * as_f64((ki - k1 + i64(1023)) << i64(52))
@@ -342,15 +354,10 @@ def _act_kernels():
         n = x.shape[0]
         a, b, c = f32(a), f32(b), f32(c)
         cubic = b != f32(0)
-        if kind == _LOG_SIGMOID:  # min(x, 0) - log1p(e), e = exp(-|x|): log1p by 2 atanh(e / (2 + e)) to s^13
+        if kind == _LOG_SIGMOID:  # min(x, 0) - log1p(exp(-|x|)) (Note [log1p by its atanh series])
             for i in numba.prange(n):
                 v = x[i]
-                u = _exp32(-abs(v))
-                sv = u / (f32(2) + u)
-                z = sv * sv
-                p = f32(2) * sv * (f32(1) + z * (f32(1 / 3) + z * (f32(1 / 5) + z * (f32(1 / 7) + z * (
-                    f32(1 / 9) + z * (f32(1 / 11) + z * f32(1 / 13)))))))
-                r = min(v, f32(0)) - p
+                r = min(v, f32(0)) - _log1p32(_exp32(-abs(v)))
                 out[i] = v if v != v else r
         elif kind == _LEAKY:  # x > 0 ? x : a x (torch's form: NaN stays NaN); backward g or a g
             if backward:
@@ -452,16 +459,10 @@ def _act_kernels():
     def act64(x, g, out, backward, kind, a, b, c):
         n = x.shape[0]
         cubic = b != 0.0
-        if kind == _LOG_SIGMOID:  # log1p's atanh series to s^31 (below an ulp for s <= 1/3)
+        if kind == _LOG_SIGMOID:
             for i in numba.prange(n):
                 v = x[i]
-                u = _exp64(-abs(v))
-                sv = u / (2.0 + u)
-                z = sv * sv
-                p = 1.0 / 31.0
-                for k in range(29, 0, -2):
-                    p = p * z + 1.0 / k
-                r = min(v, 0.0) - 2.0 * sv * p
+                r = min(v, 0.0) - _log1p64(_exp64(-abs(v)))
                 out[i] = v if v != v else r
         elif kind == _LEAKY:
             if backward:
@@ -482,25 +483,11 @@ def _act_kernels():
                 v = x[i]
                 gi = g[i]
                 out[i] = gi * (c * a * b) * _exp64(min(v, 0.0) * c) if v <= 0.0 else gi * b
-        elif kind == _ELU:  # expm1 by Taylor to z^14 / 14! on [-0.5, 0] (error below 1e-17 of |z|)
+        elif kind == _ELU:  # expm1 by exp64's Taylor series on [-0.5, 0]
             for i in numba.prange(n):
                 v = x[i]
                 z = min(v * c, 0.0)
-                p = 1.0 / 87178291200.0
-                p = p * z + 1.0 / 6227020800.0
-                p = p * z + 1.0 / 479001600.0
-                p = p * z + 1.0 / 39916800.0
-                p = p * z + 1.0 / 3628800.0
-                p = p * z + 1.0 / 362880.0
-                p = p * z + 1.0 / 40320.0
-                p = p * z + 1.0 / 5040.0
-                p = p * z + 1.0 / 720.0
-                p = p * z + 1.0 / 120.0
-                p = p * z + 1.0 / 24.0
-                p = p * z + 1.0 / 6.0
-                p = p * z + 0.5
-                p = (p * z + 1.0) * z
-                em1 = p if z > -0.5 else _exp64(z) - 1.0
+                em1 = _em1_64(z) if z > -0.5 else _exp64(z) - 1.0
                 r = v * b if v > 0.0 else em1 * (a * b)
                 out[i] = v if v != v else r
         elif kind == _HARDSIGMOID and backward:

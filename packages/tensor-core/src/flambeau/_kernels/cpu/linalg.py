@@ -168,11 +168,9 @@ def _numba_bias_rows():
 
 def _bias_rows_fit(p, bias) -> bool:
     return (p.size >= _BIAS_ROWS_MIN and bias.__class__ is _ndarray and bias.ndim == 1 and p.ndim >= 2
-            and bias.shape[0] == p.shape[-1] and bias.dtype == p.dtype and p.dtype in _FLOATS
+            and bias.shape[0] == p.shape[-1] and bias.dtype == p.dtype and p.dtype in dt.FLOAT_NP
             and p.flags.c_contiguous and bias.flags.c_contiguous)
 
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _axpby(input, p, beta, alpha):

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 
+from flambeau import _dtype as dt
 from flambeau._kernels._low_precision import takes_bfloat16
 from flambeau._ops._registry import kernel
 
@@ -337,14 +338,14 @@ def _k_cross_entropy_backward(grad, x, target, weight, ignore_index, reduction, 
 # with logits 2.7 ms, torch 1.1). For C-contiguous operands of one float dtype and shape they run as one
 # parallel pass over 4096-element blocks, each summed in the operands' dtype (vectorised), the block sums
 # added in float64 (Note [Parallel full sums]). BCE's softplus(-x) = max(-x, 0) + log1p(e), e = exp(-|x|)
-# in (0, 1], takes e from the vectorised expf (float32) and log1p(e) = 2 atanh(s), s = e / (2 + e) <= 1/3,
-# from its odd series (to s^13 in float32, s^31 in float64: below an ulp), with no libm call in the loop.
+# in (0, 1], takes e from the vectorised expf (float32) and log1p(e) from Note [log1p by its atanh series].
 _FUSED_LOSS_MIN = 1 << 16
 _BLOCK = 4096
 
 
 _MSE, _BCE_LOGITS_F32, _BCE_LOGITS_F64 = 0, 1, 2  # the block sums of _numba_pointwise_sum
 _mse_block = _bce_logits_block_f32 = _bce_logits_block_f64 = None  # numba helpers, set by _numba_pointwise_sum()
+_log1p32 = _log1p64 = None  # from _log1p.log1p_unit_helpers(), set by _numba_pointwise_sum()
 
 
 @functools.cache
@@ -352,15 +353,17 @@ def _numba_pointwise_sum():
     """``pointwise_sum(a, b, kind) -> float``: the float64 sum of a loss's terms over flat arrays, ``kind`` one
     of ``_MSE`` (``(a - b)^2``) and ``_BCE_LOGITS_F32/_F64`` (``(1 - b) a + softplus(-a)``, by dtype)."""
     # The helpers are module globals, not closure cells (numba keys its disk cache on the cells).
-    global _expf_flush, _mse_block, _bce_logits_block_f32, _bce_logits_block_f64
+    global _expf_flush, _mse_block, _bce_logits_block_f32, _bce_logits_block_f64, _log1p32, _log1p64
     import math
 
     import numba
     from numba import prange
 
     from flambeau._kernels.cpu._fast_exp import expf_helpers
+    from flambeau._kernels.cpu._log1p import log1p_unit_helpers
 
     _, _expf_flush = expf_helpers()
+    _log1p32, _log1p64 = log1p_unit_helpers()  # Note [log1p by its atanh series]
     fm = {"contract", "reassoc"}
     helper = {"inline": "always", "fastmath": fm}
 
@@ -385,18 +388,8 @@ def _numba_pointwise_sum():
         scale = bits.view(np.float32)
         acc = f32(0)
         for j in range(m):
-            u = e[j] * scale[j]
-            sv = u / (f32(2) + u)
-            z = sv * sv
-            p = f32(1 / 13)
-            p = p * z + f32(1 / 11)
-            p = p * z + f32(1 / 9)
-            p = p * z + f32(1 / 7)
-            p = p * z + f32(1 / 5)
-            p = p * z + f32(1 / 3)
-            p = p * z + f32(1)
             v = f32(xs[j])
-            acc += (f32(1) - f32(ts[j])) * v + max(-v, f32(0)) + f32(2) * sv * p
+            acc += (f32(1) - f32(ts[j])) * v + max(-v, f32(0)) + _log1p32(e[j] * scale[j])
         return acc
 
     @numba.njit(**helper)
@@ -404,13 +397,7 @@ def _numba_pointwise_sum():
         acc = 0.0
         for j in range(xs.shape[0]):
             v = float(xs[j])
-            u = math.exp(-abs(v))
-            sv = u / (2.0 + u)
-            z = sv * sv
-            p = 1.0 / 31.0
-            for k in range(29, 0, -2):
-                p = p * z + 1.0 / k
-            acc += (1.0 - ts[j]) * v + max(-v, 0.0) + 2.0 * sv * p
+            acc += (1.0 - ts[j]) * v + max(-v, 0.0) + _log1p64(math.exp(-abs(v)))
         return acc
 
     _mse_block, _bce_logits_block_f32, _bce_logits_block_f64 = mse_block, bce_logits_block_f32, bce_logits_block_f64
@@ -437,15 +424,13 @@ def _numba_pointwise_sum():
 def _fused_loss_fits(a, b, reduction) -> bool:
     """Note [Fused pointwise losses]: a reduced loss of two C-contiguous float operands of one dtype and shape."""
     return (reduction != "none" and a.__class__ is np.ndarray and b.__class__ is np.ndarray
-            and a.size >= _FUSED_LOSS_MIN and a.dtype == b.dtype and a.dtype in _FLOATS and a.shape == b.shape
-            and a.flags.c_contiguous and b.flags.c_contiguous)
+            and a.size >= _FUSED_LOSS_MIN and a.dtype == b.dtype and a.dtype in dt.FLOAT_NP
+            and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
 def _fused_reduced(total: float, n: int, reduction: str, dtype) -> np.ndarray:
     return np.asarray(total / n if reduction == "mean" else total, dtype)
 
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @kernel("mse_loss", "cpu")
