@@ -113,11 +113,8 @@ def _refresh_views(base: Tensor, changed) -> None:
     for view in list(meta.views):
         if view is changed or view._base is not base or view.grad_fn is None:
             continue
-        offset = view.storage_offset() - base.storage_offset()
-        OpNode.create(DERIVATIVES["as_strided"], (base, tuple(view.shape), view.stride(), offset), {}, view)
-        vmeta = view._autograd_meta
-        if vmeta is not None and vmeta.output_nr:
-            vmeta.output_nr = 0
+        _record_as_strided(view, base, _view_geometry(view, base))
+        _first_output(view)
 
 
 def _keeps_no_other_tensor(op, inputs: tuple, kwargs: dict) -> bool:
@@ -140,10 +137,15 @@ def _run_in_place(op, deriv, inputs: tuple, kwargs: dict, keep_old_value: bool) 
     with no_grad():
         op.inplace_fn(self, *inputs[1:], **kwargs)
     OpNode.create(deriv, (old, *inputs[1:]), kwargs, self)
-    meta = self._autograd_meta
-    if meta is not None and meta.output_nr:
-        meta.output_nr = 0  # self may have been another output of its old node
+    _first_output(self)  # self may have been another output of its old node
     return self
+
+
+def _first_output(t: Tensor) -> None:
+    """``t`` is output 0 of the single-output node just recorded for it."""
+    meta = t._autograd_meta
+    if meta is not None and meta.output_nr:
+        meta.output_nr = 0
 
 
 def _alias_with_history(t: Tensor, copy: bool) -> Tensor:
@@ -170,11 +172,20 @@ def _rebase_view(view: Tensor, base: Tensor, out: Tensor) -> None:
     if not base.is_contiguous():
         raise RuntimeError("in-place operation on a view of a non-contiguous tensor is not supported by "
                            "flambeau-autograd yet; call .contiguous() on the base first")
-    size, stride = tuple(view.shape), view.stride()
-    offset = view.storage_offset() - base.storage_offset()
+    geometry = _view_geometry(view, base)
     base_alias = _alias_with_history(base, copy=False)
-    OpNode.create(AS_STRIDED_SCATTER, (base_alias, out, size, stride, offset), {}, base)
-    OpNode.create(DERIVATIVES["as_strided"], (base, size, stride, offset), {}, view)
+    OpNode.create(AS_STRIDED_SCATTER, (base_alias, out, *geometry), {}, base)
+    _record_as_strided(view, base, geometry)
+
+
+def _view_geometry(view: Tensor, base: Tensor) -> tuple:
+    """``(size, stride, offset)`` of ``view`` in ``base``'s storage, as ``as_strided`` takes them."""
+    return tuple(view.shape), view.stride(), view.storage_offset() - base.storage_offset()
+
+
+def _record_as_strided(view: Tensor, base: Tensor, geometry: tuple) -> None:
+    """Give ``view`` the history of an ``as_strided`` of ``base``'s current history."""
+    OpNode.create(DERIVATIVES["as_strided"], (base, *geometry), {}, view)
 
 
 def _write_samples(old: Tensor, samples: Tensor, **attrs):

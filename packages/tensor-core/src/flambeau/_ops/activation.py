@@ -466,15 +466,16 @@ HARDSIGMOID_BACKWARD = _backward_op("hardsigmoid")
 silu_backward, mish_backward, hardswish_backward = SILU_BACKWARD.fn, MISH_BACKWARD.fn, HARDSWISH_BACKWARD.fn
 hardsigmoid_backward = HARDSIGMOID_BACKWARD.fn
 
+
 def _backward_kernel(op, grad_output, input, negative_from_result: bool, what: str):
-    """The checks of a ``*_backward`` operator with a slope (torch's messages); its kernel on ``input``'s device,
-    or None."""
+    """The checks of a ``*_backward`` operator with a slope (torch's messages); its kernel on ``input``'s device
+    (every device has one: the table-walk test says so)."""
     _check_backward_args(op.name, grad_output, input)
     if negative_from_result:
         raise RuntimeError(f"In-place {what} backward calculation is triggered with a negative slope which is not "
                            "supported. This is caused by calling in-place forward function with a negative slope, "
                            "please call out-of-place version instead.")
-    return op.kernels.get(input._device.type)
+    return op.kernel(input._device.type)
 
 
 LEAKY_RELU_BACKWARD = declare("leaky_relu_backward(Tensor grad_output, Tensor input, Scalar negative_slope, "
@@ -497,11 +498,7 @@ def leaky_relu_backward(grad_output: Tensor, input: Tensor, negative_slope: floa
     Returns a tensor of ``input``'s shape and dtype.
     """
     k = _backward_kernel(LEAKY_RELU_BACKWARD, grad_output, input, self_is_result and negative_slope < 0, "leakyReLu")
-    dev = input._device
-    if k is None:  # a device without the fused kernel: from differentiable operators
-        positive = (input > 0).to(grad_output.dtype)
-        return grad_output * (positive + (1 - positive) * negative_slope)
-    out = _wrap(k(grad_output._data, input._data, negative_slope, bool(self_is_result)), dev)
+    out = _wrap(k(grad_output._data, input._data, negative_slope, bool(self_is_result)), input._device)
     if grad_state.enabled and (grad_output._requires_grad or input._requires_grad):
         record(LEAKY_RELU_BACKWARD, (grad_output, input, negative_slope, bool(self_is_result)), {}, out)
     return out
@@ -527,16 +524,8 @@ def elu_backward(grad_output: Tensor, alpha: float, scale: float, input_scale: f
     (result + alpha * scale)``), of ``self_or_result``'s shape and dtype.
     """
     k = _backward_kernel(ELU_BACKWARD, grad_output, self_or_result, is_result and alpha < 0, "elu")
-    dev = self_or_result._device
-    if k is None:  # a device without the fused kernel: from differentiable operators
-        x = self_or_result
-        positive = (x > 0) | (x != x)
-        if is_result:
-            neg = (x + alpha * scale) * input_scale
-        else:
-            neg = (x.clamp(max=0) * input_scale).exp() * (input_scale * alpha * scale)
-        return grad_output * positive.to(x.dtype) * scale + grad_output * (~positive).to(x.dtype) * neg
-    out = _wrap(k(grad_output._data, alpha, scale, input_scale, bool(is_result), self_or_result._data), dev)
+    out = _wrap(k(grad_output._data, alpha, scale, input_scale, bool(is_result), self_or_result._data),
+                self_or_result._device)
     if grad_state.enabled and (grad_output._requires_grad or self_or_result._requires_grad):
         record(ELU_BACKWARD, (grad_output, alpha, scale, input_scale, bool(is_result), self_or_result), {}, out)
     return out

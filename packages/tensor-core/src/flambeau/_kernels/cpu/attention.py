@@ -15,10 +15,8 @@ import functools
 import numpy as np
 
 from flambeau._kernels._low_precision import takes_bfloat16
-from flambeau._kernels.cpu.linalg import batched_matmul
+from flambeau._kernels.cpu.linalg import batched_matmul as _bmm  # Note [Heads in parallel] in linalg.py
 from flambeau._ops._registry import kernel
-
-_bmm = batched_matmul  # Note [Heads in parallel] in linalg.py
 
 
 def _dense(a):

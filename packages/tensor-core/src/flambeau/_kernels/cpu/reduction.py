@@ -91,6 +91,7 @@ def _numba_block_sum():
 
     @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
     def block_sum(a, chunks, zero):
+        # -> (chunks, K) float64 partial sums (the caller adds them)
         A, K, B = a.shape
         parts = np.zeros((chunks, K), np.float64)
         for t in numba.prange(chunks):
@@ -107,11 +108,7 @@ def _numba_block_sum():
                         for j in range(B):
                             s += row[j]
                         part[k] += s
-        out = np.zeros(K, np.float64)
-        for t in range(chunks):
-            for k in range(K):
-                out[k] += parts[t, k]
-        return out
+        return parts
 
     return block_sum
 
@@ -132,7 +129,7 @@ def _parallel_block_sum(a, dims, keepdim, npdt):
     if block is None or block[0] < 2:  # (A == 1: the rows of K are numpy's fast case)
         return None
     chunks = max(1, min(block[0], _CHUNKS_PER_THREAD * get_num_threads()))
-    total = _numba_block_sum()(a.reshape(block), chunks, npdt.type(0)).astype(npdt)
+    total = _numba_block_sum()(a.reshape(block), chunks, npdt.type(0)).sum(0).astype(npdt)
     shape = tuple(1 if d in dims else n for d, n in enumerate(a.shape)) if keepdim else \
         tuple(n for d, n in enumerate(a.shape) if d not in dims)
     return total.reshape(shape)
