@@ -330,3 +330,43 @@ def test_chunks_then_one_wide_image(rng, monkeypatch, groups):
     tout.backward(torch.from_numpy(g))
     for a, t in zip(ours, ref):
         check(a.grad, t.grad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,kw", [
+    ((5, 16, 3, 3), (12, 16, 3, 3), dict(padding=1)),                     # AlexNet's last planes
+    ((4, 20, 7, 6), (8, 20, 5, 3), dict(padding=(2, 1))),
+    ((3, 16, 8, 7), (6, 16, 3, 3), dict(stride=2, padding=1)),
+    ((3, 16, 8, 8), (6, 16, 3, 2), dict(stride=(1, 2), padding=(2, 0), dilation=(2, 1))),
+    ((2, 17, 4, 4), (5, 17, 3, 3), {}),
+])
+def test_channel_vector_rows_with_gradients(rng, monkeypatch, xs, ws, kw, dtype):
+    """Note [Columns as rows of channel vectors]: 16 channels or more on planes of at most 8x8; the input and
+    weight gradients (and the transposed convolution, which runs the input gradient's path) against torch,
+    in one chunk, in chunks of an image and split between threads."""
+    arrays = [rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)]
+    ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    tout = F.conv2d(*ref, **kw)
+    OH, OW = tout.shape[2:]
+    stride = kw.get("stride", 1)
+    stride = stride if isinstance(stride, tuple) else (stride, stride)
+    pad = kw.get("padding", 0)
+    pad = pad if isinstance(pad, tuple) else (pad, pad)
+    assert conv_mod._rows_ok(xs, ws[2], ws[3], stride, pad, OH, OW, 1, np.dtype(dtype), False)
+    g = rng.standard_normal(tuple(tout.shape)).astype(dtype)
+    tout.backward(torch.from_numpy(g))
+    for chunk_bytes, serial_below in ((conv_mod._CHUNK_BYTES, conv_mod._SERIAL_BELOW), (1, conv_mod._SERIAL_BELOW),
+                                      (1, 0)):
+        monkeypatch.setattr(conv_mod, "_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(conv_mod, "_SERIAL_BELOW", serial_below)
+        ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+        out = fl.conv2d(*ours, **kw)
+        check(out.detach(), tout.detach(), dtype)
+        out.backward(fl.from_numpy(g))
+        for a, t in zip(ours, ref):
+            check(a.grad, t.grad, dtype)
+    if "dilation" not in kw and stride == (1, 1):  # the transposed convolution runs the input gradient's path
+        tw = torch.from_numpy(arrays[1].copy())  # (in, out, KH, KW): the forward weight as it is
+        y = rng.standard_normal((xs[0], ws[0], OH, OW)).astype(dtype)
+        check(fl.conv_transpose2d(fl.from_numpy(y), fl.from_numpy(tw.numpy()), padding=pad),
+              F.conv_transpose2d(torch.from_numpy(y), tw, padding=pad), dtype)
