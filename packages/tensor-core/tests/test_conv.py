@@ -7,6 +7,7 @@ import pytest
 
 import flambeau as fl
 from flambeau._kernels.cpu import conv as conv_mod
+from flambeau._kernels.cpu import conv_winograd as winograd_mod
 from flambeau._ops import get_op
 
 torch = pytest.importorskip("torch")
@@ -370,3 +371,48 @@ def test_channel_vector_rows_with_gradients(rng, monkeypatch, xs, ws, kw, dtype)
         y = rng.standard_normal((xs[0], ws[0], OH, OW)).astype(dtype)
         check(fl.conv_transpose2d(fl.from_numpy(y), fl.from_numpy(tw.numpy()), padding=pad),
               F.conv_transpose2d(torch.from_numpy(y), tw, padding=pad), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,pad", [
+    ((2, 16, 13, 14), (16, 16, 3, 3), (1, 1)),     # odd output rows: the last tiles are cropped
+    ((2, 16, 15, 16), (20, 16, 3, 3), (0, 0)),
+    ((2, 17, 14, 16), (16, 17, 3, 3), (2, 0)),     # the input gradient runs with padding (0, 2)
+    ((2, 16, 10, 10), (16, 16, 3, 3), (3, 3)),     # forward only: the input gradient's 10x10 plane is too small
+])
+def test_winograd_layers_with_gradients(rng, monkeypatch, xs, ws, pad, dtype):
+    """3x3 stride-1 layers of 16 channels or more on planes of 13x13 or more (Note [When Winograd pays]):
+    forward, input and weight gradients and the transposed convolution against torch, in one chunk, in
+    chunks of an image and split between threads."""
+    arrays = [rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)]
+    ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    tout = F.conv2d(*ref, padding=pad)
+    OH, OW = tout.shape[2:]
+    assert winograd_mod.usable(xs[1], ws[0], OH, OW, (3, 3), (1, 1), (1, 1), 1, np.dtype(dtype))
+    g = rng.standard_normal(tuple(tout.shape)).astype(dtype)
+    tout.backward(torch.from_numpy(g))
+    for chunk_bytes, min_tiles, serial_below in ((winograd_mod._CHUNK_BYTES, winograd_mod._MIN_CHUNK_TILES,
+                                                  conv_mod._SERIAL_BELOW), (1, 1, conv_mod._SERIAL_BELOW), (1, 1, 0)):
+        monkeypatch.setattr(winograd_mod, "_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(winograd_mod, "_MIN_CHUNK_TILES", min_tiles)
+        monkeypatch.setattr(conv_mod, "_SERIAL_BELOW", serial_below)
+        ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+        out = fl.conv2d(*ours, padding=pad)
+        check(out.detach(), tout.detach(), dtype)
+        out.backward(fl.from_numpy(g))
+        for a, t in zip(ours, ref):
+            check(a.grad, t.grad, dtype)
+    y = rng.standard_normal((xs[0], ws[0], OH, OW)).astype(dtype)  # (in, out, 3, 3): the forward's weight
+    check(fl.conv_transpose2d(fl.from_numpy(y), fl.from_numpy(arrays[1]), padding=pad),
+          F.conv_transpose2d(torch.from_numpy(y), torch.from_numpy(arrays[1]), padding=pad), dtype)
+
+
+def test_winograd_only_where_it_pays():
+    """Note [When Winograd pays]: 3x3, stride 1, no dilation or groups, float32 or float64, 16 channels or
+    more each way, 7x7 tiles or more; everything else takes im2col."""
+    ok = dict(C=16, O=16, OH=13, OW=13, kernel_size=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1,
+              dtype=np.dtype(np.float32))
+    assert winograd_mod.usable(**ok)
+    for change in (dict(C=15), dict(O=8), dict(OH=12, OW=12), dict(kernel_size=(5, 5)), dict(stride=(2, 2)),
+                   dict(dilation=(1, 2)), dict(groups=2), dict(dtype=np.dtype(np.int64))):
+        assert not winograd_mod.usable(**{**ok, **change}), change

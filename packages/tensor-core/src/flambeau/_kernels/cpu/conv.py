@@ -9,6 +9,8 @@ convolutions arrive as 2-D ones with a height of 1.
   ``g @ cols^T`` summed over the batch. The batch is split between threads, each running BLAS on
   one thread (Note [Threads over work items, not inside BLAS] in ``flambeau/_blas.py``).
 * 1x1 kernels without padding and stride 1: an image is its own column matrix.
+* 3x3 stride-1 layers of 16 channels or more on planes of 13x13 or more: Winograd's F(2x2, 3x3)
+  (``conv_winograd.py``, Note [When Winograd pays]), forward, input gradient and weight gradient.
 * depthwise (``groups == in_channels``, one input channel per group): direct numba kernels for the
   forward, input and weight gradients, parallel over planes (``conv_depthwise.py``, Note [Depthwise
   convolution by phase planes]).
@@ -24,6 +26,7 @@ import numpy as np
 from flambeau import _dtype as dt
 from flambeau._blas import blas_is_controllable, single_threaded_blas
 from flambeau._kernels._low_precision import takes_bfloat16
+from flambeau._kernels.cpu import conv_winograd as winograd
 from flambeau._kernels.cpu.conv_depthwise import _is_depthwise, _numba_depthwise, _plane_chunks
 from flambeau._ops._registry import kernel
 from flambeau._parallel import get_num_threads, run_chunks
@@ -455,6 +458,8 @@ def _forward(x, w, stride, padding, dilation, groups):
     if _is_depthwise(C, w, groups) and _jitted(x):
         _numba_depthwise()[0](x, w, out.reshape(N, O, OH, OW), *stride, *padding, *dilation, _plane_chunks(N * O))
         return out.reshape(N, O, OH, OW)
+    if winograd.usable(C, O, OH, OW, (KH, KW), stride, dilation, groups, x.dtype):
+        return winograd.forward(x, w, padding, _over_images)
     K = Cg * KH * KW
     w2 = w.reshape(O, K) if groups == 1 else w.reshape(groups, O // groups, K)
     wide = _wide_ok(x, KH, KW, stride, padding)
@@ -497,6 +502,11 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
     if _is_depthwise(C, w, groups) and _jitted(g):
         _numba_depthwise()[1](g, w, gx, *stride, *padding, *dilation, _plane_chunks(N * C))
         return gx
+    if (winograd.usable(O, C, shape[2], shape[3], (KH, KW), stride, dilation, groups, g.dtype)
+            and max(padding) <= 2):
+        # the adjoint of a 3x3 stride-1 convolution: the filter flipped and transposed, padding 2 - p
+        flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+        return winograd.forward(g, flipped, (2 - padding[0], 2 - padding[1]), _over_images)
     L = OH * OW
     K = Cg * KH * KW
     CK = C * KH * KW
@@ -554,6 +564,8 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
         gw = np.empty(wshape, g.dtype)
         _numba_depthwise()[2](g, x, gw, *stride, *padding, *dilation)
         return gw
+    if winograd.usable(C, O, OH, OW, (KH, KW), stride, dilation, groups, g.dtype):
+        return winograd.weight_grad(g, x, padding, _over_images)
     L = OH * OW
     K = Cg * KH * KW
     CK = C * KH * KW
