@@ -378,12 +378,15 @@ def test_channel_vector_rows_with_gradients(rng, monkeypatch, xs, ws, kw, dtype)
     ((2, 16, 13, 14), (16, 16, 3, 3), (1, 1)),     # odd output rows: the last tiles are cropped
     ((2, 16, 15, 16), (20, 16, 3, 3), (0, 0)),
     ((2, 17, 14, 16), (16, 17, 3, 3), (2, 0)),     # the input gradient runs with padding (0, 2)
-    ((2, 16, 10, 10), (16, 16, 3, 3), (3, 3)),     # forward only: the input gradient's 10x10 plane is too small
+    ((2, 16, 10, 10), (16, 16, 3, 3), (3, 3)),     # the input gradient's padding -1: im2col runs it
+    ((2, 16, 8, 8), (16, 16, 3, 3), (1, 1)),       # small planes: Note [Winograd on small planes]
+    ((3, 16, 9, 7), (17, 16, 3, 3), (1, 1)),
+    ((2, 17, 10, 12), (16, 17, 3, 3), (0, 2)),
 ])
 def test_winograd_layers_with_gradients(rng, monkeypatch, xs, ws, pad, dtype):
-    """3x3 stride-1 layers of 16 channels or more on planes of 13x13 or more (Note [When Winograd pays]):
-    forward, input and weight gradients and the transposed convolution against torch, in one chunk, in
-    chunks of an image and split between threads."""
+    """3x3 stride-1 layers of 16 channels or more on planes of 7x7 or more (Note [When Winograd pays]), planar
+    and channels-last: forward, input and weight gradients and the transposed convolution against torch, in
+    one chunk, in chunks of an image and split between threads."""
     arrays = [rng.standard_normal(xs).astype(dtype), rng.standard_normal(ws).astype(dtype)]
     ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
     tout = F.conv2d(*ref, padding=pad)
@@ -409,10 +412,10 @@ def test_winograd_layers_with_gradients(rng, monkeypatch, xs, ws, pad, dtype):
 
 def test_winograd_only_where_it_pays():
     """Note [When Winograd pays]: 3x3, stride 1, no dilation or groups, float32 or float64, 16 channels or
-    more each way, 7x7 tiles or more; everything else takes im2col."""
-    ok = dict(C=16, O=16, OH=13, OW=13, kernel_size=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1,
+    more each way, 4x4 tiles or more; everything else takes im2col."""
+    ok = dict(C=16, O=16, OH=7, OW=8, kernel_size=(3, 3), stride=(1, 1), dilation=(1, 1), groups=1,
               dtype=np.dtype(np.float32))
     assert winograd_mod.usable(**ok)
-    for change in (dict(C=15), dict(O=8), dict(OH=12, OW=12), dict(kernel_size=(5, 5)), dict(stride=(2, 2)),
+    for change in (dict(C=15), dict(O=8), dict(OH=6, OW=6), dict(kernel_size=(5, 5)), dict(stride=(2, 2)),
                    dict(dilation=(1, 2)), dict(groups=2), dict(dtype=np.dtype(np.int64))):
         assert not winograd_mod.usable(**{**ok, **change}), change

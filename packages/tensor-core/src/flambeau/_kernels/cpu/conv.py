@@ -9,7 +9,7 @@ convolutions arrive as 2-D ones with a height of 1.
   ``g @ cols^T`` summed over the batch. The batch is split between threads, each running BLAS on
   one thread (Note [Threads over work items, not inside BLAS] in ``flambeau/_blas.py``).
 * 1x1 kernels without padding and stride 1: an image is its own column matrix.
-* 3x3 stride-1 layers of 16 channels or more on planes of 13x13 or more: Winograd's F(2x2, 3x3)
+* 3x3 stride-1 layers of 16 channels or more on planes of 7x7 or more: Winograd's F(2x2, 3x3)
   (``conv_winograd.py``, Note [When Winograd pays]), forward, input gradient and weight gradient.
 * depthwise (``groups == in_channels``, one input channel per group): direct numba kernels for the
   forward, input and weight gradients, parallel over planes (``conv_depthwise.py``, Note [Depthwise

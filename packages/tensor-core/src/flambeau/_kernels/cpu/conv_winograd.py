@@ -28,17 +28,21 @@ import numpy as np
 
 __all__ = ["forward", "usable", "weight_grad"]
 
-# Note [When Winograd pays]: one thread, batch 16, against im2col + OpenBLAS (AMD EPYC, AVX-512): 3x3
-# layers on 32x32 planes of 32 channels 3.24 against 4.15 ms, 16x16 x 64 3.20 against 3.88, 56x56 x 64 28
-# against 49, 14x14 x 256 15 against 21; 8x8 x 128 about even and 4x4 x 256 1.6x slower (a plane of 2x2
-# tiles leaves the transforms' loops too short). Under 16 channels the 16 products are too thin for BLAS.
-_MIN_TILES = 49  # 7x7 tiles: output planes of 13x13 or more
+# Note [When Winograd pays]: against im2col + OpenBLAS, two threads (AMD EPYC, AVX-512; forward / input
+# gradient / weight gradient): 32 channels on 32x32, batch 32, 3.18 / 3.07 / 4.10 ms against 5.24 / 4.59 /
+# 6.89 (torch 3.38 / 3.17 / 3.65); 64 on 56x56, batch 8, 7.6 / 7.9 / 9.2 against 21.0 / 11.5 / 15.7; 128 on
+# 8x8, batch 32, 2.9 / 4.1 / 2.9 against 3.7-4.2 / 3.9-6.5 / 4.0-6.4 (torch 2.7 / 2.7 / 3.8). On 4x4 planes
+# (4 tiles) and 3x3 ones (4 tiles, 7 of 16 outputs wasted) it was no faster. Under 16 channels the 16
+# products are too thin for BLAS. Planes of 7x7 tiles or more run the planar kernels (Note [Winograd
+# transforms, planar]), smaller ones the channels-last kernels (Note [Winograd on small planes]).
+_MIN_TILES = 16  # 4x4 tiles: output planes of 7x7 or more
+_PLANAR_TILES = 49  # 7x7 tiles: output planes of 13x13 or more
 _MIN_CHANNELS = 16
 # Images per chunk: the transformed inputs and products of a chunk (16 x (C + O) x tiles values) stay
 # around this many bytes, so they are written and read back in the cache; at least _MIN_CHUNK_TILES
 # tiles, so that the 16 products are wide enough for BLAS.
-_CHUNK_BYTES = 1 << 20
-_MIN_CHUNK_TILES = 256
+_CHUNK_BYTES = 1 << 19
+_MIN_CHUNK_TILES = 64
 # The 16 transformed planes of a chunk lie this many elements more than a multiple of their size apart:
 # planes a power of two bytes apart map to the same cache sets, and the input transform ran 2x slower.
 _PLANE_SKEW = 16
@@ -54,7 +58,8 @@ def usable(C, O, OH, OW, kernel_size, stride, dilation, groups, dtype) -> bool:
 
 @functools.cache
 def _numba_winograd():
-    """The five transforms, compiled on first use (float32 and float64); see the module docstring."""
+    """The input, output and gradient transforms over tile rows (Note [Winograd transforms, planar]),
+    compiled on first use (float32 and float64)."""
     import numba
 
     serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
@@ -232,79 +237,190 @@ def _numba_winograd():
                         Zf[u(14 * ks + q)] = a3 - b3
                         Zf[u(15 * ks + q)] = -b3
 
-    # The filters arrive as nine planes, w9[3 * kh + kw, o * C + c] (numpy transposes them), so that a loop
-    # over the filters loads and stores unit-stride runs, and U's 16 planes lie ``ks`` apart (_PLANE_SKEW).
+    return input_tiles, output_tiles, gradient_tiles
+
+
+@functools.cache
+def _numba_winograd_channels_last():
+    """The input, output and gradient transforms over channel vectors (Note [Winograd on small planes])."""
+    import numba
+
+    serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+
+    # Note [Winograd on small planes]: an 8x8 or 4x4 plane has 16 or 4 tiles, too few for the planar
+    # kernels' loops over a tile row. Here the transforms loop over channels instead: the images are
+    # copied channels-last into a zero-bordered scratch plane (Hp, Wp, C) (as im2row's, Note [Columns as
+    # rows of channel vectors]), a tile's 16 pixels are 16 channel vectors, and a transformed plane is
+    # ``V[k, t, c]`` at ``k * ks + t * C + c``; the 16 products are ``(T, C) @ (C, O)``, and the output
+    # (or gradient) tiles go through a channels-last plane too.
     @numba.njit(**serial)
-    def filter_tiles(w9, Uf, ks):
-        # w9 (9, O*C) -> U (16, O, C) = G g G^T
-        OC = w9.shape[1]
-        h = w9.dtype.type(0.5)
-        for q in range(OC):
-            g00 = w9[0, q]
-            g01 = w9[1, q]
-            g02 = w9[2, q]
-            g10 = w9[3, q]
-            g11 = w9[4, q]
-            g12 = w9[5, q]
-            g20 = w9[6, q]
-            g21 = w9[7, q]
-            g22 = w9[8, q]
-            # G g: rows (g0), (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, (g2); then each row (a, b, c) times
-            # G^T: (a, (a + b + c) / 2, (a - b + c) / 2, c)
-            a1 = h * (g00 + g10 + g20)
-            b1 = h * (g01 + g11 + g21)
-            c1 = h * (g02 + g12 + g22)
-            a2 = h * (g00 - g10 + g20)
-            b2 = h * (g01 - g11 + g21)
-            c2 = h * (g02 - g12 + g22)
-            Uf[q] = g00
-            Uf[ks + q] = h * (g00 + g01 + g02)
-            Uf[2 * ks + q] = h * (g00 - g01 + g02)
-            Uf[3 * ks + q] = g02
-            Uf[4 * ks + q] = a1
-            Uf[5 * ks + q] = h * (a1 + b1 + c1)
-            Uf[6 * ks + q] = h * (a1 - b1 + c1)
-            Uf[7 * ks + q] = c1
-            Uf[8 * ks + q] = a2
-            Uf[9 * ks + q] = h * (a2 + b2 + c2)
-            Uf[10 * ks + q] = h * (a2 - b2 + c2)
-            Uf[11 * ks + q] = c2
-            Uf[12 * ks + q] = g20
-            Uf[13 * ks + q] = h * (g20 + g21 + g22)
-            Uf[14 * ks + q] = h * (g20 - g21 + g22)
-            Uf[15 * ks + q] = g22
+    def input_tiles(x, n0, n1, ph, pw, th, tw, Vf, ks, xp):
+        # x (N, C, H, W) -> V (16, T, C) = B^T d B of every tile, channel vectors
+        N, C, H, W = x.shape
+        Wp = 2 * tw + 2
+        xf = x.reshape(-1)
+        u = np.uintp
+        for q in range(xp.size):
+            xp[q] = 0
+        for n in range(n0, n1):
+            for ih in range(H):
+                for c in range(C):
+                    d = ((ih + ph) * Wp + pw) * C + c
+                    src = ((n * C + c) * H + ih) * W
+                    for iw in range(W):
+                        xp[u(d + iw * C)] = xf[u(src + iw)]
+            for i in range(th):
+                for j in range(tw):
+                    t = ((n - n0) * th + i) * tw + j
+                    b = (2 * i * Wp + 2 * j) * C
+                    for c in range(C):
+                        p0 = b + c
+                        p1 = p0 + Wp * C
+                        p2 = p1 + Wp * C
+                        p3 = p2 + Wp * C
+                        # rows of B^T d: (d0 - d2, d1 + d2, d2 - d1, d1 - d3), each 4 columns
+                        r00 = xp[u(p0)] - xp[u(p2)]
+                        r01 = xp[u(p0 + C)] - xp[u(p2 + C)]
+                        r02 = xp[u(p0 + 2 * C)] - xp[u(p2 + 2 * C)]
+                        r03 = xp[u(p0 + 3 * C)] - xp[u(p2 + 3 * C)]
+                        r10 = xp[u(p1)] + xp[u(p2)]
+                        r11 = xp[u(p1 + C)] + xp[u(p2 + C)]
+                        r12 = xp[u(p1 + 2 * C)] + xp[u(p2 + 2 * C)]
+                        r13 = xp[u(p1 + 3 * C)] + xp[u(p2 + 3 * C)]
+                        r20 = xp[u(p2)] - xp[u(p1)]
+                        r21 = xp[u(p2 + C)] - xp[u(p1 + C)]
+                        r22 = xp[u(p2 + 2 * C)] - xp[u(p1 + 2 * C)]
+                        r23 = xp[u(p2 + 3 * C)] - xp[u(p1 + 3 * C)]
+                        r30 = xp[u(p1)] - xp[u(p3)]
+                        r31 = xp[u(p1 + C)] - xp[u(p3 + C)]
+                        r32 = xp[u(p1 + 2 * C)] - xp[u(p3 + 2 * C)]
+                        r33 = xp[u(p1 + 3 * C)] - xp[u(p3 + 3 * C)]
+                        q = t * C + c
+                        Vf[u(q)] = r00 - r02
+                        Vf[u(ks + q)] = r01 + r02
+                        Vf[u(2 * ks + q)] = r02 - r01
+                        Vf[u(3 * ks + q)] = r01 - r03
+                        Vf[u(4 * ks + q)] = r10 - r12
+                        Vf[u(5 * ks + q)] = r11 + r12
+                        Vf[u(6 * ks + q)] = r12 - r11
+                        Vf[u(7 * ks + q)] = r11 - r13
+                        Vf[u(8 * ks + q)] = r20 - r22
+                        Vf[u(9 * ks + q)] = r21 + r22
+                        Vf[u(10 * ks + q)] = r22 - r21
+                        Vf[u(11 * ks + q)] = r21 - r23
+                        Vf[u(12 * ks + q)] = r30 - r32
+                        Vf[u(13 * ks + q)] = r31 + r32
+                        Vf[u(14 * ks + q)] = r32 - r31
+                        Vf[u(15 * ks + q)] = r31 - r33
 
     @numba.njit(**serial)
-    def filter_gradient(df, ks, gw9):
-        # dU (16, O, C) planes ``ks`` apart -> gw9 (9, O*C) = G^T dU G
-        OC = gw9.shape[1]
-        h = gw9.dtype.type(0.5)
-        for q in range(OC):
-            # G^T over the rows: (u0, u1, u2, u3) -> (u0 + (u1 + u2) / 2, (u1 - u2) / 2, (u1 + u2) / 2 + u3)
-            p00 = df[q] + h * (df[4 * ks + q] + df[8 * ks + q])
-            p01 = df[ks + q] + h * (df[5 * ks + q] + df[9 * ks + q])
-            p02 = df[2 * ks + q] + h * (df[6 * ks + q] + df[10 * ks + q])
-            p03 = df[3 * ks + q] + h * (df[7 * ks + q] + df[11 * ks + q])
-            p10 = h * (df[4 * ks + q] - df[8 * ks + q])
-            p11 = h * (df[5 * ks + q] - df[9 * ks + q])
-            p12 = h * (df[6 * ks + q] - df[10 * ks + q])
-            p13 = h * (df[7 * ks + q] - df[11 * ks + q])
-            p20 = h * (df[4 * ks + q] + df[8 * ks + q]) + df[12 * ks + q]
-            p21 = h * (df[5 * ks + q] + df[9 * ks + q]) + df[13 * ks + q]
-            p22 = h * (df[6 * ks + q] + df[10 * ks + q]) + df[14 * ks + q]
-            p23 = h * (df[7 * ks + q] + df[11 * ks + q]) + df[15 * ks + q]
-            # then G over the columns, the same map
-            gw9[0, q] = p00 + h * (p01 + p02)
-            gw9[1, q] = h * (p01 - p02)
-            gw9[2, q] = h * (p01 + p02) + p03
-            gw9[3, q] = p10 + h * (p11 + p12)
-            gw9[4, q] = h * (p11 - p12)
-            gw9[5, q] = h * (p11 + p12) + p13
-            gw9[6, q] = p20 + h * (p21 + p22)
-            gw9[7, q] = h * (p21 - p22)
-            gw9[8, q] = h * (p21 + p22) + p23
+    def output_tiles(Mf, ks, y, n0, n1, th, tw, yp):
+        # M (16, T, O) -> y[n0:n1] (N, O, OH, OW) through the channels-last plane yp (2 th, 2 tw, O)
+        N, O, OH, OW = y.shape
+        W2 = 2 * tw
+        yf = y.reshape(-1)
+        u = np.uintp
+        for n in range(n0, n1):
+            for i in range(th):
+                for j in range(tw):
+                    t = ((n - n0) * th + i) * tw + j
+                    b = (2 * i * W2 + 2 * j) * O
+                    for o in range(O):
+                        q = t * O + o
+                        m0 = Mf[u(q)]
+                        m1 = Mf[u(ks + q)]
+                        m2 = Mf[u(2 * ks + q)]
+                        m3 = Mf[u(3 * ks + q)]
+                        m4 = Mf[u(4 * ks + q)]
+                        m5 = Mf[u(5 * ks + q)]
+                        m6 = Mf[u(6 * ks + q)]
+                        m7 = Mf[u(7 * ks + q)]
+                        m8 = Mf[u(8 * ks + q)]
+                        m9 = Mf[u(9 * ks + q)]
+                        m10 = Mf[u(10 * ks + q)]
+                        m11 = Mf[u(11 * ks + q)]
+                        m12 = Mf[u(12 * ks + q)]
+                        m13 = Mf[u(13 * ks + q)]
+                        m14 = Mf[u(14 * ks + q)]
+                        m15 = Mf[u(15 * ks + q)]
+                        r0 = m0 + m4 + m8
+                        r1 = m1 + m5 + m9
+                        r2 = m2 + m6 + m10
+                        r3 = m3 + m7 + m11
+                        s0 = m4 - m8 - m12
+                        s1 = m5 - m9 - m13
+                        s2 = m6 - m10 - m14
+                        s3 = m7 - m11 - m15
+                        yp[u(b + o)] = r0 + r1 + r2
+                        yp[u(b + O + o)] = r1 - r2 - r3
+                        yp[u(b + W2 * O + o)] = s0 + s1 + s2
+                        yp[u(b + (W2 + 1) * O + o)] = s1 - s2 - s3
+            for oh in range(OH):
+                for o in range(O):
+                    d = ((n * O + o) * OH + oh) * OW
+                    src = oh * W2 * O + o
+                    for ow in range(OW):
+                        yf[u(d + ow)] = yp[u(src + ow * O)]
 
-    return input_tiles, output_tiles, gradient_tiles, filter_tiles, filter_gradient
+    @numba.njit(**serial)
+    def gradient_tiles(g, n0, n1, th, tw, Zf, ks, gp):
+        # g (N, O, OH, OW) -> Z (16, T, O) = A dY A^T of every tile, through gp (2 th, 2 tw, O), zero past the plane
+        N, O, OH, OW = g.shape
+        W2 = 2 * tw
+        gf = g.reshape(-1)
+        u = np.uintp
+        for q in range(gp.size):
+            gp[q] = 0
+        for n in range(n0, n1):
+            for oh in range(OH):
+                for o in range(O):
+                    src = ((n * O + o) * OH + oh) * OW
+                    d = oh * W2 * O + o
+                    for ow in range(OW):
+                        gp[u(d + ow * O)] = gf[u(src + ow)]
+            for i in range(th):
+                for j in range(tw):
+                    t = ((n - n0) * th + i) * tw + j
+                    b = (2 * i * W2 + 2 * j) * O
+                    for o in range(O):
+                        y00 = gp[u(b + o)]
+                        y01 = gp[u(b + O + o)]
+                        y10 = gp[u(b + W2 * O + o)]
+                        y11 = gp[u(b + (W2 + 1) * O + o)]
+                        a1 = y00 + y10
+                        b1 = y01 + y11
+                        a2 = y00 - y10
+                        b2 = y01 - y11
+                        q = t * O + o
+                        Zf[u(q)] = y00
+                        Zf[u(ks + q)] = y00 + y01
+                        Zf[u(2 * ks + q)] = y00 - y01
+                        Zf[u(3 * ks + q)] = -y01
+                        Zf[u(4 * ks + q)] = a1
+                        Zf[u(5 * ks + q)] = a1 + b1
+                        Zf[u(6 * ks + q)] = a1 - b1
+                        Zf[u(7 * ks + q)] = -b1
+                        Zf[u(8 * ks + q)] = a2
+                        Zf[u(9 * ks + q)] = a2 + b2
+                        Zf[u(10 * ks + q)] = a2 - b2
+                        Zf[u(11 * ks + q)] = -b2
+                        Zf[u(12 * ks + q)] = -y10
+                        Zf[u(13 * ks + q)] = -y10 - y11
+                        Zf[u(14 * ks + q)] = y11 - y10
+                        Zf[u(15 * ks + q)] = y11
+
+    return input_tiles, output_tiles, gradient_tiles
+
+
+# G (x) G: the 16 x 9 matrix that takes a filter's nine taps to its transformed tile (``G g G^T`` read row
+# by row is ``kron(G, G) @ g``), and its transpose the tile's gradient back to the taps' (``G^T dU G``).
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+_FILTER_TRANSFORM = np.kron(_G, _G)
+
+
+def _planar(th, tw) -> bool:
+    """Whether the planar kernels run (else the channels-last ones, Note [Winograd on small planes])."""
+    return th * tw >= _PLANAR_TILES
 
 
 def _geometry(N, C, O, OH, OW, itemsize):
@@ -317,14 +433,35 @@ def _geometry(N, C, O, OH, OW, itemsize):
     return th, tw, nb, C * nb * per_image + _PLANE_SKEW, O * nb * per_image + _PLANE_SKEW
 
 
-def _planes(buf, ks, rows, T):
-    """The ``(16, rows, T)`` view of a chunk's transformed planes in the flat buffer ``buf``."""
-    return buf.reshape(16, ks)[:, :rows * T].reshape(16, rows, T)
+def _planes(buf, ks, rows, cols):
+    """The ``(16, rows, cols)`` view of 16 planes ``ks`` elements apart in the flat buffer ``buf``."""
+    return buf.reshape(16, ks)[:, :rows * cols].reshape(16, rows, cols)
 
 
-def _scratch(th, tw, dtype):
-    """Each thread's scratch planes of the input transform: even and odd padded columns, transformed rows."""
-    return np.empty((2 * th + 2, tw + 1), dtype), np.empty((2 * th + 2, tw + 1), dtype), np.empty((8, tw + 1), dtype)
+def _filters(w, dtype, planar):
+    """The transformed filters: ``(16, O, C)`` planes for the planar kernels, ``(16, C, O)`` for the others."""
+    O, C = w.shape[:2]
+    ks = O * C + _PLANE_SKEW
+    taps = (w if planar else w.transpose(1, 0, 2, 3)).reshape(O * C, 9).T
+    buf = np.empty(16 * ks, dtype)
+    np.matmul(_FILTER_TRANSFORM.astype(dtype), taps, out=buf.reshape(16, ks)[:, :O * C])
+    return _planes(buf, ks, O, C) if planar else _planes(buf, ks, C, O)
+
+
+class _Scratch:
+    """One thread's buffers: the chunk's transformed inputs ``V`` and products (or gradient tiles) ``M``,
+    and the transforms' scratch planes of either layout."""
+
+    def __init__(self, planar, th, tw, C, O, ksV, ksM, dtype):
+        self.V = np.empty(16 * ksV, dtype)
+        self.M = np.empty(16 * ksM, dtype)
+        if planar:
+            self.into = (np.empty((2 * th + 2, tw + 1), dtype), np.empty((2 * th + 2, tw + 1), dtype),
+                         np.empty((8, tw + 1), dtype))
+            self.out = np.empty(4 * tw, dtype)
+        else:
+            self.into = (np.empty((2 * th + 2) * (2 * tw + 2) * C, dtype),)
+            self.out = np.empty(4 * th * tw * O, dtype)
 
 
 def forward(x, w, padding, over_images):
@@ -336,25 +473,23 @@ def forward(x, w, padding, over_images):
     O = w.shape[0]
     ph, pw = padding
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
-    input_tiles, output_tiles, _, filter_tiles, _ = _numba_winograd()
-    ksU = O * C + _PLANE_SKEW
-    U = np.empty(16 * ksU, x.dtype)
-    filter_tiles(np.ascontiguousarray(w.reshape(O * C, 9).T, x.dtype), U, ksU)
-    U = _planes(U, ksU, O, C)
     y = np.empty((N, O, OH, OW), x.dtype)
     th, tw, nb, ksV, ksM = _geometry(N, C, O, OH, OW, x.itemsize)
+    planar = _planar(th, tw)
+    input_tiles, output_tiles, _ = _numba_winograd() if planar else _numba_winograd_channels_last()
+    U = _filters(w, x.dtype, planar)
 
     def body(a, b):
-        V = np.empty(16 * ksV, x.dtype)
-        M = np.empty(16 * ksM, x.dtype)
-        pe, po, rt = _scratch(th, tw, x.dtype)
-        ot = np.empty(4 * tw, x.dtype)
+        s = _Scratch(planar, th, tw, C, O, ksV, ksM, x.dtype)
         for n0 in range(a, b, nb):
             n1 = min(b, n0 + nb)
             T = (n1 - n0) * th * tw
-            input_tiles(x, n0, n1, ph, pw, th, tw, V, ksV, pe, po, rt)
-            np.matmul(U, _planes(V, ksV, C, T), out=_planes(M, ksM, O, T))
-            output_tiles(M, ksM, y, n0, n1, th, tw, ot)
+            input_tiles(x, n0, n1, ph, pw, th, tw, s.V, ksV, *s.into)
+            if planar:
+                np.matmul(U, _planes(s.V, ksV, C, T), out=_planes(s.M, ksM, O, T))
+            else:
+                np.matmul(_planes(s.V, ksV, T, C), U, out=_planes(s.M, ksM, T, O))
+            output_tiles(s.M, ksM, y, n0, n1, th, tw, s.out)
 
     over_images(N, body, N * O * C * 9 * OH * OW)
     return y
@@ -365,31 +500,29 @@ def weight_grad(g, x, padding, over_images):
     N, C, H, W = x.shape
     O, OH, OW = g.shape[1:]
     ph, pw = padding
-    input_tiles, _, gradient_tiles, _, filter_gradient = _numba_winograd()
     th, tw, nb, ksV, ksZ = _geometry(N, C, O, OH, OW, x.itemsize)
-    ksU = O * C + _PLANE_SKEW
+    planar = _planar(th, tw)
+    input_tiles, _, gradient_tiles = _numba_winograd() if planar else _numba_winograd_channels_last()
     partials = []
 
     def body(a, b):
-        V = np.empty(16 * ksV, x.dtype)
-        Z = np.empty(16 * ksZ, x.dtype)
-        pe, po, rt = _scratch(th, tw, x.dtype)
-        ot = np.empty(4 * tw, x.dtype)
-        part = _planes(np.empty(16 * ksU, x.dtype), ksU, O, C)
-        flat = np.zeros(16 * ksU, x.dtype)  # this thread's sum of dU (16 planes ksU apart)
-        total = _planes(flat, ksU, O, C)
+        s = _Scratch(planar, th, tw, C, O, ksV, ksZ, x.dtype)
+        part = np.empty((16, O, C), x.dtype)
+        total = np.zeros((16, O, C), x.dtype)
         for n0 in range(a, b, nb):
             n1 = min(b, n0 + nb)
             T = (n1 - n0) * th * tw
-            input_tiles(x, n0, n1, ph, pw, th, tw, V, ksV, pe, po, rt)
-            gradient_tiles(g, n0, n1, th, tw, Z, ksZ, ot)
-            total += np.matmul(_planes(Z, ksZ, O, T), _planes(V, ksV, C, T).transpose(0, 2, 1), out=part)
-        partials.append(flat)
+            input_tiles(x, n0, n1, ph, pw, th, tw, s.V, ksV, *s.into)
+            gradient_tiles(g, n0, n1, th, tw, s.M, ksZ, s.out)
+            if planar:  # sum over the tiles of Z (16, O, T) @ V^T (16, T, C)
+                total += np.matmul(_planes(s.M, ksZ, O, T), _planes(s.V, ksV, C, T).transpose(0, 2, 1), out=part)
+            else:  # Z^T (16, O, T) @ V (16, T, C)
+                total += np.matmul(_planes(s.M, ksZ, T, O).transpose(0, 2, 1), _planes(s.V, ksV, T, C), out=part)
+        partials.append(total)
 
     over_images(N, body, N * O * C * 9 * OH * OW)
     dU = partials[0]
     for part in partials[1:]:
         dU += part
-    gw9 = np.empty((9, O * C), x.dtype)
-    filter_gradient(dU, ksU, gw9)
-    return np.ascontiguousarray(gw9.T).reshape(O, C, 3, 3)
+    taps = _FILTER_TRANSFORM.T.astype(x.dtype) @ dU.reshape(16, O * C)  # G^T dU G, (9, O*C)
+    return np.ascontiguousarray(taps.T).reshape(O, C, 3, 3)
