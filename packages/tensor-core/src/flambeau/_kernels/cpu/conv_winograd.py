@@ -4,8 +4,9 @@ Lavin and Gray's algorithm (Fast Algorithms for Convolutional Neural Networks, 2
 2x2 pixels is ``A^T [(G g G^T) * (B^T d B)] A`` for its 4x4 input tile ``d`` and the 3x3 filter ``g``; summed
 over input channels, the elementwise products become 16 matrix products (one per position of the 4x4
 transformed tile) of ``(O, C)`` transformed filters by ``(C, tiles)`` transformed inputs. That is 16
-multiply-adds per 4 outputs and channel pair where im2col's GEMM does 36: 2.25x fewer, for four cheap
-transforms (Note [Winograd transforms, planar]). Errors stay at im2col's level (the transforms' constants
+multiply-adds per 4 outputs and channel pair where im2col's GEMM does 36: 2.25x fewer, for cheap
+transforms of the inputs, filters and outputs (Note [Winograd transforms, planar], Note [Winograd on small
+planes]; the filters' is one GEMM by ``kron(G, G)``). Errors stay at im2col's level (the transforms' constants
 are 0, 1 and 1/2).
 
 ``conv.py``'s convolution kernels call :func:`forward` (also for the input gradient: the adjoint of a 3x3
@@ -247,8 +248,8 @@ def _numba_winograd_channels_last():
 
     serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
 
-    # Note [Winograd on small planes]: an 8x8 or 4x4 plane has 16 or 4 tiles, too few for the planar
-    # kernels' loops over a tile row. Here the transforms loop over channels instead: the images are
+    # Note [Winograd on small planes]: a plane of 7x7 to 12x12 outputs has 4 to 6 tiles a row, too few for
+    # the planar kernels' loops over a tile row. Here the transforms loop over channels instead: the images are
     # copied channels-last into a zero-bordered scratch plane (Hp, Wp, C) (as im2row's, Note [Columns as
     # rows of channel vectors]), a tile's 16 pixels are 16 channel vectors, and a transformed plane is
     # ``V[k, t, c]`` at ``k * ks + t * C + c``; the 16 products are ``(T, C) @ (C, O)``, and the output
