@@ -375,7 +375,9 @@ def test_channel_vector_rows_with_gradients(rng, monkeypatch, xs, ws, kw, dtype)
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("xs,ws,pad", [
-    ((2, 16, 13, 14), (16, 16, 3, 3), (1, 1)),     # odd output rows: the last tiles are cropped
+    ((1, 16, 28, 27), (17, 16, 3, 3), (1, 1)),     # planar kernels (Note [Winograd transforms, planar]);
+    ((1, 16, 29, 26), (16, 16, 3, 3), (0, 2)),     # odd output rows: the last tiles are cropped
+    ((2, 16, 13, 14), (16, 16, 3, 3), (1, 1)),     # channels-last kernels below 27x27
     ((2, 16, 15, 16), (20, 16, 3, 3), (0, 0)),
     ((2, 17, 14, 16), (16, 17, 3, 3), (2, 0)),     # the input gradient runs with padding (0, 2)
     ((2, 16, 10, 10), (16, 16, 3, 3), (3, 3)),     # the input gradient's padding -1: im2col runs it

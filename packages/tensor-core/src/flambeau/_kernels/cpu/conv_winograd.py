@@ -34,10 +34,12 @@ __all__ = ["forward", "usable", "weight_grad"]
 # 6.89 (torch 3.38 / 3.17 / 3.65); 64 on 56x56, batch 8, 7.6 / 7.9 / 9.2 against 21.0 / 11.5 / 15.7; 128 on
 # 8x8, batch 32, 2.9 / 4.1 / 2.9 against 3.7-4.2 / 3.9-6.5 / 4.0-6.4 (torch 2.7 / 2.7 / 3.8). On 4x4 planes
 # (4 tiles) and 3x3 ones (4 tiles, 7 of 16 outputs wasted) it was no faster. Under 16 channels the 16
-# products are too thin for BLAS. Planes of 7x7 tiles or more run the planar kernels (Note [Winograd
-# transforms, planar]), smaller ones the channels-last kernels (Note [Winograd on small planes]).
+# products are too thin for BLAS. Planes of 14x14 tiles or more run the planar kernels (Note [Winograd
+# transforms, planar]), smaller ones the channels-last kernels (Note [Winograd on small planes]): on 16x16
+# planes the channels-last ones were 5-20% faster (32 and 64 channels), on 28x28 and 14x14 even, on 32x32
+# and 56x56 slower by 20-50%.
 _MIN_TILES = 16  # 4x4 tiles: output planes of 7x7 or more
-_PLANAR_TILES = 49  # 7x7 tiles: output planes of 13x13 or more
+_PLANAR_TILES = 196  # 14x14 tiles: output planes of 27x27 or more
 _MIN_CHANNELS = 16
 # Images per chunk: the transformed inputs and products of a chunk (16 x (C + O) x tiles values) stay
 # around this many bytes, so they are written and read back in the cache; at least _MIN_CHUNK_TILES
@@ -248,8 +250,8 @@ def _numba_winograd_channels_last():
 
     serial = {"parallel": False, "cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
 
-    # Note [Winograd on small planes]: a plane of 7x7 to 12x12 outputs has 4 to 6 tiles a row, too few for
-    # the planar kernels' loops over a tile row. Here the transforms loop over channels instead: the images are
+    # Note [Winograd on small planes]: a plane of 7x7 to 26x26 outputs has 4 to 13 tiles a row, short
+    # loops for the planar kernels. Here the transforms loop over channels instead: the images are
     # copied channels-last into a zero-bordered scratch plane (Hp, Wp, C) (as im2row's, Note [Columns as
     # rows of channel vectors]), a tile's 16 pixels are 16 channel vectors, and a transformed plane is
     # ``V[k, t, c]`` at ``k * ks + t * C + c``; the 16 products are ``(T, C) @ (C, O)``, and the output
