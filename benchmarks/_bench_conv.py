@@ -4,7 +4,8 @@ Rows (float32, forward and forward+backward, flambeau against torch, 2 threads e
 that dominate the issue's CNN targets: a ResNet 64->64 3x3 convolution on 32x32 (batch 32), the
 LeNet first and second convolutions on 28x28 (batch 64), a MobileNet depthwise 3x3 on 32 channels
 (batch 16, stride 1 and 2), 1x1 convolutions (wide and small images), a strided 3x3 convolution on
-small images, a transposed convolution, max pooling 2x2, average pooling 3x3 and global average
+small images, 3x3 layers on 4x4, 8x8 and 56x56 planes (im2col, and Winograd's two layouts), a transposed
+convolution, max pooling 2x2, average pooling 3x3 and global average
 pooling.
 
     python benchmarks/_bench_conv.py          # this family alone (3 quick repeats)
@@ -25,6 +26,8 @@ CONVS = [
     ("conv2d 3x3 (LeNet 2)", "32->64 26x26 b64", (64, 32, 26, 26), (64, 32, 3, 3), {}),
     ("conv2d 3x3 s2", "128->128 16x16 b32", (32, 128, 16, 16), (128, 128, 3, 3), dict(padding=1, stride=2)),
     ("conv2d 3x3", "256->256 4x4 b32", (32, 256, 4, 4), (256, 256, 3, 3), dict(padding=1)),
+    ("conv2d 3x3", "128->128 8x8 b32", (32, 128, 8, 8), (128, 128, 3, 3), dict(padding=1)),
+    ("conv2d 3x3", "64->64 56x56 b8", (8, 64, 56, 56), (64, 64, 3, 3), dict(padding=1)),
     ("depthwise 3x3", "32ch 32x32 b16", (16, 32, 32, 32), (32, 1, 3, 3), dict(padding=1, groups=32)),
     ("depthwise 3x3 s2", "96ch 32x32 b16", (16, 96, 32, 32), (96, 1, 3, 3), dict(padding=1, groups=96, stride=2)),
     ("conv2d 1x1", "64->128 32x32 b16", (16, 64, 32, 32), (128, 64, 1, 1), {}),
