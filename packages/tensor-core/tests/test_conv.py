@@ -194,10 +194,21 @@ def test_grads_match_torch(rng):
         check(a.grad, ref.grad, np.float32)
 
 
-def test_empty_batch(rng):
-    x, tx = both(np.zeros((0, 3, 5, 5)))
-    w, tw = both(rng.standard_normal((4, 3, 3, 3)))
-    check(fl.conv2d(x, w, padding=1), F.conv2d(tx, tw, padding=1))
+@pytest.mark.parametrize("xs,ws", [((0, 3, 5, 5), (4, 3, 3, 3)),
+                                   ((0, 16, 8, 8), (16, 16, 3, 3)),     # Winograd's channels-last layout
+                                   ((0, 16, 28, 28), (16, 16, 3, 3)),   # its planar one
+                                   ((0, 16, 3, 3), (16, 16, 3, 3))])    # rows of channel vectors
+def test_empty_batch(rng, xs, ws):
+    """An empty batch: an empty output, an empty input gradient and a zero weight gradient, as torch's."""
+    arrays = [np.zeros(xs), rng.standard_normal(ws)]
+    ours = [fl.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    ref = [torch.from_numpy(a.copy()).requires_grad_(True) for a in arrays]
+    out, tout = fl.conv2d(*ours, padding=1), F.conv2d(*ref, padding=1)
+    check(out.detach(), tout.detach())
+    out.sum().backward()
+    tout.sum().backward()
+    for a, t in zip(ours, ref):
+        check(a.grad, t.grad)
 
 
 ERRORS = [

@@ -432,7 +432,7 @@ def _geometry(N, C, O, OH, OW, itemsize):
     th, tw = (OH + 1) // 2, (OW + 1) // 2
     per_image = th * tw
     nb = max(1, _CHUNK_BYTES // (16 * (C + O) * per_image * itemsize), -(-_MIN_CHUNK_TILES // per_image))
-    nb = min(nb, N)
+    nb = max(1, min(nb, N))  # an empty batch still gets a chunk size (its loops then run no chunk)
     return th, tw, nb, C * nb * per_image + _PLANE_SKEW, O * nb * per_image + _PLANE_SKEW
 
 
