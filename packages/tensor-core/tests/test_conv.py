@@ -364,7 +364,7 @@ def test_channel_vector_rows_with_gradients(rng, monkeypatch, xs, ws, kw, dtype)
     stride = stride if isinstance(stride, tuple) else (stride, stride)
     pad = kw.get("padding", 0)
     pad = pad if isinstance(pad, tuple) else (pad, pad)
-    assert conv_mod._rows_ok(xs, ws[2], ws[3], stride, pad, OH, OW, 1, np.dtype(dtype), False)
+    assert conv_mod._rows_ok(xs, ws[2], ws[3], stride, pad, OH, OW, 1, np.dtype(dtype))
     g = rng.standard_normal(tuple(tout.shape)).astype(dtype)
     tout.backward(torch.from_numpy(g))
     for chunk_bytes, serial_below in ((conv_mod._CHUNK_BYTES, conv_mod._SERIAL_BELOW), (1, conv_mod._SERIAL_BELOW),

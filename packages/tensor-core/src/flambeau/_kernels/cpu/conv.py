@@ -305,11 +305,6 @@ def _out_size(n, k, s, p, d):
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _per_image(per_image_bytes, L, per_image_work=0) -> bool:
-    """Whether :func:`_chunks` hands out one image at a time."""
-    return L >= _WIDE_BELOW and (per_image_bytes >= _PER_IMAGE_BYTES or per_image_work >= _PER_IMAGE_WORK)
-
-
 def _chunks(a, b, per_image_bytes, L, per_image_work=0):
     """Image ranges covering ``[a, b)``.
 
@@ -318,7 +313,7 @@ def _chunks(a, b, per_image_bytes, L, per_image_work=0):
     faster than one 64x288x36864 product). ``per_image_work``: multiply-adds of one image's GEMM
     (the forward passes it: ``_PER_IMAGE_WORK``).
     """
-    if _per_image(per_image_bytes, L, per_image_work):
+    if L >= _WIDE_BELOW and (per_image_bytes >= _PER_IMAGE_BYTES or per_image_work >= _PER_IMAGE_WORK):
         nb = 1
     else:
         nb = max(1, _CHUNK_BYTES // max(per_image_bytes, 1))
@@ -389,14 +384,13 @@ _ROWS_MIN_CHANNELS = 16  # shorter channel vectors copy no faster than im2col's 
 _ROWS_MAX_PIXELS = 64  # input planes of at most 8x8 pixels (on larger ones im2col's runs are long enough)
 
 
-def _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, dtype, per_image_wide):
+def _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, dtype):
     """Whether the columns are built as rows of channel vectors (Note [Columns as rows of channel vectors]):
-    ``shape`` is the input's; ``per_image_wide``: the images would take the padded-width path one by one,
-    which writes long runs already. The rows must outnumber the input pixels: a strided 1x1 convolution
-    reads a quarter of its input, and copying all of it channels-last first cost more than im2col."""
+    ``shape`` is the input's. The rows must outnumber the input pixels: a strided 1x1 convolution reads a
+    quarter of its input, and copying all of it channels-last first cost more than im2col."""
     N, C, H, W = shape
     return (groups == 1 and C >= _ROWS_MIN_CHANNELS and (dtype == np.float32 or dtype == np.float64)
-            and H * W <= _ROWS_MAX_PIXELS and not per_image_wide and not _is_pointwise(KH, KW, stride, padding)
+            and H * W <= _ROWS_MAX_PIXELS and not _is_pointwise(KH, KW, stride, padding)
             and KH * KW * OH * OW >= H * W)
 
 
@@ -515,8 +509,7 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
     wide = _wide_ok(g, KH, KW, stride, padding)
     Hp, Wp = shape[2] + 2 * padding[0], shape[3] + 2 * padding[1]
     wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
-    rows = _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, g.dtype,
-                    wide and _per_image(CK * L * g.itemsize, L))
+    rows = _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, g.dtype)
     if rows:
         wr = np.ascontiguousarray(w.transpose(0, 2, 3, 1).reshape(O, CK))  # O x (kh, kw, c)
 
@@ -574,8 +567,7 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
     wide = _wide_ok(x, KH, KW, stride, padding)
     Hp, Wp = x.shape[2] + 2 * padding[0], x.shape[3] + 2 * padding[1]
     wide = wide and Hp == OH + (KH - 1) * dilation[0] and Wp == OW + (KW - 1) * dilation[1]
-    rows = _rows_ok(x.shape, KH, KW, stride, padding, OH, OW, groups, x.dtype,
-                    wide and _per_image(CK * L * x.itemsize, L))
+    rows = _rows_ok(x.shape, KH, KW, stride, padding, OH, OW, groups, x.dtype)
 
     def product(gg, cols, pbuf):
         """``gg (O, n) @ cols (C*KH*KW, n)^T`` per group, into ``pbuf``: ``(O, K)`` or ``(groups, O/groups, K)``."""
