@@ -499,8 +499,7 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
     if (winograd.usable(O, C, shape[2], shape[3], (KH, KW), stride, dilation, groups, g.dtype)
             and max(padding) <= 2):
         # the adjoint of a 3x3 stride-1 convolution: the filter flipped and transposed, padding 2 - p
-        flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
-        return winograd.forward(g, flipped, (2 - padding[0], 2 - padding[1]), _over_images)
+        return winograd.forward(g, w, (2 - padding[0], 2 - padding[1]), _over_images, adjoint=True)
     L = OH * OW
     K = Cg * KH * KW
     CK = C * KH * KW

@@ -9,8 +9,8 @@ transforms of the inputs, filters and outputs (Note [Winograd transforms, planar
 planes]; the filters' is one GEMM by ``kron(G, G)``). Errors stay at im2col's level (the transforms' constants
 are 0, 1 and 1/2).
 
-``conv.py``'s convolution kernels call :func:`forward` (also for the input gradient: the adjoint of a 3x3
-stride-1 convolution is one with the filter flipped and transposed, padding ``2 - p``) and
+``conv.py``'s convolution kernels call :func:`forward` (also for the input gradient, ``adjoint=True``: the
+adjoint of a 3x3 stride-1 convolution is one with the filter flipped and transposed, padding ``2 - p``) and
 :func:`weight_grad` where :func:`usable` says so; this module registers no operator of its own. The
 matrices are::
 
@@ -26,6 +26,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+
+from flambeau import _dtype as dt
 
 __all__ = ["forward", "usable", "weight_grad"]
 
@@ -55,7 +57,7 @@ def usable(C, O, OH, OW, kernel_size, stride, dilation, groups, dtype) -> bool:
     """Whether a convolution of ``C`` input and ``O`` output channels with output planes ``OH x OW`` runs
     here (Note [When Winograd pays])."""
     return (tuple(kernel_size) == (3, 3) and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
-            and groups == 1 and (dtype == np.float32 or dtype == np.float64)
+            and groups == 1 and dtype in dt.FLOAT_NP
             and min(C, O) >= _MIN_CHANNELS and ((OH + 1) // 2) * ((OW + 1) // 2) >= _MIN_TILES)
 
 
@@ -416,9 +418,12 @@ def _numba_winograd_channels_last():
 
 
 # G (x) G: the 16 x 9 matrix that takes a filter's nine taps to its transformed tile (``G g G^T`` read row
-# by row is ``kron(G, G) @ g``), and its transpose the tile's gradient back to the taps' (``G^T dU G``).
+# by row is ``kron(G, G) @ g``), and its transpose the tile's gradient back to the taps' (``G^T dU G``); per
+# compute dtype, and with its columns reversed (``flipped``): flipping a 3x3 filter reverses its nine taps.
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-_FILTER_TRANSFORM = np.kron(_G, _G)
+_FILTER_TRANSFORM = {(np.dtype(t), flipped): np.ascontiguousarray(np.kron(_G, _G)[:, ::-1] if flipped
+                                                                   else np.kron(_G, _G), t)
+                     for t in dt.FLOAT_NP for flipped in (False, True)}
 
 
 def _planar(th, tw) -> bool:
@@ -441,14 +446,18 @@ def _planes(buf, ks, rows, cols):
     return buf.reshape(16, ks)[:, :rows * cols].reshape(16, rows, cols)
 
 
-def _filters(w, dtype, planar):
-    """The transformed filters: ``(16, O, C)`` planes for the planar kernels, ``(16, C, O)`` for the others."""
-    O, C = w.shape[:2]
-    ks = O * C + _PLANE_SKEW
-    taps = (w if planar else w.transpose(1, 0, 2, 3)).reshape(O * C, 9).T
+def _filters(w, dtype, planar, adjoint):
+    """The transformed filters: ``(16, out, in)`` planes for the planar kernels, ``(16, in, out)`` for the
+    others. ``adjoint``: ``w`` is the filter of the convolution whose input gradient is computed, its
+    channels swapped (in = ``w``'s first axis) and its taps reversed, without a copy of ``w`` for either."""
+    A, B = w.shape[:2]
+    own_order = planar != adjoint  # the planes' (rows, columns) are w's own (first, second) axes
+    rows, cols = (A, B) if own_order else (B, A)
+    ks = A * B + _PLANE_SKEW
+    taps = (w if own_order else w.transpose(1, 0, 2, 3)).reshape(A * B, 9).T
     buf = np.empty(16 * ks, dtype)
-    np.matmul(_FILTER_TRANSFORM.astype(dtype), taps, out=buf.reshape(16, ks)[:, :O * C])
-    return _planes(buf, ks, O, C) if planar else _planes(buf, ks, C, O)
+    np.matmul(_FILTER_TRANSFORM[np.dtype(dtype), adjoint], taps, out=buf.reshape(16, ks)[:, :A * B])
+    return _planes(buf, ks, rows, cols)
 
 
 class _Scratch:
@@ -467,20 +476,22 @@ class _Scratch:
             self.out = np.empty(4 * th * tw * O, dtype)
 
 
-def forward(x, w, padding, over_images):
-    """``(N, C, H, W) * (O, C, 3, 3) -> (N, O, H + 2p - 2, W + 2p - 2)``, stride 1, padding ``(ph, pw)``.
+def forward(x, w, padding, over_images, adjoint=False):
+    """``(N, C, H, W) * (O, C, 3, 3) -> (N, O, H + 2p - 2, W + 2p - 2)``, stride 1, padding ``(ph, pw)``;
+    with ``adjoint``, ``w`` is ``(C, O, 3, 3)`` and is used flipped and transposed (the input gradient of
+    the convolution by ``w``, for padding ``2 - p``).
 
     ``over_images(N, body, work)`` runs ``body(n0, n1)`` over the batch (``conv.py``'s threads).
     """
     N, C, H, W = x.shape
-    O = w.shape[0]
+    O = w.shape[1] if adjoint else w.shape[0]
     ph, pw = padding
     OH, OW = H + 2 * ph - 2, W + 2 * pw - 2
     y = np.empty((N, O, OH, OW), x.dtype)
     th, tw, nb, ksV, ksM = _geometry(N, C, O, OH, OW, x.itemsize)
     planar = _planar(th, tw)
     input_tiles, output_tiles, _ = _numba_winograd() if planar else _numba_winograd_channels_last()
-    U = _filters(w, x.dtype, planar)
+    U = _filters(w, x.dtype, planar, adjoint)
 
     def body(a, b):
         s = _Scratch(planar, th, tw, C, O, ksV, ksM, x.dtype)
@@ -527,5 +538,5 @@ def weight_grad(g, x, padding, over_images):
     dU = partials[0]
     for part in partials[1:]:
         dU += part
-    taps = _FILTER_TRANSFORM.T.astype(x.dtype) @ dU.reshape(16, O * C)  # G^T dU G, (9, O*C)
+    taps = _FILTER_TRANSFORM[x.dtype, False].T @ dU.reshape(16, O * C)  # G^T dU G, (9, O*C)
     return np.ascontiguousarray(taps.T).reshape(O, C, 3, 3)
