@@ -251,10 +251,14 @@ def _numba_rows():
 
 
 # --- numpy fallbacks (integer dtypes) ----------------------------------------------------------------
+def _padded_size(H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """Height and width of the zero-padded plane every tap of every output position reads inside."""
+    return max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1), max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1)
+
+
 def _padded(shape, dtype, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     N, C, H, W = shape
-    return np.zeros((N, C, max(H + 2 * ph, (OH - 1) * sh + (KH - 1) * dh + 1),
-                     max(W + 2 * pw, (OW - 1) * sw + (KW - 1) * dw + 1)), dtype)
+    return np.zeros((N, C, *_padded_size(H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)), dtype)
 
 
 def _im2col_np(x, cols, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
@@ -298,7 +302,7 @@ _PER_IMAGE_WORK = 1 << 18
 
 
 def _jitted(a) -> bool:
-    return a.dtype == np.float32 or a.dtype == np.float64
+    return a.dtype in dt.FLOAT_NP
 
 
 def _out_size(n, k, s, p, d):
@@ -389,7 +393,7 @@ def _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, dtype):
     ``shape`` is the input's. The rows must outnumber the input pixels: a strided 1x1 convolution reads a
     quarter of its input, and copying all of it channels-last first cost more than im2col."""
     N, C, H, W = shape
-    return (groups == 1 and C >= _ROWS_MIN_CHANNELS and (dtype == np.float32 or dtype == np.float64)
+    return (groups == 1 and C >= _ROWS_MIN_CHANNELS and dtype in dt.FLOAT_NP
             and H * W <= _ROWS_MAX_PIXELS and not _is_pointwise(KH, KW, stride, padding)
             and KH * KW * OH * OW >= H * W)
 
@@ -397,8 +401,7 @@ def _rows_ok(shape, KH, KW, stride, padding, OH, OW, groups, dtype):
 def _row_plane(shape, KH, KW, stride, padding, dilation, OH, OW, dtype):
     """The zero-bordered channels-last scratch plane of im2row and row2im, and its width."""
     C, H, W = shape[1:]
-    Hp = max(H + 2 * padding[0], (OH - 1) * stride[0] + (KH - 1) * dilation[0] + 1)
-    Wp = max(W + 2 * padding[1], (OW - 1) * stride[1] + (KW - 1) * dilation[1] + 1)
+    Hp, Wp = _padded_size(H, W, KH, KW, *stride, *padding, *dilation, OH, OW)
     return np.zeros(Hp * Wp * C, dtype), Wp
 
 
