@@ -303,9 +303,15 @@ def check_same_loss(fl_model, th_model, fl_step, th_step) -> float:
     fl_model.eval(), th_model.eval()  # noqa: B018 - dropout off for the check; BatchNorm uses running stats
     torch = sys.modules.get("torch")
     on_gpu = torch is not None and any(p.is_cuda for p in th_model.parameters())
-    # cuDNN's RNN backward refuses a model in eval mode: torch's own kernels do the check step there
-    with torch.backends.cudnn.flags(enabled=False) if on_gpu else contextlib.nullcontext():
-        a, b = float(fl_step().item()), float(th_step().item())
+    # cuDNN's RNN backward refuses a model in eval mode: torch's own kernels do the check step there, and
+    # flambeau's convolutions run without TF32 (torch's own kernels have none) so that both are float32
+    tf32 = fl.backends.cudnn.allow_tf32
+    fl.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.backends.cudnn.flags(enabled=False) if on_gpu else contextlib.nullcontext():
+            a, b = float(fl_step().item()), float(th_step().item())
+    finally:
+        fl.backends.cudnn.allow_tf32 = tf32
     fl_model.train(), th_model.train()  # noqa: B018
     if not np.isclose(a, b, rtol=1e-3, atol=1e-4):
         raise SystemExit(f"losses differ: flambeau {a:.6f}, torch {b:.6f} — fix correctness before timing")

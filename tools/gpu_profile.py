@@ -6,6 +6,7 @@ Run on a lent GPU (part of ``tools/gpu_session.sh``, stage ``profile``). Prints:
   2. cProfile of ``x + 1`` on an 8-element tensor, by own time and by cumulative time;
   3. cProfile of training steps (benchmarks/train.py), backward included, by own and cumulative time;
   4. flambeau's profiler with CUDA activity over ResNet-18 steps: which operators take the device's time.
+Arguments pick sections (``floors``, ``small``, ``cprofile:MODEL``, ``devtime:MODEL``).
 """
 
 from __future__ import annotations
@@ -149,28 +150,52 @@ def profile_model(name, steps=10):
 
 
 def device_time(name, steps=3):
-    """flambeau.profiler's table of ``steps`` training steps of ``name`` by CUDA time: where the GPU spends it."""
+    """Where the GPU spends a training step of ``name``: flambeau.profiler's table by CUDA time, then
+    torch.profiler's for torch's same model on the same card, so kernel families can be compared."""
     import torch
     import train
 
     import flambeau as fl
     from flambeau.profiler import ProfilerActivity, profile
 
-    _, _, fl_step, _ = train.build_pair(torch, name, device="cuda")
+    _, _, fl_step, torch_step = train.build_pair(torch, name, device="cuda")
     for _ in range(2):
         fl_step()
+        torch_step()
     fl.cuda.synchronize()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             fl_step()
         fl.cuda.synchronize()
-    print(f"=== {name}, {steps} steps, flambeau.profiler by CUDA time")
+    wall = (time.perf_counter() - t0) / steps * 1e3
+    print(f"=== {name}, {steps} steps, flambeau.profiler by CUDA time ({wall:.1f} ms per profiled step)")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30))
+    t0 = time.perf_counter()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as tprof:
+        for _ in range(steps):
+            torch_step()
+        torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / steps * 1e3
+    print(f"=== {name}, {steps} steps, torch.profiler by CUDA time ({wall:.1f} ms per profiled step)")
+    try:  # torch names the column device_time_total since 2.4
+        print(tprof.key_averages().table(sort_by="device_time_total", row_limit=30))
+    except Exception:
+        print(tprof.key_averages().table(sort_by="cuda_time_total", row_limit=30))
 
+
+SECTIONS = {"floors": floors, "small": profile_small_op}
 
 if __name__ == "__main__":
-    for fn in (floors, profile_small_op, lambda: profile_model("mlp"), lambda: profile_model("resnet18", 3),
-               lambda: device_time("resnet18")):
+    # Arguments pick sections: floors, small, cprofile:MODEL (cProfile of its steps), devtime:MODEL (the
+    # profilers' CUDA-time tables); none runs the default set.
+    names = sys.argv[1:] or ["floors", "small", "cprofile:mlp", "cprofile:resnet18", "devtime:resnet18"]
+    for section in names:
+        kind, _, model = section.partition(":")
+        fn = {"cprofile": lambda m=model: profile_model(m, 3), "devtime": lambda m=model: device_time(m)}.get(
+            kind, SECTIONS.get(section))
         try:
             fn()
         except Exception:

@@ -35,8 +35,10 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default all but figure1, profile and host): smoke probe profile host bench tests rest
-# figure1
+# STAGES picks stages by name (default all but figure1, devtime, profile and host): smoke probe devtime profile host
+# bench tests rest figure1 extra
+# Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
+trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
 STAGES=" ${STAGES:-smoke probe bench tests rest} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
@@ -52,7 +54,10 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 # 0. what loads and whether the basic paths agree with torch
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
-want profile && { timeout 180 $PY tools/gpu_profile.py > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
+# where the device's time goes in a ResNet-18 and a GPT step, flambeau's kernels against torch's
+want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime:resnet18 devtime:gpt > "$OUT/devtime.txt" 2>&1
+    echo "exit $?" >> "$OUT/devtime.txt"; }
+want profile && { timeout ${PROFILE_LIMIT:-180} $PY tools/gpu_profile.py ${PROFILE_SECTIONS:-} > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 # the same host paths against the fake device, on this host's CPU: what the real driver and GPU add to them
 want host && { for m in "" "--model resnet18" "--model gpt"; do timeout 40 $PY tools/host_overhead.py $m; done \
     > "$OUT/host.txt" 2>&1; echo "exit $?" >> "$OUT/host.txt"; }
@@ -73,6 +78,8 @@ want rest && { timeout 60 $PY benchmarks/gpu.py --quick --only mlp --only lenet 
 # 4. Figure 1's timeline on CUDA where time is left
 want figure1 && { timeout 90 $PY benchmarks/paper/figure1.py --device cuda --out "$OUT" > "$OUT/figure1.txt" 2>&1
     echo "exit $?" >> "$OUT/figure1.txt"; }
+# any other command in this environment (EXTRA, stage extra), e.g. a diagnostic script
+want extra && { timeout ${EXTRA_LIMIT:-120} bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1; echo "exit $?" >> "$OUT/extra.txt"; }
 grep -sE "^(ok|FAIL)|geqrf|orgqr|svd" "$OUT/smoke.txt"
 grep -sE "\| +[0-9.]+ *$|failed|exit|Error" "$OUT/gpu_bench.txt"
 tail -n 3 "$OUT/figure1.txt" 2>/dev/null

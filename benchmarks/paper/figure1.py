@@ -115,12 +115,20 @@ class _Nothing:
 
 
 def host_spans(prof):
-    """Phase spans and the top-level spans inside each: [(phase, start_us, end_us, [(name, kind, s, e)])]."""
+    """Phase spans and the top-level spans inside each: [(phase, start_us, end_us, [(name, kind, s, e)])].
+
+    On a GPU the backward's autograd nodes run on the engine's device thread (as torch's do), not under
+    the "backward" annotation of the main thread: a phase also takes the top-level spans that other
+    threads ran inside its time."""
+    events = prof.events()
+    phases = [e for e in events if e.cpu_parent is None and e.kind == "user_annotation" and e.name in PHASES]
+    others = [e for e in events if e.cpu_parent is None and e.kind != "user_annotation"
+              and all(e.thread != p.thread for p in phases)]
     out = []
-    for e in prof.events():
-        if e.cpu_parent is None and e.kind == "user_annotation" and e.name in PHASES:
-            inner = [(c.name, c.kind, c.start_us, c.end_us) for c in e.cpu_children]
-            out.append((e.name, e.start_us, e.end_us, inner))
+    for e in phases:
+        inner = [(c.name, c.kind, c.start_us, c.end_us) for c in e.cpu_children]
+        inner += [(c.name, c.kind, c.start_us, c.end_us) for c in others if e.start_us <= c.start_us < e.end_us]
+        out.append((e.name, e.start_us, e.end_us, sorted(inner, key=lambda span: span[2])))
     return out
 
 

@@ -194,6 +194,48 @@ def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
     """)
 
 
+def test_recurrent_bias_gradients_never_share_memory():
+    """The two bias gradients of a recurrent layer are equal, but each must be its own memory: the engine
+    takes a device gradient as ``.grad`` without a copy, and ``clip_grad_norm_`` then scaled a shared one
+    twice (the LSTM model trained differently on an H100 than on the CPU; the simulator copies every
+    gradient, so only a real or fake device shows it)."""
+    _run("""
+        import numpy as np
+        import flambeau.nn  # noqa: F401
+        x = fl.empty(3, 2, 4, device="cuda")
+        for layer in (fl.nn.LSTM(4, 5, num_layers=2), fl.nn.GRU(4, 5), fl.nn.RNN(4, 5)):
+            layer = layer.to("cuda")
+            layer(x)[0].sum().backward()
+            for suffix in ("l0", "l1") if layer.num_layers == 2 else ("l0",):
+                b_ih, b_hh = getattr(layer, "bias_ih_" + suffix), getattr(layer, "bias_hh_" + suffix)
+                assert b_ih.grad.data_ptr() != b_hh.grad.data_ptr(), (type(layer).__name__, suffix)
+    """)
+
+
+def test_cudnn_math_type_follows_allow_tf32():
+    """float32 convolutions ask cuDNN for CUDNN_DEFAULT_MATH (TF32 allowed) while
+    ``flambeau.backends.cudnn.allow_tf32`` is True, as torch's default, and CUDNN_FMA_MATH when it is
+    False; float64 always FMA. Plans are kept per math type, so flipping the flag takes effect."""
+    _run("""
+        import flambeau.nn.functional as F
+        from flambeau._kernels.cuda import _cudnn
+        lib = _cudnn._state["lib"]
+        seen = []
+        lib.cudnnSetConvolutionMathType = lambda conv, math_type: seen.append(math_type) or 0
+        x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
+        assert fl.backends.cudnn.allow_tf32  # torch's default
+        F.conv2d(x, w)
+        assert seen == [_cudnn.CUDNN_DEFAULT_MATH], seen
+        fl.backends.cudnn.allow_tf32 = False
+        F.conv2d(x, w)
+        assert seen[1:] == [_cudnn.CUDNN_FMA_MATH], seen
+        F.conv2d(x.double(), w.double())
+        fl.backends.cudnn.allow_tf32 = True
+        F.conv2d(x.double(), w.double())  # float64: FMA (one plan for both settings would be fine too)
+        assert set(seen[2:]) == {_cudnn.CUDNN_FMA_MATH}, seen
+    """)
+
+
 def test_keyed_launches_keep_their_contract_through_training_steps():
     """``launch_keyed``'s callers promise that equal keys mean equal argument types: through two training
     steps of every model of benchmarks/train.py, each keyed launch's plan is the one its arguments'

@@ -9,10 +9,11 @@ raises :class:`CudnnUnavailable` on a failing status (the caller falls back to n
 flambeau's kernels.
 
 The legacy (v7) convolution API, present in cuDNN 8 and 9: NCHW float32 and float64 tensors,
-symmetric padding, groups; float32 runs with ``CUDNN_FMA_MATH`` (no TF32: results agree with the CPU
-to float32 rounding). The algorithm is the first the heuristics (``cudnnGet*Algorithm_v7``) rate
-usable whose workspace fits :data:`MAX_WORKSPACE`, preferring deterministic ones, asked once per
-configuration (Note [cuDNN plans]).
+symmetric padding, groups. float32 runs on TF32 tensor cores where the device has them and
+``flambeau.backends.cudnn.allow_tf32`` is True (the default, as torch's: ``CUDNN_DEFAULT_MATH``), else
+with ``CUDNN_FMA_MATH`` (results agree with the CPU to float32 rounding). The algorithm is the first the
+heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits :data:`MAX_WORKSPACE`, preferring
+deterministic ones, asked once per configuration (Note [cuDNN plans]).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import threading
 
 import numpy as np
 
-from flambeau._determinism import cudnn_enabled, deterministic
+from flambeau._determinism import cudnn_allow_tf32, cudnn_enabled, deterministic
 from flambeau.cuda._streams import stream_handle
 
 __all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
@@ -85,7 +86,8 @@ int cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha, cudn
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
 CUDNN_TENSOR_NCHW = 0
 CUDNN_CROSS_CORRELATION = 1
-CUDNN_FMA_MATH = 3
+CUDNN_DEFAULT_MATH = 0  # cudnnMathType_t: tensor cores allowed, TF32 for float32 on compute capability 8.0+
+CUDNN_FMA_MATH = 3  # FMA only: no tensor cores, no TF32
 MAX_WORKSPACE = 1 << 30  # bytes
 _ALGOS = 8  # heuristics asked for
 _INT_MAX = 2**31 - 1
@@ -179,7 +181,7 @@ def _handle(ffi, lib, stream):
 class _Descriptors:
     """The tensor, filter and convolution descriptors of one call (destroyed on exit)."""
 
-    def __init__(self, ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups):
+    def __init__(self, ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type):
         self.ffi, self.lib, self.made = ffi, lib, []
         dt = _DATA[np.dtype(dtype)]
         self.x = self._tensor(dt, x_shape)
@@ -198,7 +200,7 @@ class _Descriptors:
                                                    ffi.new("int[]", list(stride)), ffi.new("int[]", list(dilation)),
                                                    CUDNN_CROSS_CORRELATION, dt), "cudnnSetConvolutionNdDescriptor")
         _check(lib.cudnnSetConvolutionGroupCount(self.conv, groups), "cudnnSetConvolutionGroupCount")
-        _check(lib.cudnnSetConvolutionMathType(self.conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType")
+        _check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
 
     def _tensor(self, dt, shape):
         ffi, lib = self.ffi, self.lib
@@ -236,8 +238,10 @@ def _supported(dtype, *shapes) -> bool:
 class _Plan:
     """The descriptors, algorithm and workspace size of one convolution configuration (Note [cuDNN plans])."""
 
-    def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups):
-        d = self.d = _Descriptors(ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups)
+    def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups,
+                 math_type):
+        d = self.d = _Descriptors(ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups,
+                                  math_type)
         try:
             size = ffi.new("size_t *")
             if kind == "forward":
@@ -265,9 +269,9 @@ class _Plan:
 #     host: 60 ms of a 160 ms ResNet-18 step), and descriptors cost a dozen driver calls to make and destroy.
 #     Like torch's algorithm cache, a plan (descriptors, algorithm, workspace size) is kept per configuration:
 #     the call, dtype, shapes, stride, padding, dilation, groups, whether deterministic algorithms are
-#     required, and the device. At most _MAX_PLANS are kept (then all are destroyed and rebuilt on demand);
-#     one lock covers looking a plan up and the cuDNN call that uses it, so no thread destroys a descriptor
-#     another is using.
+#     required, the math type (TF32 allowed or not) and the device. At most _MAX_PLANS are kept (then all
+#     are destroyed and rebuilt on demand); one lock covers looking a plan up and the cuDNN call that uses
+#     it, so no thread destroys a descriptor another is using.
 _PLANS: dict = {}
 _PLANS_LOCK = threading.Lock()
 _MAX_PLANS = 256
@@ -296,8 +300,9 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     h = _handle(ffi, lib, stream())
     one, zero = _scalars(ffi, dtype)
     ptr = lambda arr: ffi.cast("void *", 0 if arr is None else backend.data_ptr(arr))  # noqa: E731
+    math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
     key = (kind, dtype, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(stride), tuple(padding),
-           tuple(dilation), int(groups), deterministic(), current_device())
+           tuple(dilation), int(groups), deterministic(), math_type, current_device())
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
         if plan is None:
@@ -306,7 +311,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
                     old.d.close()
                 _PLANS.clear()
             plan = _PLANS[key] = _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
-                                       dilation, groups)
+                                       dilation, groups, math_type)
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
         ws = backend.empty((nbytes,), np.uint8) if nbytes else None  # (ptr(None): NULL)
         if kind == "forward":

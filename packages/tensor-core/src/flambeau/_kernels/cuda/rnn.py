@@ -357,8 +357,8 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
         _step("lstm_bwd", dtype, n, f_gates, t * 4 * n, f_tcs, cprev, cpoff, flat(mm), f_g_out, t * n, f_dc, f_dg, H)
         mm = matmul(view(dg, (nb, 4 * H), (4 * H, 1), t * 4 * n), w_hh)
     gx = matmul(dg, w_ih)
-    gw_ih, gw_hh, gb, _ = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
-    return gx, mm if nt else _copy(mm), dc, gw_ih, gw_hh, gb, gb
+    gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
+    return gx, mm if nt else _copy(mm), dc, gw_ih, gw_hh, gb_ih, gb_hh
 
 
 @kernel("_gru_layer", "cuda")
@@ -457,8 +457,8 @@ def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse
         _step("rnn_bwd", dtype, n, f_out, t * n, flat(mm), f_g_out, relu, f_dp)
         mm = matmul(_state(dp, t, nb, H), w_hh)
     gx = matmul(dp, w_ih)
-    gw_ih, gw_hh, gb, _ = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)
-    return gx, mm if nt else _copy(mm), gw_ih, gw_hh, gb, gb
+    gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)
+    return gx, mm if nt else _copy(mm), gw_ih, gw_hh, gb_ih, gb_hh
 
 
 def ptx_cases(ndim: int = 2) -> list:
