@@ -52,6 +52,8 @@ def pick_device(torch, wanted: str) -> tuple[str, str]:
                        "so the CPU reduced sizes are run instead")
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 arithmetic on both sides, as in the paper
     torch.backends.cudnn.allow_tf32 = False
+    fl.backends.cuda.matmul.allow_tf32 = False
+    fl.backends.cudnn.allow_tf32 = False
     return "cuda", ""
 
 

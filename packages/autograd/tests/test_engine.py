@@ -499,6 +499,30 @@ def test_gradient_viewing_memory_someone_else_holds_is_copied():
     assert (owner == -1.0).all()
 
 
+@pytest.mark.parametrize("as_view", [False, True])
+def test_one_array_for_two_gradients_becomes_two_grads(monkeypatch, as_view):
+    # A kernel may hand back one array for two equal results (a recurrent layer's two bias gradients):
+    # the op wraps it in two tensors, and .grad must not adopt it for both leaves, or an in-place change
+    # of one (clip_grad_norm_'s mul_) reaches the other.
+    import flambeau.nn  # noqa: F401
+    from flambeau._ops.rnn import RNN_LAYER_BACKWARD
+
+    cpu = RNN_LAYER_BACKWARD.kernels["cpu"]
+
+    def shared_bias_gradient(*args):
+        *rest, g_b_ih, _ = cpu(*args)
+        shared = g_b_ih.reshape(1, -1).copy().reshape(-1) if as_view else g_b_ih.copy()
+        return (*rest, shared, shared)
+
+    monkeypatch.setitem(RNN_LAYER_BACKWARD.kernels, "cpu", shared_bias_gradient)
+    rnn = fl.nn.RNN(3, 4).double()
+    rnn(fl.ones((2, 1, 3), dtype=fl.float64))[0].sum().backward()
+    b_ih, b_hh = rnn.bias_ih_l0.grad, rnn.bias_hh_l0.grad
+    np.testing.assert_array_equal(b_ih.numpy(), b_hh.numpy())
+    b_ih.mul_(2.0)
+    assert not np.array_equal(b_ih.numpy(), b_hh.numpy())
+
+
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
 def test_scatter_reduce_gradients_match_torch_with_ties(reduce, include_self):

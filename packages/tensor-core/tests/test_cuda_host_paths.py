@@ -209,6 +209,19 @@ def test_recurrent_bias_gradients_never_share_memory():
             for suffix in ("l0", "l1") if layer.num_layers == 2 else ("l0",):
                 b_ih, b_hh = getattr(layer, "bias_ih_" + suffix), getattr(layer, "bias_hh_" + suffix)
                 assert b_ih.grad.data_ptr() != b_hh.grad.data_ptr(), (type(layer).__name__, suffix)
+
+        # and should a kernel hand back one array for both, the engine copies one of them
+        from flambeau._ops.rnn import RNN_LAYER_BACKWARD
+        cuda_backward = RNN_LAYER_BACKWARD.kernels["cuda"]
+
+        def shared(*args):
+            *rest, g_b_ih, _ = cuda_backward(*args)
+            return (*rest, g_b_ih, g_b_ih)
+
+        RNN_LAYER_BACKWARD.kernels["cuda"] = shared
+        rnn = fl.nn.RNN(4, 5).to("cuda")
+        rnn(x)[0].sum().backward()
+        assert rnn.bias_ih_l0.grad.data_ptr() != rnn.bias_hh_l0.grad.data_ptr()
     """)
 
 

@@ -54,9 +54,12 @@ def owns_memory_alone(data) -> bool:
 
     A kernel's result is often a reshaped view of the array it computed (a GEMM's output seen as
     a convolution's weight shape): its owner is then a plain array that only ``data`` refers to
-    (references: ``data.base``, the local and getrefcount's argument).
+    (references: ``data.base``, the local and getrefcount's argument). ``data`` itself must be one
+    tensor's alone (references: the tensor's, its storage's, the argument and getrefcount's): a kernel
+    that returns one array for two results gives two tensors over it, which must not both become
+    ``.grad`` of different leaves.
     """
-    if data.__class__ is not np.ndarray:
+    if data.__class__ is not np.ndarray or sys.getrefcount(data) > 4:
         return False
     owner = data.base
     return owner is None or (owner.__class__ is np.ndarray and owner.base is None and sys.getrefcount(owner) == 3)

@@ -450,9 +450,11 @@ def contiguous_flat(arr):
 def owns_memory_alone(data) -> bool:
     """Whether no array but ``data`` can reach its memory (so a gradient may become ``.grad`` without a copy):
     an allocation that still frees its own memory (numba has no memory pointer for it, which numba's views
-    would share unseen: Note [Who frees an allocation]) and that no view of ours holds (references: the
-    tensor's, its storage's, the argument and getrefcount's), or a view of such an allocation that only
-    ``data`` refers to (references: ``data._fl_owner``, the local and getrefcount's argument)."""
+    would share unseen: Note [Who frees an allocation]) and that no view of ours holds, or a view of such an
+    allocation that only ``data`` refers to (references to the owner: ``data._fl_owner``, the local and
+    getrefcount's argument). Either way ``data`` itself must be one tensor's alone (references: the
+    tensor's, its storage's, the argument and getrefcount's): a kernel that returns one array for two
+    results gives two tensors over it, and both must not become ``.grad`` of different leaves."""
     if SIM:
         return False
     d = getattr(data, "__dict__", None)
@@ -462,7 +464,7 @@ def owns_memory_alone(data) -> bool:
         return sys.getrefcount(data) <= 4
     owner = d.get("_fl_owner")
     return (owner is not None and "_fl_start" in d and "_fl_free" in getattr(owner, "__dict__", ())
-            and sys.getrefcount(owner) == 3)
+            and sys.getrefcount(owner) == 3 and sys.getrefcount(data) <= 4)
 
 
 def reinterpret(arr, np_dtype):
