@@ -504,7 +504,7 @@ def test_one_array_for_two_gradients_becomes_two_grads(monkeypatch, as_view):
     # A kernel may hand back one array for two equal results (a recurrent layer's two bias gradients):
     # the op wraps it in two tensors, and .grad must not adopt it for both leaves, or an in-place change
     # of one (clip_grad_norm_'s mul_) reaches the other.
-    import flambeau.nn  # noqa: F401
+    from flambeau import nn
     from flambeau._ops.rnn import RNN_LAYER_BACKWARD
 
     cpu = RNN_LAYER_BACKWARD.kernels["cpu"]
@@ -515,7 +515,7 @@ def test_one_array_for_two_gradients_becomes_two_grads(monkeypatch, as_view):
         return (*rest, shared, shared)
 
     monkeypatch.setitem(RNN_LAYER_BACKWARD.kernels, "cpu", shared_bias_gradient)
-    rnn = fl.nn.RNN(3, 4).double()
+    rnn = nn.RNN(3, 4).double()
     rnn(fl.ones((2, 1, 3), dtype=fl.float64))[0].sum().backward()
     b_ih, b_hh = rnn.bias_ih_l0.grad, rnn.bias_hh_l0.grad
     np.testing.assert_array_equal(b_ih.numpy(), b_hh.numpy())
