@@ -3,7 +3,8 @@
 # 15 minutes in all, its start included): a smoke test of what loads, the GPU benchmarks of the
 # speed goals, the CUDA test tier on the real device, the rest of the benchmarks, Figure 1 on CUDA.
 # Each stage has its own time limit, so a hang in one still leaves the others' results. Results go to
-# $OUT (at most 8 files come back: smoke, gpu_bench, cuda_tests, figure1 and its four files). Run from the repository root:
+# $OUT (at most 8 files come back: each stage writes one, the paper stage a tarball of its pages).
+# Run from the repository root:
 #     bash tools/gpu_session.sh
 # The machine has no registry access: flambeau runs from the source tree (PYTHONPATH; flambeau is a
 # namespace package over packages/*/src). Dependencies the image lacks (cffi, pycparser) come as wheels
@@ -35,8 +36,8 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default all but figure1, devtime, profile and host): smoke probe devtime profile host
-# bench tests rest figure1 extra
+# STAGES picks stages by name (default: smoke probe bench tests rest): smoke probe devtime profile host
+# bench tests rest paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
 STAGES=" ${STAGES:-smoke probe bench tests rest} "
@@ -75,12 +76,27 @@ want tests && { timeout ${TEST_LIMIT:-180} $PY -m pytest -q -ra --tb=short -p no
 want rest && { timeout 60 $PY benchmarks/gpu.py --quick --only mlp --only lenet --only mobilenet_v2 --only lstm_lm \
     --only ncf >> "$OUT/gpu_bench.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_bench.txt"; }
 
-# 4. Figure 1's timeline on CUDA where time is left
-want figure1 && { timeout 90 $PY benchmarks/paper/figure1.py --device cuda --out "$OUT" > "$OUT/figure1.txt" 2>&1
-    echo "exit $?" >> "$OUT/figure1.txt"; }
+# 4. the paper's evaluation on the GPU (issue 14): Figures 1 and 2, Table 1 at the paper's sizes, the ablations;
+# pages under docs/paper/gpu, brought back as $OUT/paper_gpu.tgz (each script's output in $OUT/paper.txt)
+want paper && {
+    mkdir -p docs/paper/gpu
+    for run in "60 figure1.py --device cuda --out docs/paper/gpu" "60 figure2.py --device cuda --out docs/paper/gpu" \
+               "${TABLE1_LIMIT:-200} table1.py --device cuda --quick --out docs/paper/gpu/table1.md" \
+               "${ABLATIONS_LIMIT:-150} ablations.py --device cuda --quick --rounds 1 --out docs/paper/gpu/ablations.md"; do
+        set -- $run
+        limit=$1; shift
+        echo "=== $*"; timeout "$limit" $PY benchmarks/paper/"$@"; echo "exit $?"
+    done > "$OUT/paper.txt" 2>&1
+    tar -czf "$OUT/paper_gpu.tgz" docs/paper/gpu; }
+# the NCCL backend of flambeau.distributed on this one GPU (issue 15; its own environment with MPICH)
+want nccl && { timeout ${NCCL_LIMIT:-90} bash tools/gpu_nccl_check.sh > "$OUT/nccl_run.txt" 2>&1; echo "exit $?" >> "$OUT/nccl_run.txt"; }
+# the whole-model tests only (the seven models CPU against CUDA), a short check after a fix
+want models && { timeout ${MODELS_LIMIT:-90} $PY -m pytest -q -ra --tb=short -p no:cacheprovider -n 7 \
+    packages/nn/tests/cuda > "$OUT/models.txt" 2>&1; echo "exit $?" >> "$OUT/models.txt"; }
 # any other command in this environment (EXTRA, stage extra), e.g. a diagnostic script
 want extra && { timeout ${EXTRA_LIMIT:-120} bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1; echo "exit $?" >> "$OUT/extra.txt"; }
 grep -sE "^(ok|FAIL)|geqrf|orgqr|svd" "$OUT/smoke.txt"
 grep -sE "\| +[0-9.]+ *$|failed|exit|Error" "$OUT/gpu_bench.txt"
-tail -n 3 "$OUT/figure1.txt" 2>/dev/null
+grep -sE "^(===|exit)|wrote|ratio" "$OUT/paper.txt"
+tail -n 3 "$OUT/models.txt" "$OUT/nccl_run.txt" 2>/dev/null
 tail -n 25 "$OUT/cuda_tests.txt" 2>/dev/null
