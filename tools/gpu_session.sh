@@ -82,7 +82,7 @@ want paper && {
     mkdir -p docs/paper/gpu
     for run in "60 figure1.py --device cuda --out docs/paper/gpu" "60 figure2.py --device cuda --out docs/paper/gpu" \
                "${TABLE1_LIMIT:-200} table1.py --device cuda --quick --out docs/paper/gpu/table1.md" \
-               "${ABLATIONS_LIMIT:-150} ablations.py --device cuda --quick --rounds 1 --out docs/paper/gpu/ablations.md"; do
+               "${ABLATIONS_LIMIT:-150} ablations.py --device cuda --quick --rounds 1 ${ABLATIONS_ONLY:-} --out docs/paper/gpu/ablations.md"; do
         set -- $run
         limit=$1; shift
         echo "=== $*"; timeout "$limit" $PY benchmarks/paper/"$@"; echo "exit $?"

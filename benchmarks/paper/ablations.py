@@ -213,6 +213,7 @@ def main() -> None:
     parser.add_argument("--size", choices=("paper", "reduced", "tiny"),
                         help="override the sizes (default: paper on a GPU, reduced on a CPU)")
     parser.add_argument("--out", type=pathlib.Path, default=table1.DOCS / "ablations.md")
+    parser.add_argument("--only", choices=ABLATED, action="append", help="ablate only these models")
     parser.add_argument("--child", choices=ABLATED, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
     parser.add_argument("--pin", type=int, default=1, help=argparse.SUPPRESS)
@@ -233,7 +234,8 @@ def main() -> None:
     size = args.size or ("paper" if device == "cuda" else "reduced")
     print(f"device {device}, {size} sizes, {batches} batches per epoch, {rounds} rounds", flush=True)
     columns, notes = [], []
-    for name in ABLATED:
+    ablated = args.only or ABLATED
+    for name in ablated:
         model = models.MODELS[name]
         print(f"{model.title} ({model.sizes[size].describe(model)})", flush=True)
         if device == "cuda":
@@ -249,7 +251,7 @@ def main() -> None:
         for (label, *_), t in zip(CONFIGS, times):
             print(f"  {label:<72} {_cell(t, times[0])}", flush=True)
 
-    titles = [f"{models.MODELS[n].title}, step time (slowdown)" for n in ABLATED]
+    titles = [f"{models.MODELS[n].title}, step time (slowdown)" for n in ablated]
     lines = table1.header(r, "Ablations: what each piece contributes to a flambeau training step", device, size,
                           table1.gpu_line(r.torch) if device == "cuda" else why)
     lines += ["Median time per training step (loading the batch included) over rounds of "
