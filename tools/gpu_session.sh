@@ -89,7 +89,7 @@ want paper && {
     done > "$OUT/paper.txt" 2>&1
     tar -czf "$OUT/paper_gpu.tgz" docs/paper/gpu; }
 # the NCCL backend of flambeau.distributed on this one GPU (issue 15; its own environment with MPICH)
-want nccl && { timeout ${NCCL_LIMIT:-90} bash tools/gpu_nccl_check.sh > "$OUT/nccl_run.txt" 2>&1; echo "exit $?" >> "$OUT/nccl_run.txt"; }
+want nccl && { timeout ${NCCL_LIMIT:-90} env PYTHON="$PY" bash tools/gpu_nccl_check.sh > "$OUT/nccl_run.txt" 2>&1; echo "exit $?" >> "$OUT/nccl_run.txt"; }
 # the whole-model tests only (the seven models CPU against CUDA), a short check after a fix
 want models && { timeout ${MODELS_LIMIT:-90} $PY -m pytest -q -ra --tb=short -p no:cacheprovider -n 7 \
     packages/nn/tests/cuda > "$OUT/models.txt" 2>&1; echo "exit $?" >> "$OUT/models.txt"; }

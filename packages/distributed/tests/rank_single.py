@@ -18,7 +18,9 @@ import flambeau.distributed as dist
 @check("before_init")
 def _():
     assert not dist.is_initialized() and dist.is_available() and dist.is_mpi_available()
-    assert not dist.is_nccl_available()
+    from flambeau.distributed import _nccl
+
+    assert dist.is_nccl_available() == (_nccl.why_unavailable() is None)
     with raises(ValueError, "get_rank", "Default process group has not been initialized"):
         dist.get_rank()
     with raises(ValueError, "all_reduce", "Default process group has not been initialized"):
@@ -27,9 +29,12 @@ def _():
 
 @check("backend_and_argument_errors")
 def _():
-    with raises(RuntimeError, "backend='nccl' is not available yet", "NCCL support comes with flambeau's CUDA work"):
-        dist.init_process_group("nccl")
-    with raises(ValueError, "backend must be 'mpi'", "'gloo'"):
+    if not dist.is_nccl_available():
+        with raises(RuntimeError, "backend 'nccl' needs NCCL, which is not available", "backend='mpi'"):
+            dist.init_process_group("nccl")
+        with raises(RuntimeError, "backend 'cpu:mpi,cuda:nccl' needs NCCL"):
+            dist.init_process_group("cpu:mpi,cuda:nccl")
+    with raises(ValueError, "backend must be 'mpi', 'nccl' or 'cpu:mpi,cuda:nccl'", "'gloo'"):
         dist.init_process_group("gloo")
     with raises(ValueError, "init_method must be None or 'env://'", "tcp://"):
         dist.init_process_group("mpi", init_method="tcp://127.0.0.1:23456")

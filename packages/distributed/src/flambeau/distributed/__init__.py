@@ -1,4 +1,4 @@
-"""Data-parallel training across processes: torch.distributed's API over MPI (mpi4py and MPICH).
+"""Data-parallel training across processes: torch.distributed's API over MPI (mpi4py and MPICH), and NCCL for GPUs.
 
 Start N processes with ``python -m flambeau.distributed.run --nproc-per-node N train.py`` (or
 ``mpiexec -n N python train.py``); each calls :func:`init_process_group`, wraps its model in
@@ -13,7 +13,10 @@ Start N processes with ``python -m flambeau.distributed.run --nproc-per-node N t
     loss_fn(model(x), y).backward()           # gradients averaged across ranks, behind backward
     optimizer.step()
 
-Collectives work on the tensors' own memory (Note [Zero copy] in ``_collectives.py``); every
+With ``init_process_group("nccl")`` (or ``"cpu:mpi,cuda:nccl"``) CUDA tensors go through NCCL on the
+current CUDA stream (Note [Backends] in ``_process_group.py``, ``_nccl.py``); MPI still starts the
+ranks and carries objects. Collectives work on the tensors' own memory (Note [Zero copy] in
+``_collectives.py``); every
 operation can be asynchronous (``async_op=True`` returns a :class:`Work`); a collective that
 some rank never joins fails after the group's ``timeout`` with an error naming that rank (Note
 [Which rank did not arrive] in ``_runtime.py``). Importing this package does not load MPI: that

@@ -14,6 +14,11 @@ Note [Zero copy]
     in :meth:`Work.wait`. bool tensors travel as bytes, and their SUM is a logical or and their
     PRODUCT a logical and, as torch's NCCL backend does.
 
+With a group whose backend has NCCL (``"nccl"``, ``"cpu:mpi,cuda:nccl"``), CUDA tensors go to NCCL
+instead, on their own memory and the current CUDA stream (``_nccl_collectives.py``; Note [NCCL on
+the current stream] in ``_nccl.py``), and ``async_op=False`` returns once the operation is enqueued,
+as in torch. Which tensors go where is Note [Backends] in ``_process_group.py``.
+
 Ranks in arguments (``src``, ``dst``) are global ranks, as in torch; they must belong to ``group``.
 With the environment variable ``FLAMBEAU_DISTRIBUTED_DEBUG=DETAIL`` every collective first checks
 that all ranks called the same collective with the same dtypes, element counts and roots (an extra
@@ -28,6 +33,7 @@ import numpy as np
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.distributed import _nccl_collectives as nccl_ops
 from flambeau.distributed._process_group import ProcessGroup, resolve_group
 from flambeau.distributed._runtime import Work, load_mpi
 
@@ -54,11 +60,47 @@ class ReduceOp(enum.Enum):
 
 
 _OPS = list(ReduceOp)
-_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "bfloat16", "other")
 
 
 def _dtype_code(t: Tensor) -> int:
-    return _DTYPES.index(t.dtype.name)
+    name = t.dtype.name
+    return _DTYPES.index(name) if name in _DTYPES else len(_DTYPES) - 1
+
+
+def _op_code(op) -> int:
+    """``op``'s index in the consistency check's fingerprint (0 for a non-ReduceOp, which is refused later)."""
+    return _OPS.index(op) if isinstance(op, ReduceOp) else 0
+
+
+def _route(pg: ProcessGroup, what: str, tensors: list[tuple[str, Tensor]]):
+    """Where the tensors of a call go (Note [Backends] in ``_process_group.py``): None for MPI, or the
+    group's NCCL side and the tensors' CUDA device index. Raises for a mix of devices, and for CPU
+    tensors with backend ``"nccl"`` (torch's NCCL backend takes CUDA tensors only)."""
+    if pg.nccl is None:
+        return None
+    cuda = [(n, t) for n, t in tensors if t.device.type == "cuda"]
+    cpu = [(n, t) for n, t in tensors if t.device.type != "cuda"]
+    if cuda and cpu:
+        raise ValueError(f"{what}: {cuda[0][0]} is on {cuda[0][1].device} but {cpu[0][0]} is on the cpu; with backend "
+                         f"{pg.backend!r} the tensors of one call must be on one device")
+    if cpu:
+        if pg.backend == "nccl":
+            raise RuntimeError(f"{what}: {cpu[0][0]} is a CPU tensor, but backend 'nccl' takes CUDA tensors only (as "
+                               f"torch's NCCL backend: 'No backend type associated with device type cpu'); move it "
+                               f"to CUDA, or use backend 'cpu:mpi,cuda:nccl' to send CPU tensors through MPI")
+        return None
+    first = pg.nccl.device_of(cuda[0][1], cuda[0][0], what)
+    for name, t in cuda[1:]:
+        index = pg.nccl.device_of(t, name, what)
+        if index != first:
+            raise ValueError(f"{what}: {name} is on cuda:{index} but {cuda[0][0]} is on cuda:{first}; the tensors "
+                             f"of one call must be on one device")
+    return pg.nccl, first
+
+
+def _named(argname: str, tensors: list) -> list[tuple[str, Tensor]]:
+    return [(f"{argname}[{i}]", t) for i, t in enumerate(tensors)]
 
 
 def _describe(fp: list[int], fields: tuple[str, ...]) -> str:
@@ -233,6 +275,10 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup 
     if pg is None:
         return None
     check_tensor(tensor, "tensor", "all_reduce")
+    route = _route(pg, "all_reduce", [("tensor", tensor)])
+    if route is not None:
+        _agree(pg, "all_reduce", [_dtype_code(tensor), tensor.numel(), _op_code(op)], ("op",))
+        return nccl_ops.all_reduce(*route, tensor, op, async_op)
     mpi_op, avg = _reduction(op, tensor, "all_reduce")
     _agree(pg, "all_reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op)], ("op",))
     arr, host = _array(tensor)
@@ -257,6 +303,10 @@ def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group: Process
         return None
     check_tensor(tensor, "tensor", "reduce")
     root = _root(pg, dst, "dst", "reduce")
+    route = _route(pg, "reduce", [("tensor", tensor)])
+    if route is not None:
+        _agree(pg, "reduce", [_dtype_code(tensor), tensor.numel(), _op_code(op), root], ("op", "dst"))
+        return nccl_ops.reduce(*route, tensor, root, op, async_op)
     mpi_op, avg = _reduction(op, tensor, "reduce")
     _agree(pg, "reduce", [_dtype_code(tensor), tensor.numel(), _OPS.index(op), root], ("op", "dst"))
     arr, host = _array(tensor)
@@ -283,6 +333,9 @@ def broadcast(tensor: Tensor, src: int, group: ProcessGroup | None = None, async
     check_tensor(tensor, "tensor", "broadcast")
     root = _root(pg, src, "src", "broadcast")
     _agree(pg, "broadcast", [_dtype_code(tensor), tensor.numel(), root], ("src",))
+    route = _route(pg, "broadcast", [("tensor", tensor)])
+    if route is not None:
+        return nccl_ops.broadcast(*route, tensor, root, async_op)
     arr, host = _array(tensor)
     request = pg.comm.Ibcast(arr, root=root)
     return _issue(pg, "broadcast", request, async_op, post=_copy_back([(tensor, host)]) if pg.rank() != root else None,
@@ -304,7 +357,10 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
         return None
     check_tensor(tensor, "tensor", "all_gather")
     outputs = _check_list(tensor_list, "tensor_list", "all_gather", pg.size(), like=tensor)
+    route = _route(pg, "all_gather", [("tensor", tensor)] + _named("tensor_list", outputs))
     _agree(pg, "all_gather", [_dtype_code(tensor), tensor.numel()])
+    if route is not None:
+        return nccl_ops.all_gather(*route, outputs, tensor, async_op)
     arr, _ = _array(tensor)
     received = np.empty((pg.size(), arr.size), arr.dtype)
     request = pg.comm.Iallgather(arr, received)
@@ -344,7 +400,10 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group: P
         return None
     _check_pair(output_tensor, input_tensor, "output_tensor", "input_tensor", what)
     _check_world_multiple(output_tensor, input_tensor, "output_tensor", "input_tensor", pg.size(), what)
+    route = _route(pg, what, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
     _agree(pg, what, [_dtype_code(input_tensor), input_tensor.numel()])
+    if route is not None:
+        return nccl_ops.all_gather_into_tensor(*route, output_tensor, input_tensor, async_op)
     out, host = _array(output_tensor)
     inp, _ = _array(input_tensor)
     send = _unaliased(inp, out, slot=pg.rank())
@@ -387,6 +446,10 @@ def reduce_scatter(output: Tensor, input_list: list[Tensor], op: ReduceOp = Redu
         return None
     check_tensor(output, "output", "reduce_scatter")
     inputs = _check_list(input_list, "input_list", "reduce_scatter", pg.size(), like=output)
+    route = _route(pg, "reduce_scatter", [("output", output)] + _named("input_list", inputs))
+    if route is not None:
+        _agree(pg, "reduce_scatter", [_dtype_code(output), output.numel(), _op_code(op)], ("op",))
+        return nccl_ops.reduce_scatter(*route, output, inputs, op, async_op)
     mpi_op, avg = _reduction(op, output, "reduce_scatter")
     _agree(pg, "reduce_scatter", [_dtype_code(output), output.numel(), _OPS.index(op)], ("op",))
     out, host = _array(output)
@@ -413,6 +476,10 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
         return None
     _check_pair(output, input, "output", "input", what)
     _check_world_multiple(input, output, "input", "output", pg.size(), what)
+    route = _route(pg, what, [("output", output), ("input", input)])
+    if route is not None:
+        _agree(pg, what, [_dtype_code(output), output.numel(), _op_code(op)], ("op",))
+        return nccl_ops.reduce_scatter_tensor(*route, output, input, op, async_op)
     mpi_op, avg = _reduction(op, output, what)
     _agree(pg, what, [_dtype_code(output), output.numel(), _OPS.index(op)], ("op",))
     out, host = _array(output)
@@ -447,7 +514,10 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int = 0
         outputs = _check_list(gather_list, "gather_list", "gather", pg.size(), like=tensor)
     elif gather_list:
         raise ValueError("gather: Argument ``gather_list`` must NOT be specified on non-destination ranks.")
+    route = _route(pg, "gather", [("tensor", tensor)] + (_named("gather_list", outputs) if mine else []))
     _agree(pg, "gather", [_dtype_code(tensor), tensor.numel(), root], ("dst",))
+    if route is not None:
+        return nccl_ops.gather(*route, tensor, outputs if mine else None, root, async_op)
     arr, _ = _array(tensor)
     received = np.empty((pg.size(), arr.size), arr.dtype) if mine else None
     request = pg.comm.Igather(arr, received, root=root)
@@ -478,10 +548,14 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int =
         if scatter_list is None:
             raise ValueError("scatter: Argument ``scatter_list`` must be specified on source rank.")
         inputs = _check_list(scatter_list, "scatter_list", "scatter", pg.size(), like=tensor)
-        send = np.concatenate([_array(t)[0] for t in inputs])
     elif scatter_list:
         raise ValueError("scatter: Argument ``scatter_list`` must NOT be specified on non-source ranks.")
+    route = _route(pg, "scatter", [("tensor", tensor)] + (_named("scatter_list", inputs) if mine else []))
     _agree(pg, "scatter", [_dtype_code(tensor), tensor.numel(), root], ("src",))
+    if route is not None:
+        return nccl_ops.scatter(*route, tensor, inputs if mine else None, root, async_op)
+    if mine:
+        send = np.concatenate([_array(t)[0] for t in inputs])
     arr, host = _array(tensor)
     request = pg.comm.Iscatter(send, arr, root=root)
     return _issue(pg, "scatter", request, async_op, keep=send, post=_copy_back([(tensor, host)]), result=[tensor])
@@ -507,7 +581,10 @@ def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor]
     outputs = _check_list(output_tensor_list, "output_tensor_list", "all_to_all", pg.size(), like=inputs[0],
                           same_numel=False)
     _check_list(inputs, "input_tensor_list", "all_to_all", pg.size(), like=inputs[0], same_numel=False)
+    route = _route(pg, "all_to_all", _named("input_tensor_list", inputs) + _named("output_tensor_list", outputs))
     _agree(pg, "all_to_all", [_dtype_code(inputs[0]), 0])
+    if route is not None:
+        return nccl_ops.all_to_all(*route, outputs, inputs, async_op)
     send_counts = [t.numel() for t in inputs]
     recv_counts = [t.numel() for t in outputs]
     send = np.concatenate([_array(t)[0] for t in inputs])
@@ -560,7 +637,10 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[in
     _check_pair(output, input, "output", "input", what)
     send_counts = _splits(input, input_split_sizes, "input", pg.size(), what)
     recv_counts = _splits(output, output_split_sizes, "output", pg.size(), what)
+    route = _route(pg, what, [("output", output), ("input", input)])
     _agree(pg, what, [_dtype_code(input), 0])
+    if route is not None:
+        return nccl_ops.all_to_all_single(*route, output, input, send_counts, recv_counts, async_op)
     out, host = _array(output)
     inp, _ = _array(input)
     send = _unaliased(inp, out)
@@ -572,6 +652,10 @@ def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[in
 def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
     """Wait until every rank of the group has reached the barrier.
 
+    With backend ``"nccl"`` it is torch's NCCL barrier: an all-reduce of one element on the group's
+    CUDA device, waited for on the host (so it also waits for the device work queued before it on
+    the current stream); with ``"mpi"`` and ``"cpu:mpi,cuda:nccl"``, an MPI barrier.
+
     Args:
         group: the process group (default: all ranks).
         async_op: return a :class:`Work` instead of waiting.
@@ -581,6 +665,8 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_id
     if pg is None:
         return None
     pg.check("barrier")
+    if pg.backend == "nccl":
+        return nccl_ops.barrier(pg.nccl, async_op)
     return _issue(pg, "barrier", pg.comm.Ibarrier(), async_op)
 
 
@@ -613,6 +699,9 @@ def isend(tensor: Tensor, dst: int, group: ProcessGroup | None = None, tag: int 
         raise ValueError("send: Invalid destination rank: should not be the same as rank of the current process.")
     tag = _tag(tag, "send")
     pg.check("send")
+    route = _route(pg, "send", [("tensor", tensor)])
+    if route is not None:
+        return nccl_ops.isend(*route, tensor, peer, async_op)
     arr, _ = _array(tensor)
     return pg.point_to_point("send", dst, [pg.comm.Isend(arr, dest=peer, tag=tag)], result=[tensor],
                              async_op=async_op)
@@ -635,6 +724,9 @@ def irecv(tensor: Tensor, src: int | None = None, group: ProcessGroup | None = N
         return None
     check_tensor(tensor, "tensor", "recv")
     MPI = load_mpi()
+    if src is None and pg.nccl is not None and tensor.device.type == "cuda":
+        raise ValueError("recv: src=None (any source) is not supported for CUDA tensors by the NCCL backend (as in "
+                         "torch); pass the sending rank")
     if src is None:
         peer = MPI.ANY_SOURCE
     else:
@@ -643,6 +735,9 @@ def irecv(tensor: Tensor, src: int | None = None, group: ProcessGroup | None = N
             raise ValueError("recv: Invalid source rank: should not be the same as rank of the current process.")
     tag = _tag(tag, "recv")
     pg.check("recv")
+    route = _route(pg, "recv", [("tensor", tensor)])
+    if route is not None:
+        return nccl_ops.irecv(*route, tensor, peer, async_op)
     arr, host = _array(tensor)
     status = MPI.Status()
 

@@ -7,7 +7,9 @@ first bucket is capped at 1 MiB, unless ``bucket_cap_mb`` is given, so that comm
 early), and each bucket's all-reduce
 is launched, asynchronously, as soon as all its gradients are in, while backward goes on computing
 the gradients of earlier layers. Backward returns once every bucket is averaged and written to
-``param.grad``.
+``param.grad``. With a CUDA module and a group whose backend has NCCL, the buckets' all-reduces are
+NCCL operations on the current stream (the stream backward runs on), and the end of backward makes
+the stream wait for them rather than the host (Note [NCCL on the current stream] in ``_nccl.py``).
 
 Note [Gradient hooks]
     As torch's reducer: each parameter has a post-accumulate-grad hook
@@ -259,7 +261,8 @@ class _Reducer:
         if launched and self.next_bucket == len(self.buckets):  # every parameter is ready: once per pass
             if self.find_unused:
                 # Note: a parameter unused on every rank keeps its .grad (torch's globally-unused map).
-                self.used_flags = fl.tensor([1 if u else 0 for u in self.used], dtype=fl.int32)
+                device = self.buckets[0].buffer.device  # the group's backend may take only CUDA tensors
+                self.used_flags = fl.tensor([1 if u else 0 for u in self.used], dtype=fl.int32, device=device)
                 self.used_work = all_reduce(self.used_flags, ReduceOp.MAX, self.group, async_op=True)
             # Imported here: importing flambeau.distributed does not load the engine (the first tensor
             # that requires grad does), and ranks reach their first collective sooner without it.
@@ -298,6 +301,27 @@ class _Reducer:
         self.handles = []
 
 
+def _single_cuda_device(devices: set, device_ids, output_device) -> bool:
+    """Whether ``device_ids``/``output_device`` name the one CUDA device of the parameters (torch's single-device
+    module), e.g. ``device_ids=[local_rank]``."""
+    if len(devices) != 1:
+        return False
+    (device,) = devices
+    if device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else fl.cuda.current_device()
+
+    def same(d) -> bool:
+        if isinstance(d, int) and not isinstance(d, bool):
+            return d == index
+        d = fl.device(d)
+        return d.type == "cuda" and (d.index if d.index is not None else fl.cuda.current_device()) == index
+
+    ids_ok = device_ids is None or (isinstance(device_ids, (list, tuple)) and len(device_ids) == 1
+                                    and same(device_ids[0]))
+    return ids_ok and (output_device is None or same(output_device))
+
+
 def _make_hook(ref, i: int):
     def hook(param):
         reducer = ref()
@@ -316,9 +340,10 @@ class DistributedDataParallel(nn.Module):
     every rank holds the same averaged ``.grad`` and the optimizer steps keep the replicas equal.
 
     Args:
-        module: the model (its parameters on the CPU, or on a CUDA device moved through host memory).
-        device_ids: must be None (CPU modules), as in torch.
-        output_device: must be None.
+        module: the model, its parameters on the CPU or on one CUDA device (averaged through NCCL with
+            backend ``"nccl"`` or ``"cpu:mpi,cuda:nccl"``, through host memory with ``"mpi"``).
+        device_ids: None, or for a CUDA module the list of its one device (``[local_rank]``), as in torch.
+        output_device: None, or for a CUDA module its device.
         dim: accepted for compatibility (inputs are not scattered).
         broadcast_buffers: broadcast rank 0's buffers at the start of every forward.
         process_group: the group to average over (default: all ranks).
@@ -358,11 +383,12 @@ class DistributedDataParallel(nn.Module):
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any parameter "
                                "that requires a gradient.")
         devices = {p.device.type for _, p in named}
-        if device_ids is not None or output_device is not None:
+        if (device_ids is not None or output_device is not None) and not _single_cuda_device(
+                {p.device for _, p in named}, device_ids, output_device):
             raise ValueError(f"DistributedDataParallel device_ids and output_device arguments only work with "
                              f"single-device/multiple-device GPU modules or CPU modules, but got device_ids "
                              f"{device_ids}, output_device {output_device}, and module parameters on {devices}; "
-                             f"leave both None")
+                             f"leave both None, or for a CUDA module pass its device ([local_rank])")
         if len({p.device for _, p in named}) > 1:
             raise ValueError(f"DistributedDataParallel: the module's parameters must all be on one device, got "
                              f"{sorted(str(p.device) for _, p in named)}")
@@ -373,8 +399,8 @@ class DistributedDataParallel(nn.Module):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
         self.process_group = _default("DistributedDataParallel") if process_group is None else process_group
-        self.device_ids = None
-        self.output_device = None
+        self.device_ids = None if device_ids is None else list(device_ids)
+        self.output_device = output_device
         self.dim = dim
         self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters

@@ -5,6 +5,19 @@ The default group is a duplicate of ``MPI_COMM_WORLD``: MPI's launcher (``mpiexe
 size, so ``init_method``, ``rank`` and ``world_size`` are only checked against MPI's view. Every
 group counts the collectives issued on it: the count is what a timed-out rank compares across the
 group (Note [Which rank did not arrive] in ``_runtime.py``).
+
+A group's backend is ``"mpi"``, ``"nccl"`` or torch's composite spelling ``"cpu:mpi,cuda:nccl"``
+(Note [Backends]); a group with NCCL holds an :class:`~flambeau.distributed._nccl.NcclGroup` whose
+communicators are made on its first CUDA collective.
+
+Note [Backends]
+    As torch's: with ``"nccl"``, CUDA tensors go to NCCL and a CPU tensor in a collective raises
+    (torch's NCCL backend takes CUDA tensors only); with ``"cpu:mpi,cuda:nccl"`` CPU tensors go
+    to MPI and CUDA tensors to NCCL; with ``"mpi"`` everything goes to MPI (CUDA tensors through
+    host memory). Objects (``broadcast_object_list``, ``all_gather_object``) always travel over
+    MPI, as torch's NCCL backend sends them through its CPU side; so do ``new_group``'s
+    synchronisation and NCCL's bootstrap. ``barrier`` is an NCCL all-reduce of one element with
+    ``"nccl"`` (as torch's) and an MPI barrier otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +28,7 @@ import warnings
 
 import numpy as np
 
+from flambeau.distributed import _nccl
 from flambeau.distributed._runtime import OP_NAMES, DistributedError, Runtime, Work, runtime
 
 __all__ = ["Backend", "ProcessGroup", "GroupMember", "group", "init_process_group", "destroy_process_group",
@@ -27,7 +41,7 @@ _OP_CODE = {name: i for i, name in enumerate(OP_NAMES)}
 
 
 class Backend(str):
-    """Backend names, as ``torch.distributed.Backend``; flambeau has ``"mpi"`` (NCCL comes with the CUDA work)."""
+    """Backend names, as ``torch.distributed.Backend``: flambeau has ``"mpi"``, ``"nccl"``, ``"cpu:mpi,cuda:nccl"``."""
 
     MPI = "mpi"
     NCCL = "nccl"
@@ -47,8 +61,10 @@ class ProcessGroup:
         ranks: the global ranks of the members, in group-rank order.
     """
 
-    def __init__(self, comm, ranks: list[int], gid: int, timeout: float, rt: Runtime):
+    def __init__(self, comm, ranks: list[int], gid: int, timeout: float, rt: Runtime, backend: str = "mpi"):
         self.comm = comm
+        self.backend = backend
+        self.nccl: _nccl.NcclGroup | None = None  # made by _attach_nccl for a backend with NCCL
         self.ranks = ranks
         self.gid = gid
         self.timeout = timeout
@@ -68,13 +84,14 @@ class ProcessGroup:
         return len(self.ranks)
 
     def name(self) -> str:
-        return "mpi"
+        """The group's backend: ``"mpi"``, ``"nccl"`` or ``"cpu:mpi,cuda:nccl"``."""
+        return self.backend
 
     def describe(self) -> str:
         return "the default group" if self.gid == 0 else f"group {self.gid} (global ranks {self.ranks})"
 
     def __repr__(self) -> str:
-        return f"<ProcessGroup mpi {self.describe()}, rank {self._rank} of {len(self.ranks)}>"
+        return f"<ProcessGroup {self.backend} {self.describe()}, rank {self._rank} of {len(self.ranks)}>"
 
     # --- issuing operations -------------------------------------------------------------------
     def check(self, what: str) -> None:
@@ -193,8 +210,8 @@ def is_mpi_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    """False: the NCCL backend comes with flambeau's CUDA work."""
-    return False
+    """Whether the NCCL backend can be used: cffi is installed and libnccl loads (it is loaded by this call)."""
+    return _nccl.available()
 
 
 def is_gloo_available() -> bool:
@@ -207,14 +224,83 @@ def is_initialized() -> bool:
     return _state.default is not None
 
 
-def _check_backend(backend) -> None:
-    name = "mpi" if backend is None else str(backend).lower()
-    if name == "mpi":
+COMPOSITE = "cpu:mpi,cuda:nccl"
+
+
+def _parse_backend(backend, default: str = "mpi") -> str:
+    """``backend`` as ``"mpi"``, ``"nccl"`` or ``"cpu:mpi,cuda:nccl"`` (Note [Backends]); None gives ``default``."""
+    if backend is None:
+        return default
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a string such as 'mpi' or 'nccl', got {type(backend).__name__}")
+    name = backend.strip().lower()
+    if name in ("mpi", "nccl"):
+        return name
+    if ":" in name:
+        try:
+            pairs = dict(part.strip().split(":") for part in name.split(","))
+        except ValueError:
+            pairs = {}
+        if pairs == {"cpu": "mpi", "cuda": "nccl"}:
+            return COMPOSITE
+        if pairs == {"cpu": "mpi", "cuda": "mpi"} or pairs == {"cpu": "mpi"}:
+            return "mpi"
+        if pairs == {"cuda": "nccl"}:
+            return "nccl"
+    raise ValueError(f"backend must be 'mpi', 'nccl' or 'cpu:mpi,cuda:nccl' (flambeau.distributed has no gloo), "
+                     f"got {backend!r}")
+
+
+def _check_nccl(backend: str, what: str) -> None:
+    """Raise, saying why, unless NCCL and CUDA can be used (for a backend with NCCL)."""
+    if "nccl" not in backend:
         return
-    if name == "nccl" or "nccl" in name:
-        raise RuntimeError("backend='nccl' is not available yet: NCCL support comes with flambeau's CUDA work. "
-                           "Use backend='mpi' (CPU tensors; CUDA tensors move through host memory)")
-    raise ValueError(f"backend must be 'mpi' (the only backend of flambeau.distributed), got {backend!r}")
+    why = _nccl.why_unavailable()
+    if why is not None:
+        raise RuntimeError(f"{what}: backend {backend!r} needs NCCL, which is not available: {why}. Use "
+                           f"backend='mpi' (CUDA tensors then move through host memory)")
+    import flambeau as fl
+
+    if not fl.cuda.is_available():
+        raise RuntimeError(f"{what}: backend {backend!r} needs CUDA, but flambeau.cuda is not available on this "
+                           f"rank; use backend='mpi'")
+
+
+def _check_devices(rt: Runtime) -> None:
+    """Raise on every rank of a host that runs more ranks than it has GPUs (NCCL needs one GPU per rank)."""
+    import flambeau as fl
+
+    MPI = rt.MPI
+    local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    local_size, local_rank = local.Get_size(), local.Get_rank()
+    local.Free()
+    local_rank = _env_int("LOCAL_RANK") if _env_int("LOCAL_RANK") is not None else local_rank
+    count = fl.cuda.device_count()
+    if local_size > count or local_rank >= count:
+        raise RuntimeError(f"init_process_group: NCCL needs one GPU per rank, but this host runs {local_size} ranks "
+                           f"(LOCAL_RANK {local_rank}) and has {count} visible CUDA device(s); start at most "
+                           f"{count} ranks per host (--nproc-per-node {count}), or use backend='mpi'")
+
+
+def _attach_nccl(pg: ProcessGroup, device: int | None = None) -> None:
+    """Give ``pg`` its NCCL side: a duplicate MPI communicator for the bootstrap; communicators come later."""
+    comm, request = pg.comm.Idup()
+    work = Work(pg.runtime, "init_process_group", pg, [request], peers=list(pg.ranks), timeout=pg.timeout)
+    pg.runtime.complete_here(work)
+    work.wait()
+    pg.nccl = _nccl.NcclGroup(pg, comm, device)
+
+
+def _device_index(device_id) -> int | None:
+    if device_id is None:
+        return None
+    import flambeau as fl
+
+    d = fl.device("cuda", device_id) if isinstance(device_id, int) and not isinstance(device_id, bool) \
+        else fl.device(device_id)
+    if d.type != "cuda":
+        raise ValueError(f"init_process_group: device_id must be a CUDA device (or None), got {device_id!r}")
+    return d.index if d.index is not None else fl.cuda.current_device()
 
 
 def _env_int(name: str) -> int | None:
@@ -237,16 +323,23 @@ def init_process_group(backend=None, init_method: str | None = None, timeout: da
     given (or set in the environment as RANK and WORLD_SIZE), must agree with it.
 
     Args:
-        backend: ``"mpi"`` (the default and only backend). ``"nccl"`` raises: NCCL support comes
-            with flambeau's CUDA work.
+        backend: ``"mpi"`` (the default), ``"nccl"`` (CUDA tensors through NCCL; CPU tensors in
+            collectives raise, as in torch) or ``"cpu:mpi,cuda:nccl"`` (CPU tensors through MPI, CUDA
+            tensors through NCCL); Note [Backends]. The NCCL backends need libnccl
+            (:func:`is_nccl_available`) and one GPU per rank: call
+            ``fl.cuda.set_device(int(os.environ["LOCAL_RANK"]))`` first, as with torch.
         init_method: ``None`` or ``"env://"``; MPI's launcher does the rendezvous.
         timeout: how long any collective may wait for the other ranks (default 30 minutes); past it
             the collective raises an error naming the ranks that did not take part.
         world_size: the expected number of ranks, or -1.
         rank: the expected rank of this process, or -1.
-        store, group_name, pg_options, device_id: accepted for compatibility; must be left unset.
+        device_id: with NCCL, the CUDA device (index or ``fl.device``) this process's tensors are
+            on; a tensor on another device then raises. None: the tensors' own device.
+        store, group_name, pg_options: accepted for compatibility; must be left unset.
     """
-    _check_backend(backend)
+    name = _parse_backend(backend)
+    _check_nccl(name, "init_process_group")
+    device = _device_index(device_id) if "nccl" in name else None
     if _state.default is not None:
         raise RuntimeError("trying to initialize the default process group twice!")
     if init_method not in (None, "env://"):
@@ -274,7 +367,14 @@ def init_process_group(backend=None, init_method: str | None = None, timeout: da
     init.wait()
     gid = _state.next_gid
     _state.next_gid += 1
-    pg = ProcessGroup(comm, list(range(rt.size)), gid, seconds, rt)
+    pg = ProcessGroup(comm, list(range(rt.size)), gid, seconds, rt, name)
+    if "nccl" in name:
+        try:
+            _check_devices(rt)
+            _attach_nccl(pg, device)
+        except BaseException:
+            comm.Free()
+            raise
     rt.groups[gid] = pg
     _state.default = pg
     _state.groups = [pg]
@@ -316,6 +416,9 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
         if pg.comm is None:
             continue
         pg.runtime.drain(pg._works)
+        if pg.nccl is not None:
+            pg.nccl.destroy()
+            pg.nccl = None
         if pg.runtime.broken is None:
             pg.comm.Free()
         pg.comm = None
@@ -344,9 +447,11 @@ def get_world_size(group: ProcessGroup | None = None) -> int:
 
 
 def get_backend(group: ProcessGroup | None = None) -> str:
-    """The backend of ``group``: ``"mpi"``."""
-    _default("get_backend")
-    return Backend.MPI
+    """The backend of ``group`` (default: the default group's): ``"mpi"``, ``"nccl"`` or ``"cpu:mpi,cuda:nccl"``."""
+    pg = _default("get_backend") if group is None else group
+    if group is GroupMember.NON_GROUP_MEMBER:
+        raise ValueError("Invalid process group specified: get_backend on a process outside the group")
+    return Backend(pg.backend)
 
 
 def get_process_group_ranks(group: ProcessGroup) -> list[int]:
@@ -382,10 +487,11 @@ def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None
         ranks: the global ranks of the members (their order is irrelevant: group ranks follow
             global ranks).
         timeout: the group's timeout (default: the default group's).
-        backend: ``None`` or ``"mpi"``.
+        backend: ``None`` (the default group's backend), ``"mpi"``, ``"nccl"`` or ``"cpu:mpi,cuda:nccl"``.
     """
-    _check_backend(backend)
     world = _default("new_group")
+    name = _parse_backend(backend, default=world.backend)
+    _check_nccl(name, "new_group")
     if use_local_synchronization:
         raise ValueError("new_group: use_local_synchronization=True is not supported by the MPI backend")
     size = world.size()
@@ -412,7 +518,9 @@ def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None
     _state.next_gid += 1
     if comm == world.runtime.MPI.COMM_NULL:
         return GroupMember.NON_GROUP_MEMBER
-    pg = ProcessGroup(comm, members, gid, seconds, world.runtime)
+    pg = ProcessGroup(comm, members, gid, seconds, world.runtime, name)
+    if "nccl" in name:
+        _attach_nccl(pg, world.nccl.device if world.nccl is not None else None)
     world.runtime.groups[gid] = pg
     _state.groups.append(pg)
     return pg
