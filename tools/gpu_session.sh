@@ -80,7 +80,8 @@ want rest && { timeout 60 $PY benchmarks/gpu.py --quick --only mlp --only lenet 
 # pages under docs/paper/gpu, brought back as $OUT/paper_gpu.tgz (each script's output in $OUT/paper.txt)
 want paper && {
     mkdir -p docs/paper/gpu
-    for run in "60 figure1.py --device cuda --out docs/paper/gpu" "60 figure2.py --device cuda --out docs/paper/gpu" \
+    for run in "${FIGURE_LIMIT:-60} figure1.py --device cuda --out docs/paper/gpu" \
+               "${FIGURE_LIMIT:-60} figure2.py --device cuda --out docs/paper/gpu" \
                "${TABLE1_LIMIT:-200} table1.py --device cuda --quick --out docs/paper/gpu/table1.md" \
                "${ABLATIONS_LIMIT:-150} ablations.py --device cuda --quick --rounds 1 ${ABLATIONS_ONLY:-} --out docs/paper/gpu/ablations.md"; do
         set -- $run
@@ -92,7 +93,7 @@ want paper && {
 want nccl && { timeout ${NCCL_LIMIT:-90} env PYTHON="$PY" bash tools/gpu_nccl_check.sh > "$OUT/nccl_run.txt" 2>&1; echo "exit $?" >> "$OUT/nccl_run.txt"; }
 # the whole-model tests only (the seven models CPU against CUDA), a short check after a fix
 want models && { timeout ${MODELS_LIMIT:-90} $PY -m pytest -q -ra --tb=short -p no:cacheprovider -n 7 \
-    packages/nn/tests/cuda > "$OUT/models.txt" 2>&1; echo "exit $?" >> "$OUT/models.txt"; }
+    packages/nn/tests/cuda/test_models_sim.py > "$OUT/models.txt" 2>&1; echo "exit $?" >> "$OUT/models.txt"; }
 # any other command in this environment (EXTRA, stage extra), e.g. a diagnostic script
 want extra && { timeout ${EXTRA_LIMIT:-120} bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1; echo "exit $?" >> "$OUT/extra.txt"; }
 grep -sE "^(ok|FAIL)|geqrf|orgqr|svd" "$OUT/smoke.txt"
