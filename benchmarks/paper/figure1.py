@@ -298,9 +298,15 @@ def main() -> None:
           f"Machine: {machine}.  ", f"Command: `{command.strip()}` ({total:.0f} s).", ""]
     (out / "figure1.md").write_text("\n".join(md), encoding="utf-8")
     rst = [*[s + "\n" for s in summary],
-           f"Trace: ``docs/paper/{trace_name}`` (open it in https://ui.perfetto.dev or chrome://tracing).", "",
+           f"Trace: ``{_shown(trace_path)}`` (open it in https://ui.perfetto.dev or chrome://tracing).", "",
            f"Machine: {machine}.", "", f"Command: ``{command.strip()}`` ({total:.0f} s).", ""]
     write_fragment(out / "figure1.rst", "\n".join(rst))
+
+
+def _shown(path: pathlib.Path) -> str:
+    """``path`` as the docs name it: from the repository's root when it is inside the repository."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def write_fragment(path: pathlib.Path, text: str) -> None:
