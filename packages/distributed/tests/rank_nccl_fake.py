@@ -22,10 +22,9 @@ import flambeau.distributed as dist
 from flambeau.distributed import _nccl
 
 lib = fake_nccl.install()
-fl.cuda.device_count = lambda: 2  # the simulator's one device stands for one GPU per rank
 dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60))
 rank, world = dist.get_rank(), dist.get_world_size()
-_nccl._host_id = lambda: 1000 + rank  # and each rank on a host of its own (the duplicate-GPU check)
+_nccl._gpu_identity = lambda device: 1000 + rank  # and each rank a GPU of its own (the duplicate-GPU check)
 OPS = {dist.ReduceOp.SUM: 0, dist.ReduceOp.PRODUCT: 1, dist.ReduceOp.MAX: 2, dist.ReduceOp.MIN: 3,
        dist.ReduceOp.AVG: 4}
 CODES = {fl.int8: 0, fl.uint8: 1, fl.int32: 2, fl.int64: 4, fl.float16: 6, fl.float32: 7, fl.float64: 8,
@@ -226,12 +225,27 @@ def _():
     assert got == want + [("ncclGroupEnd",)], got
 
 
-@check("send_recv_use_a_pair_communicator")
+@check("send_recv_use_the_group_communicator_once_it_exists")
 def _():
+    # the checks above made the default group's communicator: point-to-point runs on it, no new one
     t = fl.full((3,), 1.0, device="cuda")
     inits = len(lib.named("ncclCommInitRank"))
     sources = []
     got = new_calls(lambda: dist.send(t, dst=1) if rank == 0 else sources.append(dist.recv(t, src=0)))
+    assert sources == ([] if rank == 0 else [0])
+    want = ("ncclSend" if rank == 0 else "ncclRecv", t.data_ptr(), 3, 7, 1 - rank, comm(), stream())
+    assert got == [want], got
+    assert len(lib.named("ncclCommInitRank")) == inits
+
+
+@check("send_recv_before_any_collective_use_a_pair_communicator")
+def _():
+    group = dist.new_group([0, 1])  # a group no collective has run on yet: no communicator of its own
+    t = fl.full((3,), 1.0, device="cuda")
+    inits = len(lib.named("ncclCommInitRank"))
+    sources = []
+    got = new_calls(lambda: dist.send(t, dst=1, group=group) if rank == 0
+                    else sources.append(dist.recv(t, src=0, group=group)))
     assert sources == ([] if rank == 0 else [0])
     init = got[-2]
     assert init[0] == "ncclCommInitRank" and init[2:] == (2, fake_nccl.UNIQUE_ID, rank), got
@@ -240,7 +254,7 @@ def _():
     want = ("ncclSend" if rank == 0 else "ncclRecv", t.data_ptr(), 3, 7, 1 - rank, pair, stream())
     assert got[-1] == want, got
     assert len(lib.named("ncclCommInitRank")) == inits + 1
-    work = dist.isend(t, 1) if rank == 0 else dist.irecv(t, 0)
+    work = dist.isend(t, 1, group=group) if rank == 0 else dist.irecv(t, 0, group=group)
     work.wait()
     assert len(lib.named("ncclCommInitRank")) == inits + 1, "the pair's communicator is reused"
 
@@ -280,6 +294,18 @@ def _():
     assert len(lib.named("ncclCommDestroy")) == 1
 
 
+@check("two_ranks_on_one_gpu_are_refused")
+def _():
+    own = _nccl._gpu_identity
+    _nccl._gpu_identity = lambda device: 7  # both ranks' cuda:0 is one physical GPU
+    try:
+        g = dist.new_group(list(range(world)))
+        with raises(dist.DistributedError, "ranks 0 and 1", "both use one GPU", "set_device"):
+            dist.all_reduce(fl.ones(2, device="cuda"), group=g)
+    finally:
+        _nccl._gpu_identity = own
+
+
 @check("async_error_and_timeout_abort_the_communicator")
 def _():
     g = dist.new_group(list(range(world)))
@@ -306,6 +332,23 @@ def _():
     assert len(lib.named("ncclCommAbort")) == 2 and not work.is_success()
     dist.destroy_process_group(g)
     dist.destroy_process_group(g2)
+
+
+@check("a_failed_call_aborts_the_group")
+def _():
+    g = dist.new_group(list(range(world)))
+    t = fl.ones(2, device="cuda")
+    dist.all_reduce(t, group=g)
+    aborts = len(lib.named("ncclCommAbort"))
+    lib.ncclAllReduce = lambda *args: 5  # ncclInvalidUsage, say
+    try:
+        with raises(dist.DistributedError, "all_reduce on group", f"failed on rank {rank}", "fake NCCL error 5"):
+            dist.all_reduce(t, group=g)
+    finally:
+        del lib.ncclAllReduce
+    assert len(lib.named("ncclCommAbort")) == aborts + 1
+    with raises(dist.DistributedError, "unusable after an NCCL failure"):
+        dist.all_reduce(t, group=g)
 
 
 @check("ddp_averages_buckets_with_nccl")

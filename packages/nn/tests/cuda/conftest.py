@@ -55,5 +55,6 @@ def _full_float32_convolutions():
     import flambeau as fl
 
     cudnn = fl.backends.cudnn
-    with cudnn.flags(enabled=cudnn.enabled, deterministic=cudnn.deterministic, allow_tf32=False):
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                     allow_tf32=False):
         yield

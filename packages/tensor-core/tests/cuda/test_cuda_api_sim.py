@@ -455,3 +455,10 @@ def test_gpu_peer_access_is_a_bool():
     for d in range(count):
         for p in range(count):
             assert isinstance(cuda.can_device_access_peer(d, p), bool)
+
+
+def test_device_properties_name_the_physical_gpu():
+    # the UUID names the GPU whatever its index here (NCCL's duplicate-GPU check compares it across ranks)
+    props = cuda.get_device_properties(0)
+    assert isinstance(props.uuid, str) and props.uuid
+    assert props.uuid == cuda.get_device_properties().uuid

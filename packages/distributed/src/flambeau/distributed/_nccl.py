@@ -18,9 +18,13 @@ Note [NCCL bootstrap over MPI]
     when they are all there; the MPI steps have the group's timeout and name a rank that does not
     come (Note [Which rank did not arrive] in ``_runtime.py``). Two ranks of one host on one GPU
     (``fl.cuda.set_device(local_rank)`` forgotten) are refused on every rank, with the same error,
-    before NCCL sees them. Point-to-point operations use a communicator of their two ranks (made by
-    an id sent from the lower rank and an acknowledgement from the higher one), since only those
-    two ranks call them, as torch does.
+    before NCCL sees them. Point-to-point operations use the group's communicator once a collective
+    has made it; before that, a communicator of their two ranks (made by an id sent from the lower
+    rank and an acknowledgement from the higher one), since only those two ranks call them, as torch
+    does. Made that way, a ring of sends and receives (each rank sending to the next, then receiving
+    from the one before) cannot start: every lower rank waits for its peer's acknowledgement while
+    that peer waits for another; issue one collective first (``barrier()``), and the ring runs on the
+    group's communicator.
 
 Note [NCCL on the current stream]
     torch runs NCCL on a stream of its own and makes it wait for the current stream; flambeau
@@ -52,10 +56,10 @@ Note [NCCL timeouts]
 from __future__ import annotations
 
 import ctypes.util
+import hashlib
 import os
 import socket
 import time
-import zlib
 
 import numpy as np
 
@@ -216,9 +220,13 @@ def red_op(op, t, what: str) -> int:
     return RED_OPS[name]
 
 
-def _host_id() -> int:
-    """This host, as a number the ranks can compare (tests replace it to pretend ranks are on other hosts)."""
-    return zlib.crc32(socket.gethostname().encode())
+def _gpu_identity(device: int) -> int:
+    """The physical GPU behind this process's ``cuda:device``, as a number the ranks can compare: from its UUID,
+    so that ranks which each see one GPU through CUDA_VISIBLE_DEVICES (all of them as cuda:0) are told apart,
+    or from the host and index where the driver reports none (tests replace it to give each rank a GPU)."""
+    uuid = fl.cuda.get_device_properties(device).uuid
+    key = uuid if uuid else f"{socket.gethostname()}:{device}"
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little", signed=True)
 
 
 def _now() -> float:
@@ -393,6 +401,17 @@ class NcclGroup:
             comm = self.comms[device] = self._create(device, what)
         return comm
 
+    def point_to_point(self, device: int, peer: int, what: str) -> tuple[Communicator, int]:
+        """``(communicator, peer's rank in it)`` for a send to or receive from group rank ``peer``: the group's
+        own communicator once a collective has made it (NCCL sends within any communicator, and every rank
+        of the group has it then), else the two ranks' own (Note [NCCL bootstrap over MPI])."""
+        self.check(what)
+        comm = self.comms.get(device)
+        if comm is not None:
+            return comm, peer
+        comm = self.pair(device, peer, what)
+        return comm, 1 - comm.rank
+
     def pair(self, device: int, peer: int, what: str) -> Communicator:
         """The communicator of this rank and group rank ``peer`` on ``device`` (for send and recv)."""
         self.check(what)
@@ -438,18 +457,18 @@ class NcclGroup:
         self._mpi(f"{what} (NCCL bootstrap)", [self.boot.Ibcast(buf, root=0)], pg.ranks)
         if not buf[UNIQUE_ID_BYTES]:
             raise NcclError(f"{what}: cannot make the NCCL communicator of {pg.describe()}: {self._id_error}")
-        mine = np.array([_host_id(), device], np.int64)
+        mine = np.array([_gpu_identity(device), device], np.int64)
         everyone = np.zeros((size, 2), np.int64)
         self._mpi(f"{what} (NCCL bootstrap)", [self.boot.Iallgather(mine, everyone)], pg.ranks)
-        seen: dict[tuple[int, int], int] = {}
+        seen: dict[int, int] = {}
         for r in range(size):
-            key = (int(everyone[r, 0]), int(everyone[r, 1]))
+            key = int(everyone[r, 0])
             if key in seen:
                 raise DistributedError(
-                    f"{what}: ranks {pg.ranks[seen[key]]} and {pg.ranks[r]} of {pg.describe()} both use cuda:{key[1]} "
-                    f"on one host; NCCL needs one GPU per rank: call fl.cuda.set_device(int(os.environ"
-                    f"['LOCAL_RANK'])) before the first collective (and start at most as many ranks per host as "
-                    f"it has GPUs)")
+                    f"{what}: ranks {pg.ranks[seen[key]]} and {pg.ranks[r]} of {pg.describe()} both use one GPU "
+                    f"(their cuda:{int(everyone[seen[key], 1])} and cuda:{int(everyone[r, 1])}); NCCL needs one GPU "
+                    f"per rank: call fl.cuda.set_device(int(os.environ['LOCAL_RANK'])) before the first collective "
+                    f"(and start at most as many ranks per host as it has GPUs)")
             seen[key] = r
         return self._init_rank(buf, size, me, device, pg.describe())
 
@@ -492,7 +511,12 @@ class NcclGroup:
             return ffi.cast("void *", t.data_ptr() + offset * t.element_size())
 
         with fl.cuda.device(comm.device):
-            enqueue(lib, comm.handle, handle, ptr)
+            try:
+                enqueue(lib, comm.handle, handle, ptr)
+            except NcclError as error:
+                # part of the operation may be queued on some ranks and not others: the group can no
+                # longer pair its operations up, so it is aborted rather than left to time out later
+                self._fail(f"{what} on {self.pg.describe()} failed on rank {self.pg.ranks[self.pg.rank()]}: {error}")
             if after is not None:
                 after()
             end = fl.cuda.Event()

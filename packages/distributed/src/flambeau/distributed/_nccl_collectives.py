@@ -123,8 +123,10 @@ def _grouped(lib, calls: list, what: str) -> None:
     try:
         for call, name in calls:
             check_call(call(), name, what)
-    finally:
-        check_call(lib.ncclGroupEnd(), "ncclGroupEnd", what)
+    except BaseException:
+        lib.ncclGroupEnd()  # close the group; the first error is the one to report (launch aborts the group)
+        raise
+    check_call(lib.ncclGroupEnd(), "ncclGroupEnd", what)
 
 
 def gather(ng: NcclGroup, device: int, tensor, outputs: list | None, root: int, async_op: bool):
@@ -203,11 +205,10 @@ def all_to_all_single(ng: NcclGroup, device: int, output, input, send_counts: li
 
 
 def isend(ng: NcclGroup, device: int, tensor, peer: int, async_op: bool):
-    """ncclSend on the communicator of this rank and ``peer`` (tags are ignored, as by torch's NCCL backend)."""
+    """ncclSend to group rank ``peer`` (tags are ignored, as by torch's NCCL backend)."""
     what = "send"
     code = dtype_code(tensor, "tensor", what)
-    comm = ng.pair(device, peer, what)
-    other = 1 - comm.rank
+    comm, other = ng.point_to_point(device, peer, what)
     n = tensor.numel()
 
     def enqueue(lib, c, s, ptr):
@@ -218,8 +219,7 @@ def isend(ng: NcclGroup, device: int, tensor, peer: int, async_op: bool):
 def irecv(ng: NcclGroup, device: int, tensor, peer: int, async_op: bool):
     what = "recv"
     code = dtype_code(tensor, "tensor", what)
-    comm = ng.pair(device, peer, what)
-    other = 1 - comm.rank
+    comm, other = ng.point_to_point(device, peer, what)
     n = tensor.numel()
 
     def enqueue(lib, c, s, ptr):

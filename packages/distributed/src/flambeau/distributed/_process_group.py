@@ -266,22 +266,6 @@ def _check_nccl(backend: str, what: str) -> None:
                            f"rank; use backend='mpi'")
 
 
-def _check_devices(rt: Runtime) -> None:
-    """Raise on every rank of a host that runs more ranks than it has GPUs (NCCL needs one GPU per rank)."""
-    import flambeau as fl
-
-    MPI = rt.MPI
-    local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-    local_size, local_rank = local.Get_size(), local.Get_rank()
-    local.Free()
-    local_rank = _env_int("LOCAL_RANK") if _env_int("LOCAL_RANK") is not None else local_rank
-    count = fl.cuda.device_count()
-    if local_size > count or local_rank >= count:
-        raise RuntimeError(f"init_process_group: NCCL needs one GPU per rank, but this host runs {local_size} ranks "
-                           f"(LOCAL_RANK {local_rank}) and has {count} visible CUDA device(s); start at most "
-                           f"{count} ranks per host (--nproc-per-node {count}), or use backend='mpi'")
-
-
 def _attach_nccl(pg: ProcessGroup, device: int | None = None) -> None:
     """Give ``pg`` its NCCL side: a duplicate MPI communicator for the bootstrap; communicators come later."""
     comm, request = pg.comm.Idup()
@@ -370,7 +354,6 @@ def init_process_group(backend=None, init_method: str | None = None, timeout: da
     pg = ProcessGroup(comm, list(range(rt.size)), gid, seconds, rt, name)
     if "nccl" in name:
         try:
-            _check_devices(rt)
             _attach_nccl(pg, device)
         except BaseException:
             comm.Free()

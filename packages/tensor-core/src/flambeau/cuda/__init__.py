@@ -277,7 +277,8 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
 
 def get_device_properties(device=None):
     """The properties of a CUDA device: ``name``, ``major``, ``minor``, ``total_memory``,
-    ``multi_processor_count`` (a namespace, as torch's ``_CudaDeviceProperties``)."""
+    ``multi_processor_count`` and ``uuid`` (the driver's, a string: the same physical GPU whatever
+    its index in this process) (a namespace, as torch's ``_CudaDeviceProperties``)."""
     import types
 
     from numba import cuda
@@ -296,8 +297,9 @@ def get_device_properties(device=None):
         except Exception:  # the simulator reports no memory
             total = 0
         sms = int(getattr(d, "MULTIPROCESSOR_COUNT", 0) or 0)
+        uuid = str(getattr(d, "uuid", "") or "")
     return types.SimpleNamespace(name=name, major=major, minor=minor, total_memory=total,
-                                 multi_processor_count=sms)
+                                 multi_processor_count=sms, uuid=uuid)
 
 
 def get_device_name(device=None) -> str:
