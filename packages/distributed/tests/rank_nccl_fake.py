@@ -369,6 +369,27 @@ def _():
     assert all(p.grad is not None and p.grad.device.type == "cuda" for p in model.parameters())
 
 
+@check("a_failing_destroy_still_frees_the_group")
+def _():
+    g = dist.new_group(list(range(world)))
+    t = fl.ones(2, device="cuda")
+    if rank == 0:  # a pair communicator first (no collective on g yet), then the group's own
+        dist.send(t, dst=1, group=g)
+    else:
+        dist.recv(t, src=0, group=g)
+    dist.all_reduce(t, group=g)
+    tried = []
+    lib.ncclCommDestroy = lambda handle: tried.append(handle) or lib._record("ncclCommDestroy", handle) or 5
+    try:
+        with raises(dist.DistributedError, "ncclCommDestroy failed", "fake NCCL error 5"):
+            dist.destroy_process_group(g)
+    finally:
+        del lib.ncclCommDestroy
+    assert len(tried) == 2, "both communicators were asked to go"
+    from flambeau.distributed._process_group import _state
+    assert g.comm is None and g.nccl is None and g not in _state.groups
+
+
 @check("destroy_and_composite_backend")
 def _():
     dist.destroy_process_group()

@@ -84,7 +84,7 @@ NAMES = ["backend_and_bootstrap", "all_reduce_calls", "side_stream_async_work_an
          "send_recv_before_any_collective_use_a_pair_communicator", "barrier_is_a_one_element_all_reduce",
          "objects_go_through_mpi", "new_group_has_its_own_communicator", "two_ranks_on_one_gpu_are_refused",
          "async_error_and_timeout_abort_the_communicator", "a_failed_call_aborts_the_group",
-         "ddp_averages_buckets_with_nccl",
+         "ddp_averages_buckets_with_nccl", "a_failing_destroy_still_frees_the_group",
          "destroy_and_composite_backend"]
 
 

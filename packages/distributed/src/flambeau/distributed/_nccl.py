@@ -582,13 +582,19 @@ class NcclGroup:
         except DistributedError:
             pass  # _fail aborted the communicators
         self.inflight.clear()
+        first_error = None
         for comm in list(self.comms.values()) + list(self.pairs.values()):
-            if self.broken is None:
-                comm.destroy()
-            else:
-                comm.abort()
+            try:
+                if self.broken is None:
+                    comm.destroy()
+                else:
+                    comm.abort()
+            except NcclError as error:  # the others and the bootstrap communicator are still freed
+                first_error = first_error or error
         self.comms.clear()
         self.pairs.clear()
         if self.boot is not None and self.pg.runtime.broken is None:
             self.boot.Free()
         self.boot = None
+        if first_error is not None:
+            raise first_error

@@ -395,12 +395,16 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
     targets = list(_state.groups) if group is None else [group]
     if group is None and _state.default is None:
         raise ValueError("destroy_process_group: Default process group has not been initialized")
+    first_error = None
     for pg in targets:
         if pg.comm is None:
             continue
         pg.runtime.drain(pg._works)
         if pg.nccl is not None:
-            pg.nccl.destroy()
+            try:
+                pg.nccl.destroy()
+            except DistributedError as error:  # a failing ncclCommDestroy: the group is still taken apart
+                first_error = first_error or error
             pg.nccl = None
         if pg.runtime.broken is None:
             pg.comm.Free()
@@ -411,6 +415,8 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
     if group is None or group is _state.default:
         _state.default = None
         _state.groups = []
+    if first_error is not None:
+        raise first_error
 
 
 def get_rank(group: ProcessGroup | None = None) -> int:
