@@ -35,6 +35,7 @@ import flambeau as fl
 import flambeau.nn as nn
 from flambeau import Tensor
 from flambeau.distributed._collectives import ReduceOp, all_reduce, broadcast
+from flambeau.distributed._nccl import cuda_index
 from flambeau.distributed._objects import all_gather_object
 from flambeau.distributed._process_group import ProcessGroup, _default
 
@@ -307,19 +308,12 @@ def _single_cuda_device(devices: set, device_ids, output_device) -> bool:
     if len(devices) != 1:
         return False
     (device,) = devices
-    if device.type != "cuda":
+    index = cuda_index(device)
+    if index is None:
         return False
-    index = device.index if device.index is not None else fl.cuda.current_device()
-
-    def same(d) -> bool:
-        if isinstance(d, int) and not isinstance(d, bool):
-            return d == index
-        d = fl.device(d)
-        return d.type == "cuda" and (d.index if d.index is not None else fl.cuda.current_device()) == index
-
     ids_ok = device_ids is None or (isinstance(device_ids, (list, tuple)) and len(device_ids) == 1
-                                    and same(device_ids[0]))
-    return ids_ok and (output_device is None or same(output_device))
+                                    and cuda_index(device_ids[0]) == index)
+    return ids_ok and (output_device is None or cuda_index(output_device) == index)
 
 
 def _make_hook(ref, i: int):

@@ -220,6 +220,15 @@ def red_op(op, t, what: str) -> int:
     return RED_OPS[name]
 
 
+def cuda_index(device) -> int | None:
+    """The CUDA device index of ``device`` (an int, a string or a ``flambeau.device``; an unindexed
+    ``"cuda"`` is the current device), or None for a device that is not CUDA."""
+    d = fl.device("cuda", device) if isinstance(device, int) and not isinstance(device, bool) else fl.device(device)
+    if d.type != "cuda":
+        return None
+    return d.index if d.index is not None else fl.cuda.current_device()
+
+
 def _gpu_identity(device: int) -> int:
     """The physical GPU behind this process's ``cuda:device``, as a number the ranks can compare: from its UUID,
     so that ranks which each see one GPU through CUDA_VISIBLE_DEVICES (all of them as cuda:0) are told apart,
@@ -282,24 +291,9 @@ class NcclWork(Work):
     __slots__ = ("_end", "_comm", "_nccl", "_device")
 
     def __init__(self, name: str, nccl: NcclGroup, comm: Communicator, end, result, source: int | None = None):
-        self.name = name
-        self.group = nccl.pg
-        self.seq = None
-        self.peers = None
-        self._requests = []
-        self._statuses = None
-        self._finish = self._post = None
-        self._timeout = nccl.pg.timeout
-        self.issued_at = _now()
-        self._deadline = self.issued_at + self._timeout
-        self._event = None
-        self._error: BaseException | None = None
-        self._posted = True
-        self._runtime = nccl.pg.runtime
-        self.completed_at: float | None = None
-        self._result = result
+        # no MPI requests and never handed to the progress thread: the event below says when it is done
+        super().__init__(nccl.pg.runtime, name, nccl.pg, [], timeout=nccl.pg.timeout, result=result)
         self._source = source
-        self._keep = None
         self._end = end  # a flambeau.cuda.Event recorded after the operation
         self._comm = comm
         self._nccl = nccl
@@ -387,7 +381,7 @@ class NcclGroup:
 
     def device_of(self, t, argname: str, what: str) -> int:
         """``t``'s CUDA device index, checked against the device the group is bound to."""
-        index = t.device.index if t.device.index is not None else fl.cuda.current_device()
+        index = cuda_index(t.device)
         if self.device is not None and index != self.device:
             raise ValueError(f"{what}: {argname} is on cuda:{index}, but {self.pg.describe()} uses cuda:{self.device} "
                              f"(init_process_group's device_id); move the tensor there")

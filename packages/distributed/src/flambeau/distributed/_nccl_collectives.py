@@ -137,13 +137,14 @@ def gather(ng: NcclGroup, device: int, tensor, outputs: list | None, root: int, 
     n = tensor.numel()
 
     def enqueue(lib, c, s, ptr):
+        nothing = [_NOTHING] * comm.size
         if comm.rank != root:
-            _grouped(lib, [(lambda: lib.ncclSend(ptr(tensor), n, code, root, c, s), "ncclSend")], what)
+            _exchange(lib, c, s, ptr, _only(comm.size, root, (tensor, 0, n)), nothing, code, what)
             return
         with fl.no_grad():
             outputs[root].detach().copy_(tensor.detach().view(tuple(outputs[root].shape)))
-        _grouped(lib, [(lambda r=r: lib.ncclRecv(ptr(outputs[r]), n, code, r, c, s), "ncclRecv")
-                       for r in range(comm.size) if r != root], what)
+        recvs = [(t, 0, n if r != root else 0) for r, t in enumerate(outputs)]
+        _exchange(lib, c, s, ptr, nothing, recvs, code, what)
     return ng.launch(what, comm, enqueue, result=outputs if comm.rank == root else [], async_op=async_op)
 
 
@@ -155,14 +156,23 @@ def scatter(ng: NcclGroup, device: int, tensor, inputs: list | None, root: int, 
     n = tensor.numel()
 
     def enqueue(lib, c, s, ptr):
+        nothing = [_NOTHING] * comm.size
         if comm.rank != root:
-            _grouped(lib, [(lambda: lib.ncclRecv(ptr(tensor), n, code, root, c, s), "ncclRecv")], what)
+            _exchange(lib, c, s, ptr, nothing, _only(comm.size, root, (tensor, 0, n)), code, what)
             return
         with fl.no_grad():
             tensor.detach().copy_(inputs[root].detach().view(tuple(tensor.shape)))
-        _grouped(lib, [(lambda r=r: lib.ncclSend(ptr(inputs[r]), n, code, r, c, s), "ncclSend")
-                       for r in range(comm.size) if r != root], what)
+        sends = [(t, 0, n if r != root else 0) for r, t in enumerate(inputs)]
+        _exchange(lib, c, s, ptr, sends, nothing, code, what)
     return ng.launch(what, comm, enqueue, result=[tensor], async_op=async_op, keep=inputs)
+
+
+_NOTHING = (None, 0, 0)  # a rank _exchange sends nothing to (or receives nothing from)
+
+
+def _only(size: int, rank: int, piece: tuple) -> list:
+    """``piece`` for ``rank`` and nothing for the other ranks (a list for :func:`_exchange`)."""
+    return [piece if r == rank else _NOTHING for r in range(size)]
 
 
 def _exchange(lib, c, s, ptr, sends: list, recvs: list, code: int, what: str) -> None:

@@ -278,13 +278,10 @@ def _attach_nccl(pg: ProcessGroup, device: int | None = None) -> None:
 def _device_index(device_id) -> int | None:
     if device_id is None:
         return None
-    import flambeau as fl
-
-    d = fl.device("cuda", device_id) if isinstance(device_id, int) and not isinstance(device_id, bool) \
-        else fl.device(device_id)
-    if d.type != "cuda":
+    index = _nccl.cuda_index(device_id)
+    if index is None:
         raise ValueError(f"init_process_group: device_id must be a CUDA device (or None), got {device_id!r}")
-    return d.index if d.index is not None else fl.cuda.current_device()
+    return index
 
 
 def _env_int(name: str) -> int | None:

@@ -458,13 +458,13 @@ def owns_memory_alone(data) -> bool:
     if SIM:
         return False
     d = getattr(data, "__dict__", None)
-    if d is None:
+    if d is None or sys.getrefcount(data) > 4:
         return False
     if "_fl_free" in d:
-        return sys.getrefcount(data) <= 4
+        return True
     owner = d.get("_fl_owner")
     return (owner is not None and "_fl_start" in d and "_fl_free" in getattr(owner, "__dict__", ())
-            and sys.getrefcount(owner) == 3 and sys.getrefcount(data) <= 4)
+            and sys.getrefcount(owner) == 3)
 
 
 def reinterpret(arr, np_dtype):
