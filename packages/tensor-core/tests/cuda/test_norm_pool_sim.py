@@ -87,6 +87,48 @@ def test_backward_matches_cpu(case):
         _backward_matches(lambda x: fl.upsample_linear1d(x, (7,), True), (2, 2, 4))
 
 
+# --- long rows: split over several blocks ------------------------------------------------------------------
+def _launches_in_modes(monkeypatch) -> list:
+    """The modes of the normalisation launches made from now on (the split path's "partial" and "parts")."""
+    from flambeau._kernels.cuda import normalization
+
+    modes = []
+    kernel = normalization._kernel
+
+    def recording(which, acc="", block=0, mode="final"):
+        modes.append(mode)
+        return kernel(which, acc, block, mode)
+
+    monkeypatch.setattr(normalization, "_kernel", recording)
+    return modes
+
+
+@pytest.mark.parametrize("case", ["batch_norm", "group_norm", "layer_norm"])
+def test_long_rows_split_over_blocks_match_cpu(case, monkeypatch):
+    """Rows longer than 8 blocks' worth (16 elements under the simulator, 2 threads a block) reduce in
+    partial blocks that a second launch combines (Note [Split rows] in the CUDA normalisation kernels): the
+    statistics, the running statistics and every gradient as on the CPU, for lengths that split unevenly."""
+    modes = _launches_in_modes(monkeypatch)
+    if case == "batch_norm":  # 3 channels of 5 * 7 = 35 elements: 3 parts each
+        rm = np.linspace(-1, 1, 3).astype(np.float32)
+        rv = np.linspace(0.5, 2, 3).astype(np.float32)
+        running = {}
+
+        def bn(x, w, b):
+            d = x.device.type
+            running[d] = fl.tensor(rm, device=d), fl.tensor(rv, device=d)
+            return fl.batch_norm(x, *running[d], w, b, True, 0.3, 1e-5)
+
+        _backward_matches(bn, (5, 3, 7), (3,), (3,))
+        for got, want in zip(running["cuda"], running["cpu"]):
+            _close(got, want)
+    elif case == "group_norm":  # rows of 2 * 9 = 18 elements, and per channel 3 * 9 = 27 for the weight's
+        _backward_matches(lambda x, w, b: fl.group_norm(x, 2, w, b), (3, 4, 9), (4,), (4,))
+    else:  # rows of 17 elements, and 19 rows to sum per column for the weight's gradient
+        _backward_matches(lambda x, w, b: fl.layer_norm(x, (17,), w, b), (19, 17), (17,), (17,))
+    assert "partial" in modes and "parts" in modes
+
+
 # --- dtypes and layouts ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["batch_norm", "layer_norm", "group_norm", "max_pool2d", "avg_pool2d",
                                   "adaptive_avg_pool2d", "nearest2d", "bilinear2d"])

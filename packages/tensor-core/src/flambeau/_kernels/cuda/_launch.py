@@ -28,8 +28,8 @@ from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "direct", "launch_keyed", "sim", "be",
-           "stream", "launch_1d", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides", "error_flag",
-           "ERR_INDEX", "ERR_VALUE"]
+           "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides",
+           "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -110,6 +110,15 @@ def launch_1d(n: int) -> tuple:
     if sim():
         return min(2, (n + 3) // 4), 4  # few Python threads: each device-function call takes a lock there
     return min((n + BLOCK - 1) // BLOCK, 65535 * 4), BLOCK
+
+
+def row_parts(K: int, B: int) -> int:
+    """How many blocks of ``B`` threads share a row of ``K`` elements that a block reduces (the row
+    reductions' ``P``): one block per row up to ``8 * B`` elements, then a block per ``8 * B`` elements
+    (at most 1024), whose partial results a second launch combines. One block per row would leave a
+    GPU mostly idle for the few long rows of a batch norm (64 channels of 400,000 elements: 64 blocks,
+    each thread walking 1,500 elements one dependent load at a time)."""
+    return 1 if K <= B * 8 else min((K + B * 8 - 1) // (B * 8), 1024)
 
 
 def is_array(x) -> bool:

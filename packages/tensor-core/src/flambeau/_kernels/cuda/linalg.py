@@ -35,6 +35,7 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     jit,
     launch_1d,
+    row_parts,
     sim,
     stream,
 )
@@ -456,7 +457,7 @@ def _rowdot(out_dtype, a, amst, akst, b, bmst, bkst, mshape, kshape, x=None, xms
     fa = backend.flat_view(a)
     fb = backend.flat_view(b) if use_b else fa
     B = 8 if sim() else (REDUCE_BLOCK if K > 64 else 32)
-    P = 1 if K <= B * 8 else min((K + B * 8 - 1) // (B * 8), 1024)
+    P = row_parts(K, B)
     s = stream()
     fo = backend.flat_view(out)
     xf = backend.flat_view(x) if use_x else fo

@@ -6,19 +6,21 @@ dims, group_norm's the ``(n, group)`` blocks, batch_norm's the channels (strided
 ``L = H * W``). One element ``k`` of row ``r`` is at ``(k // inner) * ostride + r * rstride + k % inner``,
 so four kernel templates serve the three operators:
 
-- ``stats``: one block per row; each thread runs Welford's algorithm over its elements, the block
-  merges the ``(count, mean, M2)`` triples in shared memory (a tree), and thread 0 writes the mean and
-  ``1 / sqrt(var + eps)``; in training it also updates batch_norm's running statistics in place on the
-  device (momentum, unbiased variance), with no host synchronisation.
+- ``stats``: one block per row (a long row: several, Note [Split rows]); each thread runs Welford's
+  algorithm over its elements, the block merges the ``(count, mean, M2)`` triples in shared memory (a
+  tree), and thread 0 writes the mean and ``1 / sqrt(var + eps)``; in training it also updates
+  batch_norm's running statistics in place on the device (momentum, unbiased variance), with no host
+  synchronisation.
 - ``affine``: one thread per element, ``(x - mean[s]) * rstd[s] * w[a] + b[a]`` with the statistic
-  and affine indices ``s``, ``a`` computed from the flat index.
-- ``grad_sums``: one block per row, the tree-reduced sums of ``g * w`` and ``g * w * xhat`` (with
-  ``xhat = (x - mean) * rstd`` and per-element statistic and weight indices): the per-row sums of
-  the input gradient, and, over columns (layer_norm) or channels, ``grad_weight`` and ``grad_bias``.
+  and affine indices ``s``, ``a`` computed from the flat index (once where they are one).
+- ``grad_sums``: one block per row (or several, as ``stats``), the tree-reduced sums of ``g * w`` and
+  ``g * w * xhat`` (with ``xhat = (x - mean) * rstd`` and per-element statistic and weight indices): the
+  per-row sums of the input gradient, and, over columns (layer_norm) or channels, ``grad_weight`` and
+  ``grad_bias``.
 - ``grad_input``: one thread per element, ``rstd * (g * w - c * sum1 - xhat * c * sum2)`` (the
   weight outside the bracket for batch_norm; ``c = 0`` in evaluation mode).
 
-So every backward is two or three launches, deterministic (no atomics). Sums accumulate in the
+So every backward is two to five launches, deterministic (no atomics). Sums accumulate in the
 compute dtype: float32 (float16 inputs compute in float32, as on the CPU) or float64.
 """
 
@@ -38,6 +40,7 @@ from flambeau._kernels.cuda._launch import (
     jit,
     launch_1d,
     launch_keyed,
+    row_parts,
     sim,
     stream,
 )
@@ -51,13 +54,30 @@ cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on firs
 
 
 # --- kernel templates ------------------------------------------------------------------------------------
-def _stats_py(acc, B=REDUCE_BLOCK):
-    """Per row: mean and 1 / sqrt(biased variance + eps) (Welford per thread, merged in shared memory);
-    with ``update``, ``rm[r]`` and ``rv[r]`` move towards the mean and the unbiased variance."""
-    bind_numba_cuda(globals())
+# Note [Split rows]
+#     A row a block reduces may be long and the rows few: batch_norm's are the channels (64 rows of 400,000
+#     elements in a ResNet's first layer at batch 32), so one block per row would leave most of a GPU idle
+#     and each thread walking 1,500 elements one dependent load at a time. ``row_parts`` (the reductions'
+#     rule) splits a long row over ``P`` blocks (``blockIdx.y``): in mode "partial" block ``(r, p)`` reduces
+#     elements ``p * B + t, p * B + t + P * B, ...`` of row ``r`` into a partial result ``r * P + p``, and a
+#     second launch in mode "parts" (one block per row) combines the ``P`` partials of each row; a row of at
+#     most ``8 * B`` elements is one block in mode "final", one launch as before. The templates below are
+#     written once for the three modes (a mode is a compile-time constant of its kernel).
+_MODES = ("final", "partial", "parts")
 
-    def stats(mean_out, rstd_out, x, K, inner, ostride, rstride, eps, rm, rv, momentum, update):
+
+def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
+    """Per row: mean and 1 / sqrt(biased variance + eps) (Welford per thread, merged in shared memory with
+    Chan's formula); with ``update``, ``rm[r]`` and ``rv[r]`` move towards the mean and the unbiased
+    variance. Mode "partial" writes each block's ``(count, mean, M2)`` to ``pc/pm/pq[r * P + p]``, mode
+    "parts" merges the ``P`` of each row (Note [Split rows])."""
+    bind_numba_cuda(globals())
+    partial = mode == "partial"
+    parts = mode == "parts"
+
+    def stats(mean_out, rstd_out, x, K, inner, ostride, rstride, eps, rm, rv, momentum, update, P, pc, pm, pq):
         r = cuda.blockIdx.x
+        p = cuda.blockIdx.y
         t = cuda.threadIdx.x
         sc = cuda.shared.array(B, acc)
         sm = cuda.shared.array(B, acc)
@@ -65,14 +85,27 @@ def _stats_py(acc, B=REDUCE_BLOCK):
         c = acc(0)
         m = acc(0)
         q = acc(0)
-        k = t
-        while k < K:
-            v = acc(x[(k // inner) * ostride + r * rstride + k % inner])
-            c += acc(1)
-            d = v - m
-            m += d / c
-            q += d * (v - m)
-            k += B
+        if parts:
+            k = t
+            while k < P:
+                j = r * P + k
+                cb = pc[j]
+                if cb > acc(0):
+                    n = c + cb
+                    d = pm[j] - m
+                    m += d * (cb / n)
+                    q += pq[j] + d * d * (c * cb / n)
+                    c = n
+                k += B
+        else:
+            k = p * B + t
+            while k < K:
+                v = acc(x[(k // inner) * ostride + r * rstride + k % inner])
+                c += acc(1)
+                d = v - m
+                m += d / c
+                q += d * (v - m)
+                k += P * B
         sc[t] = c
         sm[t] = m
         sq[t] = q
@@ -91,14 +124,20 @@ def _stats_py(acc, B=REDUCE_BLOCK):
             cuda.syncthreads()
             width //= 2
         if t == 0:
-            mean = sm[0]
-            var = sq[0] / acc(K)
-            mean_out[r] = mean
-            rstd_out[r] = acc(1) / math.sqrt(var + acc(eps))
-            if update:
-                rm[r] = (1.0 - momentum) * rm[r] + momentum * mean
-                unbiased = var * acc(K) / acc(K - 1) if K > 1 else acc(math.nan)
-                rv[r] = (1.0 - momentum) * rv[r] + momentum * unbiased
+            if partial:
+                j = r * P + p
+                pc[j] = sc[0]
+                pm[j] = sm[0]
+                pq[j] = sq[0]
+            else:
+                mean = sm[0]
+                var = sq[0] / acc(K)
+                mean_out[r] = mean
+                rstd_out[r] = acc(1) / math.sqrt(var + acc(eps))
+                if update:
+                    rm[r] = (1.0 - momentum) * rm[r] + momentum * mean
+                    unbiased = var * acc(K) / acc(K - 1) if K > 1 else acc(math.nan)
+                    rv[r] = (1.0 - momentum) * rv[r] + momentum * unbiased
 
     return stats
 
@@ -106,12 +145,12 @@ def _stats_py(acc, B=REDUCE_BLOCK):
 def _affine_py():
     bind_numba_cuda(globals())
 
-    def affine(out, x, mean, rstd, w, b, has_w, has_b, sdiv, smod, adiv, amod, n):
+    def affine(out, x, mean, rstd, w, b, has_w, has_b, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         while i < n:
             s = (i // sdiv) % smod
-            a = (i // adiv) % amod
+            a = s if same else (i // adiv) % amod
             y = (x[i] - mean[s]) * rstd[s]
             if has_w:
                 y = y * w[a]
@@ -123,30 +162,41 @@ def _affine_py():
     return affine
 
 
-def _grad_sums_py(acc, B=REDUCE_BLOCK):
+def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
     """Per row ``r``: ``s1[r] = sum(g * w)``, ``s2[r] = sum(g * w * (x - mean[si]) * rstd[si])``, the
     statistic index ``si = (k // sdiv_k) * smul_k + r // sdiv_r`` and the weight index
-    ``(k // wdiv) % wmod + (r % wrmod) * wrmul`` of element ``k``."""
+    ``(k // wdiv) % wmod + (r % wrmod) * wrmul`` of element ``k``. Mode "partial" writes each block's sums
+    to ``p1/p2[r * P + p]``, mode "parts" adds the ``P`` of each row (Note [Split rows])."""
     bind_numba_cuda(globals())
+    partial = mode == "partial"
+    parts = mode == "parts"
 
     def grad_sums(s1, s2, g, x, mean, rstd, w, has_w, K, inner, ostride, rstride, sdiv_k, smul_k, sdiv_r,
-                  wdiv, wmod, wrmod, wrmul):
+                  wdiv, wmod, wrmod, wrmul, P, p1, p2):
         r = cuda.blockIdx.x
+        p = cuda.blockIdx.y
         t = cuda.threadIdx.x
         b1 = cuda.shared.array(B, acc)
         b2 = cuda.shared.array(B, acc)
         a1 = acc(0)
         a2 = acc(0)
-        k = t
-        while k < K:
-            off = (k // inner) * ostride + r * rstride + k % inner
-            si = (k // sdiv_k) * smul_k + r // sdiv_r
-            gv = acc(g[off])
-            if has_w:
-                gv = gv * acc(w[(k // wdiv) % wmod + (r % wrmod) * wrmul])
-            a1 += gv
-            a2 += gv * ((acc(x[off]) - acc(mean[si])) * acc(rstd[si]))
-            k += B
+        if parts:
+            k = t
+            while k < P:
+                a1 += p1[r * P + k]
+                a2 += p2[r * P + k]
+                k += B
+        else:
+            k = p * B + t
+            while k < K:
+                off = (k // inner) * ostride + r * rstride + k % inner
+                si = (k // sdiv_k) * smul_k + r // sdiv_r
+                gv = acc(g[off])
+                if has_w:
+                    gv = gv * acc(w[(k // wdiv) % wmod + (r % wrmod) * wrmul])
+                a1 += gv
+                a2 += gv * ((acc(x[off]) - acc(mean[si])) * acc(rstd[si]))
+                k += P * B
         b1[t] = a1
         b2[t] = a2
         cuda.syncthreads()
@@ -158,8 +208,12 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK):
             cuda.syncthreads()
             width //= 2
         if t == 0:
-            s1[r] = b1[0]
-            s2[r] = b2[0]
+            if partial:
+                p1[r * P + p] = b1[0]
+                p2[r * P + p] = b2[0]
+            else:
+                s1[r] = b1[0]
+                s2[r] = b2[0]
 
     return grad_sums
 
@@ -167,12 +221,12 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK):
 def _grad_input_py():
     bind_numba_cuda(globals())
 
-    def grad_input(dx, g, x, mean, rstd, s1, s2, w, has_w, w_inside, c, sdiv, smod, adiv, amod, n):
+    def grad_input(dx, g, x, mean, rstd, s1, s2, w, has_w, w_inside, c, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         while i < n:
             s = (i // sdiv) % smod
-            a = (i // adiv) % amod
+            a = s if same else (i // adiv) % amod
             rs = rstd[s]
             gv = g[i]
             if has_w and w_inside:
@@ -205,9 +259,9 @@ _PY = {"stats": _stats_py, "grad_sums": _grad_sums_py, "affine": _affine_py, "gr
 
 
 @functools.cache
-def _kernel(which: str, acc: str = "", block: int = 0):
+def _kernel(which: str, acc: str = "", block: int = 0, mode: str = "final"):
     bind_numba_cuda(globals())
-    py = _PY[which](np.dtype(acc).type, block) if block else _PY[which]()
+    py = _PY[which](np.dtype(acc).type, block, mode) if block else _PY[which]()
     return jit(py)
 
 
@@ -247,6 +301,26 @@ def _flat(a):
 #     weights and dummies alike, through _flat and _vec_t), Python ints for the geometry, Python floats and
 #     bools for eps, momentum and the flags, and ``t``'s scalar type for ``c``: ``t`` fixes every argument
 #     type, and keys the launch (``launch_keyed``), which spares typing a dozen arguments per launch.
+def _split_launch(which: str, rows: int, K: int, t, outputs: tuple, inputs: tuple, tail: tuple, parts: int):
+    """Launch template ``which`` (``stats`` or ``grad_sums``) over ``rows`` rows of ``K`` elements: one launch
+    in mode "final", or "partial" into ``parts`` fresh partial arrays then "parts" (Note [Split rows]).
+    ``outputs`` lead the arguments, ``inputs`` and ``tail`` (the input-only arguments) follow them."""
+    B = _block()
+    P = row_parts(K, B)
+    acc = np_name(t)
+    if P == 1:
+        dummies = (outputs[0],) * parts  # (never touched in mode "final"; of ``t`` as the key requires)
+        launch_keyed(_kernel(which, acc, B), (rows, B, stream()), t,  # Note [Keyed normalisation launches]
+                     *outputs, *inputs, *tail, 1, *dummies)
+        return
+    backend = be()
+    partials = tuple(backend.empty((rows * P,), t) for _ in range(parts))
+    launch_keyed(_kernel(which, acc, B, "partial"), ((rows, P), B, stream()), t,
+                 *outputs, *inputs, *tail, P, *partials)
+    launch_keyed(_kernel(which, acc, B, "parts"), (rows, B, stream()), t,
+                 *outputs, *inputs, *tail, P, *partials)
+
+
 def _stats(x, rows, layout, eps, t, running=None):
     """``(mean, rstd)`` of every row of ``x`` (``layout`` = ``(K, inner, ostride, rstride)``); ``running``:
     ``(rm, rv, momentum)`` to update in place (arrays of ``t``, or None)."""
@@ -256,10 +330,9 @@ def _stats(x, rows, layout, eps, t, running=None):
     rm, rv, momentum = running if running is not None else (None, None, 0.0)
     # stands in for a missing running statistic: written (and so of ``rows``) when the other one is updated
     dummy = None if rm is not None and rv is not None else backend.empty((1 if running is None else rows,), t)
-    B = _block()
-    launch_keyed(_kernel("stats", np_name(t), B), (rows, B, stream()), t,  # Note [Keyed normalisation launches]
-                 mean, rstd, _flat(x), *layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv,
-                 float(momentum), running is not None)
+    _split_launch("stats", rows, layout[0], t, (mean, rstd), (_flat(x),),
+                  (*layout, float(eps), dummy if rm is None else rm, dummy if rv is None else rv, float(momentum),
+                   running is not None), 3)
     return mean, rstd
 
 
@@ -269,17 +342,22 @@ def _affine(x, mean, rstd, w, b, index, t):
     n = x.size
     grid, block = launch_1d(n)
     launch_keyed(_kernel("affine"), (grid, block, stream()), t, _flat(out), _flat(x), mean, rstd, _vec_t(w, t),
-                 _vec_t(b, t), w is not None, b is not None, *index, n)
+                 _vec_t(b, t), w is not None, b is not None, *index, _same_index(index), n)
     return out
+
+
+def _same_index(index) -> bool:
+    """Whether the statistic and affine indices ``(sdiv, smod, adiv, amod)`` are one (batch_norm's channel):
+    the templates then compute it once per element."""
+    return index[:2] == index[2:]
 
 
 def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
     backend = be()
     s1 = backend.empty((rows,), t)
     s2 = backend.empty((rows,), t)
-    B = _block()
-    launch_keyed(_kernel("grad_sums", np_name(t), B), (rows, B, stream()), t,
-                 s1, s2, _flat(g), _flat(x), mean, rstd, _vec_t(w, t), w is not None, *layout, *stat_index, *w_index)
+    _split_launch("grad_sums", rows, layout[0], t, (s1, s2), (_flat(g), _flat(x), mean, rstd, _vec_t(w, t)),
+                  (w is not None, *layout, *stat_index, *w_index), 2)
     return s1, s2
 
 
@@ -289,7 +367,7 @@ def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
     n = x.size
     grid, block = launch_1d(n)
     launch_keyed(_kernel("grad_input"), (grid, block, stream()), t, _flat(dx), _flat(g), _flat(x), mean, rstd, s1,
-                 s2, _vec_t(w, t), w is not None, bool(w_inside), t.type(c), *index, n)
+                 s2, _vec_t(w, t), w is not None, bool(w_inside), t.type(c), *index, _same_index(index), n)
     return cast_back(dx, back)
 
 
@@ -462,11 +540,16 @@ def ptx_cases(ndim: int = 2) -> list:
         t = from_dtype(np.dtype(dn))
         ct = np.dtype(dn).type
         arr = types.Array(t, 1, "C")
+        for mode in _MODES:
+            cases += [
+                (f"norm_stats_{mode}:{dn}", _stats_py(ct, REDUCE_BLOCK, mode),
+                 (arr, arr, arr) + (i64,) * 4 + (f64, arr, arr, f64, b) + (i64, arr, arr, arr)),
+                (f"norm_grad_sums_{mode}:{dn}", _grad_sums_py(ct, REDUCE_BLOCK, mode),
+                 (arr,) * 7 + (b,) + (i64,) * 11 + (i64, arr, arr)),
+            ]
         cases += [
-            (f"norm_stats:{dn}", _stats_py(ct), (arr, arr, arr) + (i64,) * 4 + (f64, arr, arr, f64, b)),
-            (f"norm_affine:{dn}", _affine_py(), (arr,) * 6 + (b, b) + (i64,) * 5),
-            (f"norm_grad_sums:{dn}", _grad_sums_py(ct), (arr,) * 7 + (b,) + (i64,) * 11),
-            (f"norm_grad_input:{dn}", _grad_input_py(), (arr,) * 8 + (b, b, t) + (i64,) * 5),
+            (f"norm_affine:{dn}", _affine_py(), (arr,) * 6 + (b, b) + (i64,) * 4 + (b, i64)),
+            (f"norm_grad_input:{dn}", _grad_input_py(), (arr,) * 8 + (b, b, t) + (i64,) * 4 + (b, i64)),
             (f"norm_eval_stats:{dn}", _eval_stats_py(), (arr,) * 4 + (f64, i64)),
         ]
     return cases

@@ -49,9 +49,11 @@ from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
     c_elem_strides,
+    coalesce,
     jit,
     launch_1d,
     launch_keyed,
+    row_parts,
     sim,
     stream,
 )
@@ -305,12 +307,13 @@ def _offset_py():
     bind_numba_cuda(globals())
 
     def offset(base, r, shape, st):
-        # element offset of C-order position r over shape with element strides st
-        for d in range(len(shape) - 1, -1, -1):
+        # element offset of C-order position r over shape with element strides st (r < prod(shape), so the
+        # outermost dim needs no division: a coalesced 1-d geometry none at all)
+        for d in range(len(shape) - 1, 0, -1):
             ext = shape[d]
             base += (r % ext) * st[d]
             r = r // ext
-        return base
+        return base + r * st[0]
 
     return offset
 
@@ -805,10 +808,10 @@ def _geometry(a, dims, keepdim: bool):
     kept = [d for d in range(nd) if d not in dims]
     out_shape = tuple((1 if d in dims else a.shape[d]) for d in range(nd)) if keepdim \
         else tuple(a.shape[d] for d in kept)
-    kshape = tuple(a.shape[d] for d in kept) or (1,)
-    kst = tuple(a.strides[d] // item for d in kept) or (0,)
-    rshape = tuple(a.shape[d] for d in dims) or (1,)
-    rst = tuple(a.strides[d] // item for d in dims) or (0,)
+    # adjacent dims that step through memory as one merge (a conv bias gradient's sum over (N, H, W) of an
+    # NCHW gradient reduces over (N, H * W)): the kernels unravel positions with one division per dim
+    kshape, kst = coalesce(tuple(a.shape[d] for d in kept), tuple(a.strides[d] // item for d in kept))
+    rshape, rst = coalesce(tuple(a.shape[d] for d in dims), tuple(a.strides[d] // item for d in dims))
     return out_shape, kshape, kst, rshape, rst, math.prod(kshape), math.prod(rshape)
 
 
@@ -827,7 +830,7 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
     idx = backend.empty((M,), np.int64) if two else out
     if M:
         B = _block()
-        P = 1 if K <= B * 8 else min((K + B * 8 - 1) // (B * 8), 65535, 1024)
+        P = row_parts(K, B)
         s = stream()
         flat = backend.flat_view(a)
         q = float(q)
