@@ -36,11 +36,11 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default: smoke probe bench tests rest): smoke probe devtime profile host
-# bench tests rest paper nccl models extra
+# STAGES picks stages by name (default: smoke kernels probe bench tests rest): smoke kernels probe devtime
+# profile host bench tests rest paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
-STAGES=" ${STAGES:-smoke probe bench tests rest} "
+STAGES=" ${STAGES:-smoke kernels probe bench tests rest} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
 {
@@ -54,6 +54,9 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 
 # 0. what loads and whether the basic paths agree with torch
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
+# the large operators' device time against torch's (batch norm at ResNet-50's and VGG's sizes, ...)
+want kernels && { timeout ${KERNELS_LIMIT:-150} $PY tools/gpu_profile.py kernels > "$OUT/kernels.txt" 2>&1
+    echo "exit $?" >> "$OUT/kernels.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
 # where the device's time goes in a ResNet-18 and a GPT step, flambeau's kernels against torch's
 want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime:resnet18 devtime:gpt > "$OUT/devtime.txt" 2>&1
