@@ -188,6 +188,10 @@ def device_time(name, steps=3):
         print(tprof.key_averages().table(sort_by="cuda_time_total", row_limit=30))
 
 
+# label -> (input shape, output channels, groups, stride) of 3x3 convolutions, padding 1, timed with backward
+CONV_CASES = {"conv2d+backward (32, 64, 56, 56) -> 64": ((32, 64, 56, 56), 64, 1, 1),
+              "depthwise+backward (64, 144, 56, 56)": ((64, 144, 56, 56), 144, 144, 1),
+              "depthwise+backward stride 2 (64, 96, 112, 112)": ((64, 96, 112, 112), 96, 96, 2)}
 NORM_SHAPES = ((32, 64, 112, 112), (32, 64, 56, 56), (32, 256, 56, 56), (32, 2048, 7, 7), (64, 64, 224, 224))
 
 
@@ -219,6 +223,10 @@ def _kernel_cases(lib, dev):
     ln_w, ln_b = lib.ones(768, device=dev, requires_grad=True), lib.zeros(768, device=dev, requires_grad=True)
     rows = randn(8192, 1024)
     z, tgt = randn(256, 1000, grad=True), lib.randint(0, 1000, (256,), device=dev)
+    for label, (shape, cout, groups, stride) in CONV_CASES.items():
+        xc, wc = randn(*shape, grad=True), randn(cout, shape[1] // groups, 3, 3, grad=True)
+        cases.append((label, lambda xc=xc, wc=wc, groups=groups, stride=stride:
+                      F.conv2d(xc, wc, None, stride, 1, 1, groups).sum().backward()))
     cases += [("layer_norm+backward (8192, 768)", lambda: F.layer_norm(t, (768,), ln_w, ln_b).backward(gt)),
               ("softmax (8192, 1024)", lambda: rows.softmax(-1)),
               ("cross_entropy+backward (256, 1000)", lambda: F.cross_entropy(z, tgt).backward())]
@@ -242,7 +250,17 @@ def kernels(calls=20):
             for key, fn, sync in (("fl", f_fl, fl.cuda.synchronize), ("th", f_th, torch.cuda.synchronize)):
                 times[key].append(per_call_us(fn, calls, sync))
         a, b = float(np.median(times["fl"])), float(np.median(times["th"]))
-        print(f"{label:45s} {a:10.1f} {b:10.1f}   {a / b:5.2f}x")
+        print(f"{label:50s} {a:10.1f} {b:10.1f}   {a / b:5.2f}x")
+    # depthwise convolutions: flambeau's direct kernels (its default, as torch's) against cuDNN's grouped ones
+    from flambeau._kernels.cuda import conv
+
+    for label, fn in fl_cases:
+        if label.startswith("depthwise"):
+            mine = float(np.median([per_call_us(fn, calls, fl.cuda.synchronize) for _ in range(3)]))
+            conv.DEPTHWISE_BY_CUDNN = True
+            by_cudnn = float(np.median([per_call_us(fn, calls, fl.cuda.synchronize) for _ in range(3)]))
+            conv.DEPTHWISE_BY_CUDNN = False
+            print(f"{label:50s} direct kernels {mine:10.1f}, cuDNN {by_cudnn:10.1f} us")
 
 
 SECTIONS = {"floors": floors, "small": profile_small_op, "kernels": kernels}

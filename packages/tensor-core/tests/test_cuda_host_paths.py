@@ -249,6 +249,33 @@ def test_cudnn_math_type_follows_allow_tf32():
     """)
 
 
+def test_depthwise_convolutions_skip_cudnn_as_torch():
+    """Depthwise float32 convolutions, forward and both gradients, run flambeau's direct kernels and not cuDNN
+    (torch's CudaDepthwise2d); other grouped convolutions still go to cuDNN, and ``DEPTHWISE_BY_CUDNN`` sends
+    depthwise ones there too."""
+    _run("""
+        import flambeau.nn.functional as F
+        from flambeau._kernels.cuda import _cudnn, conv
+        import host_overhead
+        calls = host_overhead._CALLS
+
+        def cudnn_calls(x, w, groups):
+            calls.clear()
+            xl, wl = x.requires_grad_(), w.requires_grad_()
+            F.conv2d(xl, wl, padding=1, groups=groups).sum().backward()
+            return sum(n for name, n in calls.items() if name.startswith("cudnnConvolution"))
+
+        def pair(c, cg, o):
+            return fl.empty(2, c, 6, 6, device="cuda"), fl.empty(o, cg, 3, 3, device="cuda")
+
+        assert cudnn_calls(*pair(4, 1, 4), groups=4) == 0  # depthwise
+        assert cudnn_calls(*pair(4, 1, 8), groups=4) == 0  # depthwise with a channel multiplier
+        assert cudnn_calls(*pair(4, 2, 4), groups=2) == 3  # grouped, not depthwise: forward, data, filter
+        conv.DEPTHWISE_BY_CUDNN = True
+        assert cudnn_calls(*pair(4, 1, 4), groups=4) == 3
+    """)
+
+
 def test_keyed_launches_keep_their_contract_through_training_steps():
     """``launch_keyed``'s callers promise that equal keys mean equal argument types: through two training
     steps of every model of benchmarks/train.py, each keyed launch's plan is the one its arguments'

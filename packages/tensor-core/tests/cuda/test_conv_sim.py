@@ -38,7 +38,7 @@ def _close(got, want, rtol=1e-6, atol=1e-8):
 ])
 def test_autograd_matches_cpu(fn, xs, ws, kw):
     x, w = _t(xs, requires_grad=True), _t(ws, requires_grad=True)
-    b = _t((ws[1] if fn is fl.conv_transpose2d else ws[0],), requires_grad=True)
+    b = _t((ws[1] * kw.get("groups", 1) if fn is fl.conv_transpose2d else ws[0],), requires_grad=True)
     out = fn(x, w, b, **kw)
     g = _t(tuple(out.shape))
     out.backward(g)
@@ -48,6 +48,21 @@ def test_autograd_matches_cpu(fn, xs, ws, kw):
     outc.backward(g.to("cuda"))
     for got, want in ((xc, x), (wc, w), (bc, b)):
         _close(got.grad, want.grad)
+
+
+@pytest.mark.parametrize("fn, xs, ws, kw", [
+    # a channel multiplier of 2, stride, padding and dilation; rows of 3 * 4 * 2 = 24 terms: split in two
+    (fl.conv2d, (3, 2, 6, 5), (4, 1, 3, 2), {"stride": (1, 2), "padding": (1, 0), "dilation": (2, 1), "groups": 2}),
+    # transposed: its weight gradient is a depthwise one with the roles of input and gradient swapped
+    (fl.conv_transpose2d, (2, 4, 3, 3), (4, 1, 2, 2), {"stride": 2, "groups": 2}),
+])
+def test_depthwise_autograd_without_im2col(fn, xs, ws, kw, monkeypatch):
+    """Depthwise convolutions take the direct kernels in every direction, the weight gradient's row
+    reduction (split over blocks) included: no im2col columns, and every gradient as on the CPU."""
+    from flambeau._kernels.cuda import conv
+
+    monkeypatch.setattr(conv, "_im2col", lambda *a: pytest.fail("a depthwise convolution built im2col columns"))
+    test_autograd_matches_cpu(fn, xs, ws, kw)
 
 
 def test_strided_inputs():

@@ -10,7 +10,8 @@ convolutions arrive with a height of 1), ``w`` ``(O, C/groups, KH, KW)``.
   followed by a *gather* col2im (each input element sums its taps: deterministic, no atomics);
   the weight gradient is ``g @ cols^T`` per image summed over the batch by a small kernel.
 * depthwise (``groups == C``, one input channel per group): direct kernels for the forward and
-  the input gradient (``K`` multiply-adds per element, too few for a GEMM to pay).
+  the input gradient (``K`` multiply-adds per element, too few for a GEMM to pay), and a row reduction
+  per weight element for the weight gradient.
 * cuDNN (``_cudnn``, through cffi) takes the three float32/float64 calls on a real GPU where libcudnn loads;
   the numba kernels above serve everything else (the simulator included) and any call cuDNN declines.
 * float32, float64, int32 and int64 compute in their dtype; float16 computes in float32 and 8/16-bit
@@ -27,7 +28,17 @@ import functools
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
-from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, launch_1d, sim, stream
+from flambeau._kernels.cuda._launch import (
+    REDUCE_BLOCK,
+    be,
+    bind_numba_cuda,
+    elem_strides,
+    jit,
+    launch_1d,
+    row_parts,
+    sim,
+    stream,
+)
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -109,6 +120,8 @@ def _source(o, s, p, k, d, n):
 def _target(i, s, p, k, d, n):
     """The output position whose tap ``k`` reads input ``i``, or -1 if none does (the inverse of :func:`_source`)."""
     t = i + p - k * d
+    if s == 1:  # the common stride: no division (a 64-bit one costs dozens of instructions per tap)
+        return t if t >= 0 and t < n else -1
     return t // s if t >= 0 and t % s == 0 and t // s < n else -1
 
 
@@ -238,8 +251,69 @@ def _dw_input_py(acc):
     return dw_input
 
 
+def _dw_weight_py(acc, B=REDUCE_BLOCK, mode="final"):
+    """Depthwise weight gradient: ``gw[o, 0, kh, kw] = sum_{n, oh, ow} g[n, o, oh, ow] * x[n, o // M, ih, iw]``.
+
+    One row per weight element ``r = (o * KH + kh) * KW + kw`` of ``K = N * OH * OW`` terms, reduced by a
+    block (threads take consecutive ``ow``: coalesced), a long row split over ``P`` blocks whose partial
+    sums a second launch adds, as the normalisation kernels' rows (Note [Split rows] in
+    ``normalization``); the modes are theirs. Index arithmetic is written out (no device helpers, so that
+    numba's disk cache keeps the kernel).
+    """
+    bind_numba_cuda(globals())
+    partial = mode == "partial"
+    parts = mode == "parts"
+
+    def dw_weight(gw, g, gst, x, xst, geo, M, K, P, part):
+        C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW = geo
+        r = cuda.blockIdx.x
+        p = cuda.blockIdx.y
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(B, acc)
+        o = r // (KH * KW)
+        kh = (r // KW) % KH
+        kw = r % KW
+        gb = o * gst[1]
+        xb = (o // M) * xst[1]
+        L = OH * OW
+        a = acc(0)
+        if parts:
+            k = t
+            while k < P:
+                a += part[r * P + k]
+                k += B
+        else:
+            k = p * B + t
+            while k < K:
+                n = k // L
+                oh = (k // OW) % OH
+                ow = k % OW
+                ih = oh * sh - ph + kh * dh
+                iw = ow * sw - pw + kw * dw
+                if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                    a += acc(g[gb + n * gst[0] + oh * gst[2] + ow * gst[3]]) * acc(
+                        x[xb + n * xst[0] + ih * xst[2] + iw * xst[3]])
+                k += P * B
+        buf[t] = a
+        cuda.syncthreads()
+        width = B // 2
+        while width > 0:
+            if t < width:
+                buf[t] += buf[t + width]
+            cuda.syncthreads()
+            width //= 2
+        if t == 0:
+            if partial:
+                part[r * P + p] = buf[0]
+            else:
+                gw[r] = buf[0]
+
+    return dw_weight
+
+
 _TEMPLATES = {"im2col": lambda acc: _im2col_py(), "col2im": _col2im_py, "batch_sum": _batch_sum_py,
               "dw_forward": _dw_forward_py, "dw_input": _dw_input_py}
+_MODES = ("final", "partial", "parts")  # of the split-row template (Note [Split rows] in ``normalization``)
 
 
 @functools.cache
@@ -254,6 +328,36 @@ def _launch(name: str, dtype, total: int, *args) -> None:
         _kernel(name, np_name(dtype))[grid, block, stream()](*args, total)
 
 
+@functools.cache
+def _dw_weight_kernel(dtype: str, B: int, mode: str):
+    bind_numba_cuda(globals())
+    return jit(_dw_weight_py(np.dtype(dtype).type, B, mode))
+
+
+def _dw_weight(g, x, wshape, stride, padding, dilation):
+    """The depthwise weight gradient ``(O, 1, KH, KW)`` of ``g (N, O, OH, OW)`` and ``x (N, C, H, W)``, ``O = C * M``
+    (no im2col: its columns would be ``KH * KW`` times the input)."""
+    backend = be()
+    N, O, OH, OW = g.shape
+    C, H, W = x.shape[1:]
+    KH, KW = wshape[2:]
+    gw = backend.empty(wshape, g.dtype)
+    rows, K = O * KH * KW, N * OH * OW
+    B = 2 if sim() else REDUCE_BLOCK  # (the simulator runs each GPU thread as a Python thread)
+    P = row_parts(K, B)
+    dn = np_name(g.dtype)
+    args = (backend.flat_view(gw), backend.flat_view(g), elem_strides(g), backend.flat_view(x), elem_strides(x),
+            _geo(C, H, W, KH, KW, stride, padding, dilation, OH, OW), O // C, K)
+    s = stream()
+    if P == 1:
+        _dw_weight_kernel(dn, B, "final")[rows, B, s](*args, 1, args[0])
+        return gw
+    part = backend.empty((rows * P,), g.dtype)
+    _dw_weight_kernel(dn, B, "partial")[(rows, P), B, s](*args, P, part)
+    _dw_weight_kernel(dn, B, "parts")[rows, B, s](*args, P, part)
+    return gw
+
+
 # --- building blocks ------------------------------------------------------------------------------------
 def _out_size(n, k, s, p, d):
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
@@ -264,7 +368,8 @@ def _geo(C, H, W, KH, KW, stride, padding, dilation, OH, OW) -> tuple:
 
 
 def _is_depthwise(C, w, groups) -> bool:
-    return groups == C and w.shape[1] == 1 and C > 1
+    """Whether a convolution of ``C`` input channels with weight ``w`` (an array, or its shape) is depthwise."""
+    return groups == C and tuple(getattr(w, "shape", w))[1] == 1 and C > 1
 
 
 def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
@@ -277,11 +382,24 @@ def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
     return cols
 
 
+# Depthwise convolutions run the direct kernels below, not cuDNN, as torch runs its own (ConvBackend::
+# CudaDepthwise2d) for float32 and float64 in NCHW and keeps cuDNN's depthwise for float16. MobileNet v2 is the
+# model of Table 1 furthest behind torch on an H100 (0.31x, with cuDNN's grouped kernels); this switch lets
+# tools/gpu_profile.py's ``kernels`` section time both paths on a GPU (not yet done: no GPU since).
+DEPTHWISE_BY_CUDNN = False
+
+
 def _cudnn(kind, a, b, shape, stride, padding, dilation, groups):
     """The result of cuDNN's ``kind`` call (``_cudnn.forward``, ``backward_data`` or ``backward_filter``), or None
-    where cuDNN is not used (the simulator, other dtypes, no libcudnn, a failure): the numba path runs then."""
+    where cuDNN is not used (the simulator, other dtypes, depthwise, no libcudnn, a failure): the numba path runs
+    then."""
     if sim() or np.dtype(a.dtype) not in (np.float32, np.float64):
         return None
+    if groups > 1 and not DEPTHWISE_BY_CUDNN:
+        C = shape[1] if kind == "data" else b.shape[1] if kind == "filter" else a.shape[1]
+        wshape = b.shape if kind != "filter" else shape
+        if _is_depthwise(C, wshape, groups):
+            return None
     from flambeau._kernels.cuda import _cudnn as cudnn
 
     if not cudnn.available():
@@ -347,10 +465,13 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
     if gw is not None:
         return gw
     backend = be()
-    gw = backend.empty(wshape, g.dtype)
     if N == 0 or L == 0:
+        gw = backend.empty(wshape, g.dtype)
         copy_into(gw, 0)
         return gw
+    if _is_depthwise(x.shape[1], wshape, groups):
+        return _dw_weight(g, x, wshape, stride, padding, dilation)
+    gw = backend.empty(wshape, g.dtype)
     cols = _im2col(x, KH, KW, stride, padding, dilation, OH, OW)
     g = contig(g)
     per = matmul(view(g, (N, G, Og, L), (O * L, Og * L, L, 1)), view(cols, (N, G, L, K), (G * K * L, K * L, 1, L)))
@@ -413,5 +534,8 @@ def ptx_cases(ndim: int = 2) -> list:
                 "dw_input": (arr, arr, s4, arr, s4, geo, i64, i64)}
         for name, sig in sigs.items():
             cases.append((f"conv:{name}:{dn}", _TEMPLATES[name](np.dtype(dn).type), sig))
+        for mode in _MODES:
+            cases.append((f"conv:dw_weight_{mode}:{dn}", _dw_weight_py(np.dtype(dn).type, REDUCE_BLOCK, mode),
+                          (arr, arr, s4, arr, s4, geo, i64, i64, i64, arr)))
     return cases
 
