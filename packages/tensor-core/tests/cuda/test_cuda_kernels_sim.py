@@ -218,6 +218,27 @@ def test_unary_vs_cpu(name, dtype):
     _check(fn(g.T), fn(c.T), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("n", [1, 7, 24, 25, 31, 32, 33, 57, 100])
+def test_grouped_loads_cover_every_element(n):
+    """The 1-d elementwise kernels take four elements a thread, the rest one at a time (Note [Grouped loads];
+    under the simulator a grid of at most 8 threads, so every length from 25 on takes both loops): unary,
+    binary with an array or a scalar, in place, ternary with a scalar operand, and a strided 1-d view."""
+    rng = np.random.default_rng(n)
+    a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    da, db, dc = (fl.tensor(v, device="cuda") for v in (a, b, c))
+    np.testing.assert_array_equal((da + db).cpu().numpy(), a + b)
+    np.testing.assert_array_equal((da * 2).cpu().numpy(), a * np.float32(2))
+    np.testing.assert_array_equal((3 - da).cpu().numpy(), np.float32(3) - a)
+    np.testing.assert_array_equal(da.relu().cpu().numpy(), np.maximum(a, 0))
+    np.testing.assert_array_equal(fl.where(da > 0, db, 0.5).cpu().numpy(), np.where(a > 0, b, np.float32(0.5)))
+    np.testing.assert_array_equal(fl.addcmul(da, db, dc, value=2).cpu().numpy(),
+                                  fl.addcmul(*(fl.tensor(v) for v in (a, b, c)), value=2).numpy())
+    dd = fl.tensor(np.repeat(a, 2), device="cuda")[::2]  # 1-d, stride 2
+    np.testing.assert_array_equal((dd + 1).cpu().numpy(), a + np.float32(1))
+    da.add_(db)
+    np.testing.assert_array_equal(da.cpu().numpy(), a + b)
+
+
 def test_unary_special_values():
     h = np.array([0.0, -1.0, np.inf, -np.inf, np.nan, 1e-30], np.float32)
     c = fl.tensor(h)

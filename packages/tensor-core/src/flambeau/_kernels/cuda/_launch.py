@@ -27,12 +27,13 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
-__all__ = ["BLOCK", "REDUCE_BLOCK", "TILE", "CACHE", "bind_numba_cuda", "jit", "direct", "launch_keyed", "sim", "be",
-           "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides",
-           "error_flag", "ERR_INDEX", "ERR_VALUE"]
+__all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "CACHE", "bind_numba_cuda", "jit", "direct", "launch_keyed", "sim",
+           "be", "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce", "elem_strides",
+           "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
+GROUP = 4  # elements a thread of the grouped-load kernels takes (Note [Grouped loads] in elementwise; they write 4 out)
 TILE = 16  # matmul tile edge
 CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
 
@@ -105,11 +106,13 @@ def stream():
     return current_stream().numba
 
 
-def launch_1d(n: int) -> tuple:
-    """``(grid, block)`` of a grid-stride loop over ``n`` elements."""
+def launch_1d(n: int, per_thread: int = 1) -> tuple:
+    """``(grid, block)`` of a grid-stride loop over ``n`` elements, ``per_thread`` of them to a thread (the
+    elementwise templates' grouped loads: Note [Grouped loads] in ``elementwise``)."""
     if sim():
         return min(2, (n + 3) // 4), 4  # few Python threads: each device-function call takes a lock there
-    return min((n + BLOCK - 1) // BLOCK, 65535 * 4), BLOCK
+    per_block = BLOCK * per_thread
+    return min((n + per_block - 1) // per_block, 65535 * 4), BLOCK
 
 
 def row_parts(K: int, B: int) -> int:

@@ -33,6 +33,7 @@ import numpy as np
 
 from flambeau._dtype import np_name
 from flambeau._kernels.cuda._launch import (
+    GROUP,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
@@ -148,16 +149,22 @@ def _affine_py():
     def affine(out, x, mean, rstd, w, b, has_w, has_b, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        while i < n:
-            s = (i // sdiv) % smod
-            a = s if same else (i // adiv) % amod
-            y = (x[i] - mean[s]) * rstd[s]
-            if has_w:
-                y = y * w[a]
-            if has_b:
-                y = y + b[a]
-            out[i] = y
-            i += step
+        last = n - 1
+        while i < n:  # GROUP (4) elements a thread, loaded first: Note [Grouped loads] in elementwise
+            js = (i, i + step, i + 2 * step, i + 3 * step)
+            xs = (x[i], x[min(js[1], last)], x[min(js[2], last)], x[min(js[3], last)])  # (in bounds)
+            for u in range(4):
+                j = js[u]
+                if j < n:
+                    s = (j // sdiv) % smod
+                    a = s if same else (j // adiv) % amod
+                    y = (xs[u] - mean[s]) * rstd[s]
+                    if has_w:
+                        y = y * w[a]
+                    if has_b:
+                        y = y + b[a]
+                    out[j] = y
+            i += 4 * step
 
     return affine
 
@@ -224,18 +231,25 @@ def _grad_input_py():
     def grad_input(dx, g, x, mean, rstd, s1, s2, w, has_w, w_inside, c, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        while i < n:
-            s = (i // sdiv) % smod
-            a = s if same else (i // adiv) % amod
-            rs = rstd[s]
-            gv = g[i]
-            if has_w and w_inside:
-                gv = gv * w[a]
-            y = rs * (gv - c * s1[s] - (x[i] - mean[s]) * rs * c * s2[s])
-            if has_w and not w_inside:
-                y = y * w[a]
-            dx[i] = y
-            i += step
+        last = n - 1
+        while i < n:  # as affine's
+            js = (i, i + step, i + 2 * step, i + 3 * step)
+            gs = (g[i], g[min(js[1], last)], g[min(js[2], last)], g[min(js[3], last)])
+            xs = (x[i], x[min(js[1], last)], x[min(js[2], last)], x[min(js[3], last)])
+            for u in range(4):
+                j = js[u]
+                if j < n:
+                    s = (j // sdiv) % smod
+                    a = s if same else (j // adiv) % amod
+                    rs = rstd[s]
+                    gv = gs[u]
+                    if has_w and w_inside:
+                        gv = gv * w[a]
+                    y = rs * (gv - c * s1[s] - (xs[u] - mean[s]) * rs * c * s2[s])
+                    if has_w and not w_inside:
+                        y = y * w[a]
+                    dx[j] = y
+            i += 4 * step
 
     return grad_input
 
@@ -340,7 +354,7 @@ def _affine(x, mean, rstd, w, b, index, t):
     backend = be()
     out = backend.empty(x.shape, t)
     n = x.size
-    grid, block = launch_1d(n)
+    grid, block = launch_1d(n, GROUP)
     launch_keyed(_kernel("affine"), (grid, block, stream()), t, _flat(out), _flat(x), mean, rstd, _vec_t(w, t),
                  _vec_t(b, t), w is not None, b is not None, *index, _same_index(index), n)
     return out
@@ -365,7 +379,7 @@ def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
     backend = be()
     dx = backend.empty(x.shape, t)
     n = x.size
-    grid, block = launch_1d(n)
+    grid, block = launch_1d(n, GROUP)
     launch_keyed(_kernel("grad_input"), (grid, block, stream()), t, _flat(dx), _flat(g), _flat(x), mean, rstd, s1,
                  s2, _vec_t(w, t), w is not None, bool(w_inside), t.type(c), *index, _same_index(index), n)
     return cast_back(dx, back)
