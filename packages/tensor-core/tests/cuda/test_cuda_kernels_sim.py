@@ -220,9 +220,10 @@ def test_unary_vs_cpu(name, dtype):
 
 @pytest.mark.parametrize("n", [1, 7, 24, 25, 31, 32, 33, 57, 100])
 def test_grouped_loads_cover_every_element(n):
-    """The 1-d elementwise kernels take four elements a thread, the rest one at a time (Note [Grouped loads];
+    """The elementwise kernels take four elements a thread, the last ones one at a time (Note [Grouped loads];
     under the simulator a grid of at most 8 threads, so every length from 25 on takes both loops): unary,
-    binary with an array or a scalar, in place, ternary with a scalar operand, and a strided 1-d view."""
+    binary with an array or a scalar, in place, ternary with a scalar operand, a strided 1-d view, and 2-d
+    broadcast and transposed operands."""
     rng = np.random.default_rng(n)
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     da, db, dc = (fl.tensor(v, device="cuda") for v in (a, b, c))
@@ -235,6 +236,11 @@ def test_grouped_loads_cover_every_element(n):
                                   fl.addcmul(*(fl.tensor(v) for v in (a, b, c)), value=2).numpy())
     dd = fl.tensor(np.repeat(a, 2), device="cuda")[::2]  # 1-d, stride 2
     np.testing.assert_array_equal((dd + 1).cpu().numpy(), a + np.float32(1))
+    m, v = rng.standard_normal((n, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    dm, dv = fl.tensor(m, device="cuda"), fl.tensor(v, device="cuda")
+    np.testing.assert_array_equal((dm + dv).cpu().numpy(), m + v)  # broadcast: a 2-d kernel
+    np.testing.assert_array_equal((dm.t() * 2).cpu().numpy(), m.T * np.float32(2))  # transposed
+    np.testing.assert_array_equal(fl.clamp(dm.t(), dv[:, None], 1.0).cpu().numpy(), np.clip(m.T, v[:, None], 1))
     da.add_(db)
     np.testing.assert_array_equal(da.cpu().numpy(), a + b)
 

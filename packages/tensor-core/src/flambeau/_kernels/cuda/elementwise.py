@@ -874,11 +874,11 @@ def _device_fn(table: str, name: str, kind: str = "f"):
 #     at a time, and the compiler cannot hoist the next iteration's load above this one's store (the output
 #     may alias an input). An H100 keeps about 270,000 threads resident, so one 4-byte load each is about a
 #     megabyte in flight: with ~0.7 us of memory latency, 1.5 TB/s of its 3.35 (``x * 2`` on 16M float32:
-#     85 us against torch's 49, whose kernels load vectors of four). So the 1-d kernels (every contiguous
-#     operation, once coalesced) take ``GROUP`` elements per thread, ``i, i + step, ...``, loaded into
-#     registers before any is computed and stored (coalesced: neighbouring threads read neighbouring
-#     elements), and the launchers size the grid for it (``launch_1d(n, GROUP)``); the rest, and strided
-#     kernels, loop one element at a time. Results are the same (each element is computed alone).
+#     85 us against torch's 49, whose kernels load vectors of four). So the kernels take ``GROUP`` elements
+#     per thread, ``i, i + step, ...``, loaded into registers before any is computed and stored (coalesced:
+#     neighbouring threads read neighbouring elements), and the launchers size the grid for it
+#     (``launch_1d(n, GROUP)``); the last elements loop one at a time. Results are the same (each element
+#     is computed alone).
 
 
 def _binary_py(f, ct):
@@ -888,23 +888,24 @@ def _binary_py(f, ct):
     def binary(out, ost, a, ast, sa, use_sa, b, bst, sb, use_sb, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        if len(shape) == 1:  # Note [Grouped loads] (a compile-time constant)
-            so, s0, s1 = ost[0], ast[0], bst[0]
-            while i + 3 * step < n:
-                j1, j2, j3 = i + step, i + 2 * step, i + 3 * step
-                x0 = sa if use_sa else ct(a[i * s0])
-                x1 = sa if use_sa else ct(a[j1 * s0])
-                x2 = sa if use_sa else ct(a[j2 * s0])
-                x3 = sa if use_sa else ct(a[j3 * s0])
-                y0 = sb if use_sb else ct(b[i * s1])
-                y1 = sb if use_sb else ct(b[j1 * s1])
-                y2 = sb if use_sb else ct(b[j2 * s1])
-                y3 = sb if use_sb else ct(b[j3 * s1])
-                out[i * so] = f(x0, y0)
-                out[j1 * so] = f(x1, y1)
-                out[j2 * so] = f(x2, y2)
-                out[j3 * so] = f(x3, y3)
-                i += 4 * step
+        while i + 3 * step < n:  # Note [Grouped loads]
+            o0, a0, b0, _ = _d_offsets(i, shape, ost, ast, bst, bst)
+            o1, a1, b1, _ = _d_offsets(i + step, shape, ost, ast, bst, bst)
+            o2, a2, b2, _ = _d_offsets(i + 2 * step, shape, ost, ast, bst, bst)
+            o3, a3, b3, _ = _d_offsets(i + 3 * step, shape, ost, ast, bst, bst)
+            x0 = sa if use_sa else ct(a[a0])
+            x1 = sa if use_sa else ct(a[a1])
+            x2 = sa if use_sa else ct(a[a2])
+            x3 = sa if use_sa else ct(a[a3])
+            y0 = sb if use_sb else ct(b[b0])
+            y1 = sb if use_sb else ct(b[b1])
+            y2 = sb if use_sb else ct(b[b2])
+            y3 = sb if use_sb else ct(b[b3])
+            out[o0] = f(x0, y0)
+            out[o1] = f(x1, y1)
+            out[o2] = f(x2, y2)
+            out[o3] = f(x3, y3)
+            i += 4 * step
         while i < n:
             oo, oa, ob, _ = _d_offsets(i, shape, ost, ast, bst, bst)
             x = sa if use_sa else ct(a[oa])
@@ -922,19 +923,20 @@ def _unary_py(f, ct):
     def unary(out, ost, a, ast, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        if len(shape) == 1:  # Note [Grouped loads]
-            so, s0 = ost[0], ast[0]
-            while i + 3 * step < n:
-                j1, j2, j3 = i + step, i + 2 * step, i + 3 * step
-                x0 = ct(a[i * s0])
-                x1 = ct(a[j1 * s0])
-                x2 = ct(a[j2 * s0])
-                x3 = ct(a[j3 * s0])
-                out[i * so] = f(x0)
-                out[j1 * so] = f(x1)
-                out[j2 * so] = f(x2)
-                out[j3 * so] = f(x3)
-                i += 4 * step
+        while i + 3 * step < n:  # Note [Grouped loads]
+            o0, a0, _, _ = _d_offsets(i, shape, ost, ast, ast, ast)
+            o1, a1, _, _ = _d_offsets(i + step, shape, ost, ast, ast, ast)
+            o2, a2, _, _ = _d_offsets(i + 2 * step, shape, ost, ast, ast, ast)
+            o3, a3, _, _ = _d_offsets(i + 3 * step, shape, ost, ast, ast, ast)
+            x0 = ct(a[a0])
+            x1 = ct(a[a1])
+            x2 = ct(a[a2])
+            x3 = ct(a[a3])
+            out[o0] = f(x0)
+            out[o1] = f(x1)
+            out[o2] = f(x2)
+            out[o3] = f(x3)
+            i += 4 * step
         while i < n:
             oo, oa, _, _ = _d_offsets(i, shape, ost, ast, ast, ast)
             out[oo] = f(ct(a[oa]))
@@ -951,27 +953,28 @@ def _nary_py(f, ct):
     def nary(out, ost, a, ast, sa, use_sa, b, bst, sb, use_sb, c, cst, sc, use_sc, p, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        if len(shape) == 1:  # Note [Grouped loads]
-            so, s0, s1, s2 = ost[0], ast[0], bst[0], cst[0]
-            while i + 3 * step < n:
-                j1, j2, j3 = i + step, i + 2 * step, i + 3 * step
-                x0 = sa if use_sa else ct(a[i * s0])
-                x1 = sa if use_sa else ct(a[j1 * s0])
-                x2 = sa if use_sa else ct(a[j2 * s0])
-                x3 = sa if use_sa else ct(a[j3 * s0])
-                y0 = sb if use_sb else ct(b[i * s1])
-                y1 = sb if use_sb else ct(b[j1 * s1])
-                y2 = sb if use_sb else ct(b[j2 * s1])
-                y3 = sb if use_sb else ct(b[j3 * s1])
-                z0 = sc if use_sc else ct(c[i * s2])
-                z1 = sc if use_sc else ct(c[j1 * s2])
-                z2 = sc if use_sc else ct(c[j2 * s2])
-                z3 = sc if use_sc else ct(c[j3 * s2])
-                out[i * so] = f(x0, y0, z0, p)
-                out[j1 * so] = f(x1, y1, z1, p)
-                out[j2 * so] = f(x2, y2, z2, p)
-                out[j3 * so] = f(x3, y3, z3, p)
-                i += 4 * step
+        while i + 3 * step < n:  # Note [Grouped loads]
+            o0, a0, b0, c0 = _d_offsets(i, shape, ost, ast, bst, cst)
+            o1, a1, b1, c1 = _d_offsets(i + step, shape, ost, ast, bst, cst)
+            o2, a2, b2, c2 = _d_offsets(i + 2 * step, shape, ost, ast, bst, cst)
+            o3, a3, b3, c3 = _d_offsets(i + 3 * step, shape, ost, ast, bst, cst)
+            x0 = sa if use_sa else ct(a[a0])
+            x1 = sa if use_sa else ct(a[a1])
+            x2 = sa if use_sa else ct(a[a2])
+            x3 = sa if use_sa else ct(a[a3])
+            y0 = sb if use_sb else ct(b[b0])
+            y1 = sb if use_sb else ct(b[b1])
+            y2 = sb if use_sb else ct(b[b2])
+            y3 = sb if use_sb else ct(b[b3])
+            z0 = sc if use_sc else ct(c[c0])
+            z1 = sc if use_sc else ct(c[c1])
+            z2 = sc if use_sc else ct(c[c2])
+            z3 = sc if use_sc else ct(c[c3])
+            out[o0] = f(x0, y0, z0, p)
+            out[o1] = f(x1, y1, z1, p)
+            out[o2] = f(x2, y2, z2, p)
+            out[o3] = f(x3, y3, z3, p)
+            i += 4 * step
         while i < n:
             oo, oa, ob, oc = _d_offsets(i, shape, ost, ast, bst, cst)
             x = sa if use_sa else ct(a[oa])
