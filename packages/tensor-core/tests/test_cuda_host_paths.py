@@ -119,6 +119,37 @@ def test_contiguous_launches_pack_what_the_strided_path_packs():
     """)
 
 
+def test_flat_args_pack_as_the_flat_views_they_stand_for():
+    """A ``FlatArg`` (the launchers' flat view without a device-array object) packs the bytes the view would:
+    of C-contiguous, transposed, sliced and empty arrays; numba's dispatcher gets the view itself."""
+    _run("""
+        import numpy as np
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda import _direct
+
+        be = backend("cuda")
+        base = fl.empty(4, 5, 6, device="cuda")
+        arrays = [base, base.transpose(0, 2), base[1:3, ::2], base[:, :0], fl.empty(7, dtype=fl.float64, device="cuda")]
+        for t in arrays:
+            a = t._data
+            view, arg = be.flat_view(a), be.flat_arg(a)
+            assert _direct.arg_key(arg) == _direct.arg_key(view) == (a.dtype, 1, "C")
+            plan = _direct.Plan(1, (_direct.numba_type(_direct.arg_key(view)),), "probe")
+            bufs = []
+            for x in (view, arg):
+                buf, _ = plan.slot()
+                plan.pack(buf, x)
+                bufs.append(bytes(buf))
+            assert bufs[0] == bufs[1], (t.shape, t.stride())
+            if type(arg) is _direct.FlatArg:
+                v = arg.view()
+                assert (v.shape, v.strides) == (view.shape, view.strides)
+                assert _direct.device_ptr(v) == _direct.device_ptr(view)
+        assert type(be.contiguous_flat(base._data)) is _direct.FlatArg
+        assert be.contiguous_flat(base.transpose(0, 2)._data) is None
+    """)
+
+
 def test_batched_gemms_cover_every_batch_element_once():
     _run("""
         import itertools

@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda as _cuda
 from numba.core import config as _config
 
-from flambeau._kernels.cuda._direct import layout_of
+from flambeau._kernels.cuda._direct import FlatArg, layout_of
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau.cuda._allocator import get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
@@ -30,7 +30,7 @@ from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
            "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array",
-           "reinterpret", "contiguous_flat", "view_from", "owns_memory_alone"]
+           "reinterpret", "contiguous_flat", "flat_arg", "view_from", "owns_memory_alone"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
 
@@ -129,18 +129,6 @@ else:
             a = cls._bare(shape, strides, dtype, base.stream)
             a._fl_ptr = base._fl_ptr + start if a.size else 0
             a._fl_owner, a._fl_start = _anchor(base, start)
-            return a
-
-        @classmethod
-        def flat_of(cls, base):
-            """The 1-d view of C-contiguous ``base``'s ``base.size`` elements (``view_of`` without its arithmetic)."""
-            n = base.size
-            dtype = base.dtype
-            a = cls._bare((n,), (dtype.itemsize,), dtype, base.stream)
-            a.alloc_size = n * dtype.itemsize
-            a._fl_ptr = base._fl_ptr if n else 0
-            a._fl_owner, a._fl_start = _anchor(base, 0)
-            a._fl_c = True
             return a
 
         @classmethod
@@ -438,13 +426,23 @@ def flat_view(arr):
 def contiguous_flat(arr):
     """A 1-d view of device array ``arr``'s elements when ``arr`` is C-contiguous (``arr`` itself when 1-d),
     else None: the launchers' fast path, where every operand is C-contiguous of one shape and a kernel
-    needs neither broadcasting nor strides (whether an array is C-contiguous is worked out once per array)."""
+    needs neither broadcasting nor strides (whether an array is C-contiguous is worked out once per array).
+    On a GPU the view is a launch argument only (``_direct.FlatArg``: no device-array object is made)."""
     shape = arr.shape
     if len(shape) == 1:
         return arr if arr.strides[0] == arr.dtype.itemsize or shape[0] <= 1 else None
     if SIM:
         return flat_view(arr) if is_c_contiguous(arr) else None
-    return _DevArray.flat_of(_as_ours(arr)) if is_c_contiguous(arr) else None
+    return FlatArg(arr, arr.size) if is_c_contiguous(arr) else None
+
+
+def flat_arg(arr):
+    """:func:`flat_view` of ``arr`` for a kernel launch only: on a GPU a ``_direct.FlatArg`` (no device-array
+    object is made), under the simulator the view itself."""
+    item = arr.dtype.itemsize
+    if SIM or (len(arr.shape) == 1 and (arr.strides[0] == item or arr.shape[0] <= 1)):
+        return flat_view(arr)
+    return FlatArg(arr, arr.size if is_c_contiguous(arr) else _extent(arr.shape, arr.strides, item) // item)
 
 
 def owns_memory_alone(data) -> bool:

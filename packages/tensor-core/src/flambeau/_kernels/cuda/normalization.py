@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import np_name
+from flambeau._kernels.cuda._direct import FlatArg
 from flambeau._kernels.cuda._launch import (
     GROUP,
     REDUCE_BLOCK,
@@ -286,16 +287,16 @@ def _block() -> int:
 # --- launchers -----------------------------------------------------------------------------------------
 def _copied(a, t) -> bool:
     """Whether :func:`_vec_t` copies ``a``."""
-    return a.dtype != t or not be().is_c_contiguous(a)
+    return a.dtype != t or (type(a) is not FlatArg and not be().is_c_contiguous(a))
 
 
 def _vec_t(a, t):
-    """``a`` as a 1-D contiguous array of dtype ``t`` (a view of it when it is one: writes go through), or a
-    dummy of one element if None."""
+    """``a`` as a 1-D contiguous array of dtype ``t`` for a launch (its flat view when it is one: writes go
+    through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU), or a dummy of one element if None."""
     if a is None:
         return be().empty((1,), t)
     if not _copied(a, t):
-        return be().flat_view(a)
+        return a if type(a) is FlatArg else be().flat_arg(a)
     out = be().empty(a.shape, t)
     copy_into(out, a)
     return be().flat_view(out)
@@ -307,7 +308,7 @@ def _shaped(a, shape):
 
 
 def _flat(a):
-    return be().flat_view(a)
+    return be().flat_arg(a)
 
 
 # Note [Keyed normalisation launches]

@@ -832,7 +832,7 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
         B = _block()
         P = row_parts(K, B)
         s = stream()
-        flat = backend.flat_view(a)
+        flat = backend.flat_arg(a)
         q = float(q)
         short = K <= (4 if sim() else _SHORT_ROW)
         # many outputs adjacent in memory: one per thread reads coalesced (each block strides otherwise)
