@@ -12,8 +12,9 @@ The legacy (v7) convolution API, present in cuDNN 8 and 9: NCHW float32 and floa
 symmetric padding, groups. float32 runs on TF32 tensor cores where the device has them and
 ``flambeau.backends.cudnn.allow_tf32`` is True (the default, as torch's: ``CUDNN_DEFAULT_MATH``), else
 with ``CUDNN_FMA_MATH`` (results agree with the CPU to float32 rounding). The algorithm is the first the
-heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits :data:`MAX_WORKSPACE`, preferring
-deterministic ones, asked once per configuration (Note [cuDNN plans]).
+heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits :data:`MAX_WORKSPACE` (a
+deterministic one under ``backends.cudnn.deterministic`` or ``use_deterministic_algorithms``, as torch),
+asked once per configuration (Note [cuDNN plans]).
 """
 
 from __future__ import annotations
@@ -219,7 +220,9 @@ class _Descriptors:
 
 
 def _pick(ffi, get_algos, perf_type):
-    """The algorithm to run: the first the heuristics rate usable within MAX_WORKSPACE, deterministic first."""
+    """The algorithm to run: the first the heuristics rate usable within MAX_WORKSPACE (their order is their
+    guess of speed, and torch takes the first too), a deterministic one where deterministic algorithms are
+    asked for."""
     perf = ffi.new(f"{perf_type}[{_ALGOS}]")
     n = ffi.new("int *")
     _check(get_algos(_ALGOS, n, perf), "cudnnGet*Algorithm_v7")
@@ -228,7 +231,7 @@ def _pick(ffi, get_algos, perf_type):
         ok = [p for p in ok if p.determinism == 1]
     if not ok:
         raise CudnnUnavailable("no cuDNN algorithm fits")
-    return next((p for p in ok if p.determinism == 1), ok[0]).algo
+    return ok[0].algo
 
 
 def _supported(dtype, *shapes) -> bool:
