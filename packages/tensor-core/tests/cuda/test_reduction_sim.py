@@ -222,3 +222,36 @@ def test_no_host_synchronisation():
             fl.nanmean(g, 1), fl.prod(g, 1), fl.count_nonzero(g)]
     assert fl.cuda.host_sync_count() == before
     assert len(outs) == 16
+
+
+# --- column tiles (Note [Column tiles]) ------------------------------------------------------------------
+@pytest.mark.parametrize("shape, dims", [((9, 3), 0), ((37, 3), 0), ((7, 3, 1), 0), ((6, 5, 3), (0, 1))])
+def test_column_tiles_match_cpu(shape, dims, monkeypatch):
+    """Reductions over leading dims whose outputs lie side by side reduce in column tiles (2 x 2 threads under
+    the simulator, where 4 outputs or more take one thread each), one launch or split (37 rows: three partial
+    tiles a column): every kind of op state, NaN, ties to the first index, integers."""
+    from flambeau._kernels.cuda import reduction
+
+    modes = []
+    kernel = reduction.columns_kernel
+
+    def recording(name, acc, mode, two=False, tile=reduction._TILE):
+        modes.append(mode)
+        return kernel(name, acc, mode, two, tile)
+
+    monkeypatch.setattr(reduction, "columns_kernel", recording)
+    h = RNG.integers(-3, 4, shape).astype(np.float32)  # small integers: ties for max/argmax
+    h.reshape(-1)[5] = np.nan
+    c, d = _pair(h)
+    ci, di = _pair(np.nan_to_num(h).astype(np.int64))
+    for fn in (lambda t: t.sum(dims), lambda t: t.mean(dims), lambda t: t.nansum(dims), lambda t: t.amax(dims),
+               lambda t: t.var(dims), lambda t: t.logsumexp(dims)):
+        _same(fn(d), fn(c))
+    if not isinstance(dims, tuple):
+        _same((d / 4).prod(dims), (c / 4).prod(dims))
+        _same(tuple(d.max(dims)), tuple(c.max(dims)))
+        _same(di.argmax(dims), ci.argmax(dims))
+        _same(di.min(dims)[1], ci.min(dims)[1])
+    _same(di.sum(dims), ci.sum(dims))
+    split = shape[0] * (shape[1] if isinstance(dims, tuple) else 1) > 16  # rows over 8 threads' worth
+    assert set(modes) == ({"partial", "parts"} if split else {"final"}), modes

@@ -27,7 +27,8 @@ Note [Tree reduction]
     combines (no host sync: the number of blocks depends on shapes only). Each thread combines a
     strided slice of the row, then the block combines its ``B`` states in shared memory down to
     one warp, and on a GPU the last 32 lanes combine with ``cuda.shfl_down_sync`` (under the
-    simulator, which has no shuffles, the shared-memory tree goes down to one thread).
+    simulator, which has no shuffles, the shared-memory tree goes down to one thread). Outputs side by
+    side in memory that are too few for one thread each reduce in column tiles (Note [Column tiles]).
 
 Scans (``cumsum``, ``cumprod``, ``cummax``, ``cummin``): one block per row walks the row in chunks
 of ``B`` elements, each chunk scanned in shared memory (Hillis-Steele) and offset by the carry of
@@ -61,7 +62,8 @@ from flambeau._kernels.cuda.core import contiguous, real_pairs
 from flambeau._kernels.cuda.elementwise import _add, _bitwise_and, _bitwise_or, _maximum, _minimum, _mul
 from flambeau._ops._registry import kernel
 
-__all__ = ["OPS", "reduce", "reduce_kernel", "rows_kernel", "scan_kernel", "sum_kernel", "mean_kernel", "ptx_cases"]
+__all__ = ["OPS", "reduce", "reduce_kernel", "rows_kernel", "columns_kernel", "scan_kernel", "sum_kernel",
+           "mean_kernel", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
@@ -448,6 +450,83 @@ def _rows_py(name: str, acc: str, two: bool):
             m += cuda.gridsize(1)
 
     return rows
+
+
+# Note [Column tiles]
+#     A reduction over leading dims whose outputs lie side by side in memory (the bias gradient of a linear
+#     layer: a sum over the batch of a (batch, features) gradient) had two paths: one thread per output,
+#     walking its column alone (coalesced, but with few outputs a GPU holds a few hundred threads, each
+#     making thousands of dependent loads), or one block per output (its threads read a column, each load
+#     from another row: 32 memory sectors per warp for 128 useful bytes). A tile is a block of ``TX``
+#     adjacent outputs by ``TY`` threads each: a warp reads ``TX`` neighbouring elements of one row, a
+#     thread combines the rows ``p * TY + ty, p * TY + ty + P * TY, ...`` of its column, the ``TY`` states
+#     of a column combine in shared memory. A long column splits over ``P`` tiles (``blockIdx.y``, the
+#     rows' rule of ``row_parts``) whose partial states, laid out ``(P, M)`` so that the second launch
+#     (mode "parts") reads them coalesced too, combine as the other templates' do.
+_TILE = (32, 8)  # (TX, TY) of a column tile on a GPU
+
+
+def _tile() -> tuple:
+    return (2, 2) if sim() else _TILE
+
+
+def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = False):
+    """The column-tile reduction kernel of op ``name`` (Note [Column tiles]), ``mode`` as
+    :func:`_reduce_py`'s: ``kernel(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, M, P, q)``."""
+    bind_numba_cuda(globals())
+    at = np.dtype(acc).type
+    init, load, combine, fin = _device_ops(name, acc)
+    offset = _offset()
+    partial, parts = mode == "partial", mode == "parts"
+
+    def columns(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, M, P, q):
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        m = cuda.blockIdx.x * TX + tx
+        p = cuda.blockIdx.y
+        bv = cuda.shared.array((TY, TX), at)
+        bw = cuda.shared.array((TY, TX), at)
+        bn = cuda.shared.array((TY, TX), _i64)
+        v, w, n = init(q)
+        if m < M:
+            if parts:
+                k = ty
+                while k < P:
+                    j = k * M + m
+                    v, w, n = combine(v, w, n, sv[j], sw[j], sn[j])
+                    k += TY
+            else:
+                base = offset(0, m, kshape, kst)
+                k = p * TY + ty
+                while k < K:
+                    x, y, c = load(a[offset(base, k, rshape, rst)], k, q)
+                    v, w, n = combine(v, w, n, x, y, c)
+                    k += P * TY
+        bv[ty, tx] = v
+        bw[ty, tx] = w
+        bn[ty, tx] = n
+        cuda.syncthreads()
+        if ty == 0 and m < M:
+            for r in range(1, TY):
+                v, w, n = combine(v, w, n, bv[r, tx], bw[r, tx], bn[r, tx])
+            if partial:
+                j = p * M + m
+                sv[j] = v
+                sw[j] = w
+                sn[j] = n
+            else:
+                out[m] = fin(v, w, n, q)
+                if two:
+                    out2[m] = n
+
+    return columns
+
+
+@functools.cache
+def columns_kernel(name: str, acc: str, mode: str, two: bool = False, tile: tuple = _TILE):
+    """The compiled column-tile reduction kernel (cached); see :func:`_columns_py`."""
+    bind_numba_cuda(globals())
+    return jit(_columns_py(name, acc, *tile, mode, two))
 
 
 @functools.cache
@@ -844,6 +923,8 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
             grid, block = launch_1d(M)
             launch_keyed(rows_kernel(name, np_name(acc), two), (grid, block, s), key,
                          out, idx, flat, kshape, kst, rshape, rst, K, M, q)
+        elif kst[-1] == 1 and M > 1:  # outputs side by side in memory: Note [Column tiles]
+            _columns(name, np_name(acc), two, key, out, idx, flat, kshape, kst, rshape, rst, K, M, q)
         elif P == 1:
             launch_keyed(reduce_kernel(name, np_name(acc), "final", two, B), ((M, 1), B, s), key,
                          out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
@@ -858,6 +939,25 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
     if two:
         return shaped, backend.as_strided(idx, out_shape, c_elem_strides(out_shape), 0)
     return shaped
+
+
+def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape, kst, rshape, rst, K, M, q):
+    """Launch the column tiles of ``reduce`` (Note [Column tiles]): one launch, or partial states then parts."""
+    TX, TY = tile = _tile()
+    P = row_parts(K, TY)
+    s = stream()
+    gx = (M + TX - 1) // TX
+    if P == 1:
+        launch_keyed(columns_kernel(name, acc, "final", two, tile), ((gx, 1), tile, s), key,
+                     out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, M, 1, q)
+        return
+    backend = be()
+    sv, sw = backend.empty((P * M,), acc), backend.empty((P * M,), acc)
+    sn = backend.empty((P * M,), np.int64)
+    launch_keyed(columns_kernel(name, acc, "partial", False, tile), ((gx, P), tile, s), key,
+                 out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
+    launch_keyed(columns_kernel(name, acc, "parts", two, tile), ((gx, 1), tile, s), key,
+                 out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
 
 
 def _reduce_sum(a, dims: tuple, keepdim: bool, out_dtype):
@@ -1112,6 +1212,9 @@ def ptx_cases(ndim: int = 2) -> list:
             b1 = types.UniTuple(types.int64, 1)
             sig = (o, n if two else o, a, a, n, a, b1, b1, b1, b1, i64, i64, f64)
             cases.append((f"reduce-parts:{name}:{acc}", _reduce_py(name, acc, REDUCE_BLOCK, "parts", two), sig))
+            for mode in ("final", "partial", "parts"):
+                sig = (o, n if two else o, a, a, n, arr(ins[0]), idx, idx, idx, idx, i64, i64, i64, f64)
+                cases.append((f"columns-{mode}:{name}:{acc}", _columns_py(name, acc, *_TILE, mode, two), sig))
     for name, acc, ins in (("sum", "float32", ("float16", "float32", "bool", "int64")),
                            ("sum", "float64", ("float64",)), ("sum", "int64", ("int32", "int64", "bool")),
                            ("prod", "float32", ("float16", "float32")), ("prod", "float64", ("float64",)),
