@@ -5,10 +5,9 @@ Run on a lent GPU (part of ``tools/gpu_session.sh``, stage ``profile``). Prints:
      raw ``cuLaunchKernel`` of the same kernel, building a device array, allocating, the stream);
   2. cProfile of ``x + 1`` on an 8-element tensor, by own time and by cumulative time;
   3. cProfile of training steps (benchmarks/train.py), backward included, by own and cumulative time;
-  4. flambeau's profiler with CUDA activity over ResNet-18 steps: which operators take the device's time;
-  5. ``kernels``: per-call time of large operators (batch norm at ResNet-50's and VGG's sizes, elementwise,
-     reductions, layer norm, softmax, cross-entropy), flambeau against torch.
-Arguments pick sections (``floors``, ``small``, ``kernels``, ``cprofile:MODEL``, ``devtime:MODEL``).
+  4. flambeau's profiler with CUDA activity over ResNet-18 steps: which operators take the device's time.
+Arguments pick sections (``floors``, ``small``, ``cprofile:MODEL``, ``devtime:MODEL``). Large operators
+flambeau against torch: benchmarks/gpu_ops.py.
 """
 
 from __future__ import annotations
@@ -188,82 +187,7 @@ def device_time(name, steps=3):
         print(tprof.key_averages().table(sort_by="cuda_time_total", row_limit=30))
 
 
-# label -> (input shape, output channels, groups, stride) of 3x3 convolutions, padding 1, timed with backward
-CONV_CASES = {"conv2d+backward (32, 64, 56, 56) -> 64": ((32, 64, 56, 56), 64, 1, 1),
-              "depthwise+backward (64, 144, 56, 56)": ((64, 144, 56, 56), 144, 144, 1),
-              "depthwise+backward stride 2 (64, 96, 112, 112)": ((64, 96, 112, 112), 96, 96, 2)}
-NORM_SHAPES = ((32, 64, 112, 112), (32, 64, 56, 56), (32, 256, 56, 56), (32, 2048, 7, 7), (64, 64, 224, 224))
-
-
-def _kernel_cases(lib, dev):
-    """``(label, thunk)`` of the large operators whose device time decides Table 1's models (ResNet-50 at
-    batch 32, VGG's first layers): each thunk runs one call in ``lib`` (flambeau or torch) on ``dev``."""
-    F = lib.nn.functional
-
-    def randn(*shape, grad=False):
-        return lib.randn(*shape, device=dev, requires_grad=grad)
-
-    cases = []
-    for shape in NORM_SHAPES:
-        x = randn(*shape, grad=True)
-        c = shape[1]
-        w, b = lib.ones(c, device=dev, requires_grad=True), lib.zeros(c, device=dev, requires_grad=True)
-        rm, rv = lib.zeros(c, device=dev), lib.ones(c, device=dev)
-        gy = randn(*shape)
-        cases.append((f"batch_norm {shape}", lambda x=x, w=w, b=b, rm=rm, rv=rv: F.batch_norm(x, rm, rv, w, b, True)))
-        cases.append((f"batch_norm+backward {shape}",
-                      lambda x=x, w=w, b=b, rm=rm, rv=rv, gy=gy: F.batch_norm(x, rm, rv, w, b, True).backward(gy)))
-    x, y = randn(32, 256, 56, 56), randn(32, 256, 56, 56)
-    cols = randn(8192, 1000)
-    cases += [("relu (32, 256, 56, 56)", lambda: F.relu(x)), ("add (32, 256, 56, 56)", lambda: x + y),
-              ("x * 2 (32, 256, 56, 56)", lambda: x * 2),
-              ("sum over (0, 2, 3) (32, 256, 56, 56)", lambda: x.sum(dim=(0, 2, 3))),
-              ("sum over 0 (8192, 1000)", lambda: cols.sum(dim=0))]
-    t, gt = randn(8192, 768, grad=True), randn(8192, 768)
-    ln_w, ln_b = lib.ones(768, device=dev, requires_grad=True), lib.zeros(768, device=dev, requires_grad=True)
-    rows = randn(8192, 1024)
-    z, tgt = randn(256, 1000, grad=True), lib.randint(0, 1000, (256,), device=dev)
-    for label, (shape, cout, groups, stride) in CONV_CASES.items():
-        xc, wc = randn(*shape, grad=True), randn(cout, shape[1] // groups, 3, 3, grad=True)
-        cases.append((label, lambda xc=xc, wc=wc, groups=groups, stride=stride:
-                      F.conv2d(xc, wc, None, stride, 1, 1, groups).sum().backward()))
-    cases += [("layer_norm+backward (8192, 768)", lambda: F.layer_norm(t, (768,), ln_w, ln_b).backward(gt)),
-              ("softmax (8192, 1024)", lambda: rows.softmax(-1)),
-              ("cross_entropy+backward (256, 1000)", lambda: F.cross_entropy(z, tgt).backward())]
-    return cases
-
-
-def kernels(calls=20):
-    """Per-call time of large operators, flambeau against torch on the same card (interleaved rounds, the
-    median of 5; each a burst of ``calls`` calls between two synchronisations, so that a device-bound
-    operator's time is its device time)."""
-    import torch
-
-    import flambeau as fl
-
-    fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    fl_cases, th_cases = _kernel_cases(fl, "cuda"), _kernel_cases(torch, "cuda")
-    print(f"=== large operators on {fl.cuda.get_device_name()}: flambeau / torch us per call (median of 5)")
-    for (label, f_fl), (_, f_th) in zip(fl_cases, th_cases):
-        times = {"fl": [], "th": []}
-        for _ in range(5):
-            for key, fn, sync in (("fl", f_fl, fl.cuda.synchronize), ("th", f_th, torch.cuda.synchronize)):
-                times[key].append(per_call_us(fn, calls, sync))
-        a, b = float(np.median(times["fl"])), float(np.median(times["th"]))
-        print(f"{label:50s} {a:10.1f} {b:10.1f}   {a / b:5.2f}x")
-    # depthwise convolutions: flambeau's direct kernels (its default, as torch's) against cuDNN's grouped ones
-    from flambeau._kernels.cuda import conv
-
-    for label, fn in fl_cases:
-        if label.startswith("depthwise"):
-            mine = float(np.median([per_call_us(fn, calls, fl.cuda.synchronize) for _ in range(3)]))
-            conv.DEPTHWISE_BY_CUDNN = True
-            by_cudnn = float(np.median([per_call_us(fn, calls, fl.cuda.synchronize) for _ in range(3)]))
-            conv.DEPTHWISE_BY_CUDNN = False
-            print(f"{label:50s} direct kernels {mine:10.1f}, cuDNN {by_cudnn:10.1f} us")
-
-
-SECTIONS = {"floors": floors, "small": profile_small_op, "kernels": kernels}
+SECTIONS = {"floors": floors, "small": profile_small_op}
 
 if __name__ == "__main__":
     # Arguments pick sections: floors, small, cprofile:MODEL (cProfile of its steps), devtime:MODEL (the

@@ -55,7 +55,7 @@ want() { [[ "$STAGES" == *" $1 "* ]]; }
 # 0. what loads and whether the basic paths agree with torch
 want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo "exit $?" >> "$OUT/smoke.txt"; }
 # the large operators' device time against torch's (batch norm at ResNet-50's and VGG's sizes, ...)
-want kernels && { timeout ${KERNELS_LIMIT:-150} $PY tools/gpu_profile.py kernels > "$OUT/kernels.txt" 2>&1
+want kernels && { timeout ${KERNELS_LIMIT:-150} $PY benchmarks/gpu_ops.py --quick > "$OUT/kernels.txt" 2>&1
     echo "exit $?" >> "$OUT/kernels.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
 # where the device's time goes in a ResNet-18 and a GPT step, flambeau's kernels against torch's
