@@ -34,6 +34,9 @@ __all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "CACHE", "bind_numba_cuda",
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
 GROUP = 4  # elements a thread of the grouped-load kernels takes (Note [Grouped loads] in elementwise; they write 4 out)
+# elements from which they take GROUP: then a quarter as many threads still fill a GPU (an H100 keeps 132 x
+# 2,048 = 270,336 resident), each with four loads in flight; below it, one element a thread fills it as well
+GROUPED_FROM = 1 << 20
 TILE = 16  # matmul tile edge
 CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
 
@@ -108,10 +111,11 @@ def stream():
 
 def launch_1d(n: int, per_thread: int = 1) -> tuple:
     """``(grid, block)`` of a grid-stride loop over ``n`` elements, ``per_thread`` of them to a thread (the
-    elementwise templates' grouped loads: Note [Grouped loads] in ``elementwise``)."""
+    elementwise templates' grouped loads: Note [Grouped loads] in ``elementwise``) once there are enough
+    (``GROUPED_FROM``) for the blocks to fill a GPU's multiprocessors anyway."""
     if sim():
         return min(2, (n + 3) // 4), 4  # few Python threads: each device-function call takes a lock there
-    per_block = BLOCK * per_thread
+    per_block = BLOCK * (per_thread if n >= GROUPED_FROM else 1)
     return min((n + per_block - 1) // per_block, 65535 * 4), BLOCK
 
 

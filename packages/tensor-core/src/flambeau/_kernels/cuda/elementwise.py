@@ -877,8 +877,9 @@ def _device_fn(table: str, name: str, kind: str = "f"):
 #     85 us against torch's 49, whose kernels load vectors of four). So the kernels take ``GROUP`` elements
 #     per thread, ``i, i + step, ...``, loaded into registers before any is computed and stored (coalesced:
 #     neighbouring threads read neighbouring elements), and the launchers size the grid for it
-#     (``launch_1d(n, GROUP)``); the last elements loop one at a time. Results are the same (each element
-#     is computed alone).
+#     (``launch_1d(n, GROUP)``, from ``GROUPED_FROM`` elements on: below, one element a thread does not
+#     outnumber the threads a GPU keeps resident, and as many loads are in flight); the last elements loop
+#     one at a time. Results are the same (each element is computed alone).
 
 
 def _binary_py(f, ct):
