@@ -100,14 +100,26 @@ def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
                     c = n
                 k += B
         else:
+            # the elements p * B + t, + P * B, ... in groups of four loaded before any is used (Note [Grouped
+            # loads] in elementwise; the last index stands in for those past the row), taken in that order
+            step = P * B
+            base = r * rstride
+            last = K - 1
             k = p * B + t
             while k < K:
-                v = acc(x[(k // inner) * ostride + r * rstride + k % inner])
-                c += acc(1)
-                d = v - m
-                m += d / c
-                q += d * (v - m)
-                k += P * B
+                ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
+                xs = (x[(ks[0] // inner) * ostride + base + ks[0] % inner],
+                      x[(ks[1] // inner) * ostride + base + ks[1] % inner],
+                      x[(ks[2] // inner) * ostride + base + ks[2] % inner],
+                      x[(ks[3] // inner) * ostride + base + ks[3] % inner])
+                for u in range(4):
+                    if k + u * step < K:
+                        v = acc(xs[u])
+                        c += acc(1)
+                        d = v - m
+                        m += d / c
+                        q += d * (v - m)
+                k += 4 * step
         sc[t] = c
         sm[t] = m
         sq[t] = q
@@ -195,16 +207,28 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
                 a2 += p2[r * P + k]
                 k += B
         else:
+            step = P * B  # in groups of four, as stats'
+            base = r * rstride
+            last = K - 1
             k = p * B + t
             while k < K:
-                off = (k // inner) * ostride + r * rstride + k % inner
-                si = (k // sdiv_k) * smul_k + r // sdiv_r
-                gv = acc(g[off])
-                if has_w:
-                    gv = gv * acc(w[(k // wdiv) % wmod + (r % wrmod) * wrmul])
-                a1 += gv
-                a2 += gv * ((acc(x[off]) - acc(mean[si])) * acc(rstd[si]))
-                k += P * B
+                ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
+                offs = ((ks[0] // inner) * ostride + base + ks[0] % inner,
+                        (ks[1] // inner) * ostride + base + ks[1] % inner,
+                        (ks[2] // inner) * ostride + base + ks[2] % inner,
+                        (ks[3] // inner) * ostride + base + ks[3] % inner)
+                gs = (g[offs[0]], g[offs[1]], g[offs[2]], g[offs[3]])
+                xs = (x[offs[0]], x[offs[1]], x[offs[2]], x[offs[3]])
+                for u in range(4):
+                    kk = k + u * step
+                    if kk < K:
+                        si = (kk // sdiv_k) * smul_k + r // sdiv_r
+                        gv = acc(gs[u])
+                        if has_w:
+                            gv = gv * acc(w[(kk // wdiv) % wmod + (r % wrmod) * wrmul])
+                        a1 += gv
+                        a2 += gv * ((acc(xs[u]) - acc(mean[si])) * acc(rstd[si]))
+                k += 4 * step
         b1[t] = a1
         b2[t] = a2
         cuda.syncthreads()
