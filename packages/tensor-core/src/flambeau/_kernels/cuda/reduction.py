@@ -344,14 +344,22 @@ def _body_py(ops, acc, B, final: bool, from_parts: bool, two: bool, warp: bool):
         v, w, n = init(q)
         k = p * B + t
         step = P * B
-        while k < K:
-            off = offset(base, k, rshape, rst)
-            if from_parts:
+        if from_parts:
+            while k < K:
+                off = offset(base, k, rshape, rst)
                 v, w, n = combine(v, w, n, sv[off], sw[off], sn[off])
-            else:
-                x, y, c = load(a[off], k, q)
-                v, w, n = combine(v, w, n, x, y, c)
-            k += step
+                k += step
+        last = K - 1
+        while k < K:  # four elements loaded before any is combined, in order (Note [Grouped loads] in elementwise)
+            xs = (a[offset(base, k, rshape, rst)], a[offset(base, min(k + step, last), rshape, rst)],
+                  a[offset(base, min(k + 2 * step, last), rshape, rst)],
+                  a[offset(base, min(k + 3 * step, last), rshape, rst)])
+            for u in range(4):
+                kk = k + u * step
+                if kk < K:
+                    x, y, c = load(xs[u], kk, q)
+                    v, w, n = combine(v, w, n, x, y, c)
+            k += 4 * step
         bv[t] = v
         bw[t] = w
         bn[t] = n
@@ -497,11 +505,19 @@ def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = Fa
                     k += TY
             else:
                 base = offset(0, m, kshape, kst)
+                step = P * TY
+                last = K - 1
                 k = p * TY + ty
-                while k < K:
-                    x, y, c = load(a[offset(base, k, rshape, rst)], k, q)
-                    v, w, n = combine(v, w, n, x, y, c)
-                    k += P * TY
+                while k < K:  # in groups of four, as the tree reduction's
+                    xs = (a[offset(base, k, rshape, rst)], a[offset(base, min(k + step, last), rshape, rst)],
+                          a[offset(base, min(k + 2 * step, last), rshape, rst)],
+                          a[offset(base, min(k + 3 * step, last), rshape, rst)])
+                    for u in range(4):
+                        kk = k + u * step
+                        if kk < K:
+                            x, y, c = load(xs[u], kk, q)
+                            v, w, n = combine(v, w, n, x, y, c)
+                    k += 4 * step
         bv[ty, tx] = v
         bw[ty, tx] = w
         bn[ty, tx] = n
