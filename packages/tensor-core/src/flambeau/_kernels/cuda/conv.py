@@ -385,7 +385,7 @@ def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
 # Depthwise convolutions run the direct kernels below, not cuDNN, as torch runs its own (ConvBackend::
 # CudaDepthwise2d) for float32 and float64 in NCHW and keeps cuDNN's depthwise for float16. MobileNet v2 is the
 # model of Table 1 furthest behind torch on an H100 (0.31x, with cuDNN's grouped kernels); this switch lets
-# tools/gpu_profile.py's ``kernels`` section time both paths on a GPU (not yet done: no GPU since).
+# benchmarks/gpu_ops.py time both paths on a GPU (not yet done: no GPU since).
 DEPTHWISE_BY_CUDNN = False
 
 
