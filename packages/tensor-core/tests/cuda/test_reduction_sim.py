@@ -255,3 +255,22 @@ def test_column_tiles_match_cpu(shape, dims, monkeypatch):
     _same(di.sum(dims), ci.sum(dims))
     split = shape[0] * (shape[1] if isinstance(dims, tuple) else 1) > 16  # rows over 8 threads' worth
     assert set(modes) == ({"partial", "parts"} if split else {"final"}), modes
+
+
+def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
+    """A split column reduction holds at most ``_MAX_PARTIALS`` partial states: with many columns it splits
+    less (here 2 parts instead of 3), and the result is the same."""
+    from flambeau._kernels.cuda import reduction
+
+    grids = []
+    launch = reduction.launch_keyed
+
+    def spy(kernel, config, key, *args):
+        grids.append(config[0])
+        return launch(kernel, config, key, *args)
+
+    monkeypatch.setattr(reduction, "launch_keyed", spy)
+    monkeypatch.setattr(reduction, "_MAX_PARTIALS", 6)
+    c, d = _pair(RNG.standard_normal((37, 3)).astype(np.float32))
+    _same(d.sum(0), c.sum(0))
+    assert grids == [(2, 2), (2, 1)], grids  # 2 tiles of 2 columns; 2 parts (3 without the bound)

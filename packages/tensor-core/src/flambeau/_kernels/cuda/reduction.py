@@ -472,6 +472,7 @@ def _rows_py(name: str, acc: str, two: bool):
 #     rows' rule of ``row_parts``) whose partial states, laid out ``(P, M)`` so that the second launch
 #     (mode "parts") reads them coalesced too, combine as the other templates' do.
 _TILE = (32, 8)  # (TX, TY) of a column tile on a GPU
+_MAX_PARTIALS = 1 << 22  # partial states of a split column reduction, at most
 
 
 def _tile() -> tuple:
@@ -960,7 +961,9 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
 def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape, kst, rshape, rst, K, M, q):
     """Launch the column tiles of ``reduce`` (Note [Column tiles]): one launch, or partial states then parts."""
     TX, TY = tile = _tile()
-    P = row_parts(K, TY)
+    # split the columns as rows are split, but keep the (P, M) partial states to 4M (64 MB): many columns
+    # fill a GPU by themselves
+    P = min(row_parts(K, TY), max(1, _MAX_PARTIALS // M))
     s = stream()
     gx = (M + TX - 1) // TX
     if P == 1:
