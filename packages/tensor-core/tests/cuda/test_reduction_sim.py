@@ -225,11 +225,7 @@ def test_no_host_synchronisation():
 
 
 # --- column tiles (Note [Column tiles]) ------------------------------------------------------------------
-@pytest.mark.parametrize("shape, dims", [((9, 3), 0), ((37, 3), 0), ((7, 3, 1), 0), ((6, 5, 3), (0, 1))])
-def test_column_tiles_match_cpu(shape, dims, monkeypatch):
-    """Reductions over leading dims whose outputs lie side by side reduce in column tiles (2 x 2 threads under
-    the simulator, where 4 outputs or more take one thread each), one launch or split (37 rows: three partial
-    tiles a column): every kind of op state, NaN, ties to the first index, integers."""
+def _record_columns(monkeypatch) -> list:
     from flambeau._kernels.cuda import reduction
 
     modes = []
@@ -240,6 +236,16 @@ def test_column_tiles_match_cpu(shape, dims, monkeypatch):
         return kernel(name, acc, mode, two, tile)
 
     monkeypatch.setattr(reduction, "columns_kernel", recording)
+    return modes
+
+
+@pytest.mark.parametrize("shape, dims", [((70, 3), 0), ((70, 3, 1), 0), ((9, 10, 3), (0, 1))])
+def test_column_tiles_match_cpu(shape, dims, monkeypatch):
+    """Reductions over more leading rows than the tree reduction takes in one launch (64 under the simulator),
+    whose outputs lie side by side, reduce in column tiles (2 x 2 threads under the simulator, where 4 outputs
+    or more take one thread each), split over partial tiles: every kind of op state, NaN, ties to the first
+    index, integers."""
+    modes = _record_columns(monkeypatch)
     h = RNG.integers(-3, 4, shape).astype(np.float32)  # small integers: ties for max/argmax
     h.reshape(-1)[5] = np.nan
     c, d = _pair(h)
@@ -253,15 +259,15 @@ def test_column_tiles_match_cpu(shape, dims, monkeypatch):
         _same(di.argmax(dims), ci.argmax(dims))
         _same(di.min(dims)[1], ci.min(dims)[1])
     _same(di.sum(dims), ci.sum(dims))
-    split = shape[0] * (shape[1] if isinstance(dims, tuple) else 1) > 16  # rows over 8 threads' worth
-    assert set(modes) == ({"partial", "parts"} if split else {"final"}), modes
+    assert modes and set(modes) == {"partial", "parts"}, modes
 
 
 def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
     """A split column reduction holds at most ``_MAX_PARTIALS`` partial states: with many columns it splits
-    less (here 2 parts instead of 3), and the result is the same."""
+    less (here 2 parts instead of 5, or none: one launch in mode "final"), and the result is the same."""
     from flambeau._kernels.cuda import reduction
 
+    modes = _record_columns(monkeypatch)
     grids = []
     launch = reduction.launch_keyed
 
@@ -270,7 +276,12 @@ def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
         return launch(kernel, config, key, *args)
 
     monkeypatch.setattr(reduction, "launch_keyed", spy)
-    monkeypatch.setattr(reduction, "_MAX_PARTIALS", 6)
-    c, d = _pair(RNG.standard_normal((37, 3)).astype(np.float32))
-    _same(d.sum(0), c.sum(0))
-    assert grids == [(2, 2), (2, 1)], grids  # 2 tiles of 2 columns; 2 parts (3 without the bound)
+    c, d = _pair(RNG.standard_normal((70, 3)).astype(np.float32))
+    ci, di = _pair(RNG.integers(-3, 4, (70, 3)))
+    for bound, want in ((6, [(2, 2), (2, 1)]), (3, [(2, 1)])):
+        monkeypatch.setattr(reduction, "_MAX_PARTIALS", bound)
+        grids.clear()
+        _same(d.sum(0), c.sum(0))
+        assert grids == want, (bound, grids)  # 2 tiles of 2 columns; 2 parts, then 1 (5 without the bound)
+        _same(di.argmax(0), ci.argmax(0))
+    assert "final" in modes

@@ -119,13 +119,14 @@ def launch_1d(n: int, per_thread: int = 1) -> tuple:
     return min((n + per_block - 1) // per_block, 65535 * 4), BLOCK
 
 
-def row_parts(K: int, B: int) -> int:
+def row_parts(K: int, B: int, whole: int = 8) -> int:
     """How many blocks of ``B`` threads share a row of ``K`` elements that a block reduces (the row
-    reductions' ``P``): one block per row up to ``8 * B`` elements, then a block per ``8 * B`` elements
+    reductions' ``P``): one block per row up to ``whole * B`` elements, then a block per ``8 * B`` elements
     (at most 1024), whose partial results a second launch combines. One block per row would leave a
     GPU mostly idle for the few long rows of a batch norm (64 channels of 400,000 elements: 64 blocks,
-    each thread walking 1,500 elements one dependent load at a time)."""
-    return 1 if K <= B * 8 else min((K + B * 8 - 1) // (B * 8), 1024)
+    each thread walking 1,500 elements); the second launch costs host time, which a caller whose
+    threads load several elements at once spends only for longer rows (a larger ``whole``)."""
+    return 1 if K <= B * whole else min((K + B * 8 - 1) // (B * 8), 1024)
 
 
 def is_array(x) -> bool:

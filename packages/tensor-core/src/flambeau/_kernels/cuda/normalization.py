@@ -63,9 +63,13 @@ cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on firs
 #     rule) splits a long row over ``P`` blocks (``blockIdx.y``): in mode "partial" block ``(r, p)`` reduces
 #     elements ``p * B + t, p * B + t + P * B, ...`` of row ``r`` into a partial result ``r * P + p``, and a
 #     second launch in mode "parts" (one block per row) combines the ``P`` partials of each row; a row of at
-#     most ``8 * B`` elements is one block in mode "final", one launch as before. The templates below are
+#     most ``_WHOLE * B`` elements is one block in mode "final", one launch as before. The templates below are
 #     written once for the three modes (a mode is a compile-time constant of its kernel).
 _MODES = ("final", "partial", "parts")
+# A row of up to _WHOLE * B elements stays one block: with four loads in flight a thread walks 128 elements
+# (32 groups) in about the host time of the second launch a split costs, which small models, whose GPU
+# waits for the host, would pay for nothing (ResNet-18 on 32x32 images: rows of 8,192 to 32,768).
+_WHOLE = 128
 
 
 def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
@@ -345,7 +349,7 @@ def _split_launch(which: str, rows: int, K: int, t, outputs: tuple, inputs: tupl
     in mode "final", or "partial" into ``parts`` fresh partial arrays then "parts" (Note [Split rows]).
     ``outputs`` lead the arguments, ``inputs`` and ``tail`` (the input-only arguments) follow them."""
     B = _block()
-    P = row_parts(K, B)
+    P = row_parts(K, B, 8 if sim() else _WHOLE)
     acc = np_name(t)
     if P == 1:
         dummies = (outputs[0],) * parts  # (never touched in mode "final"; of ``t`` as the key requires)

@@ -470,7 +470,9 @@ def _rows_py(name: str, acc: str, two: bool):
 #     thread combines the rows ``p * TY + ty, p * TY + ty + P * TY, ...`` of its column, the ``TY`` states
 #     of a column combine in shared memory. A long column splits over ``P`` tiles (``blockIdx.y``, the
 #     rows' rule of ``row_parts``) whose partial states, laid out ``(P, M)`` so that the second launch
-#     (mode "parts") reads them coalesced too, combine as the other templates' do.
+#     (mode "parts") reads them coalesced too, combine as the other templates' do. Tiles take the columns
+#     the tree reduction would split (two launches either way); shorter ones stay one block per output,
+#     one launch, as many blocks as outputs.
 _TILE = (32, 8)  # (TX, TY) of a column tile on a GPU
 _MAX_PARTIALS = 1 << 22  # partial states of a split column reduction, at most
 
@@ -940,7 +942,7 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
             grid, block = launch_1d(M)
             launch_keyed(rows_kernel(name, np_name(acc), two), (grid, block, s), key,
                          out, idx, flat, kshape, kst, rshape, rst, K, M, q)
-        elif kst[-1] == 1 and M > 1:  # outputs side by side in memory: Note [Column tiles]
+        elif kst[-1] == 1 and M > 1 and P > 1:  # outputs side by side, long columns: Note [Column tiles]
             _columns(name, np_name(acc), two, key, out, idx, flat, kshape, kst, rshape, rst, K, M, q)
         elif P == 1:
             launch_keyed(reduce_kernel(name, np_name(acc), "final", two, B), ((M, 1), B, s), key,
