@@ -241,11 +241,13 @@ def test_coalesced_geometry_addresses_the_same_elements(seed):
              np.broadcast_to(np.empty(shape[-1:], np.float32), shape),  # broadcast along all but the last dim
              np.empty(shape[::-1], np.float32).T]  # transposed
     strides = [strides_for(v, shape) if shape else (0,) for v in views]
-    kshape, *kstrides = coalesce(shape, *strides)
     size = int(np.prod(shape))
-    assert int(np.prod(kshape)) == size and len(kshape) <= max(len(shape), 1)
-    for st, kst in zip(strides, kstrides):
-        assert [_offsets(shape, st, i) for i in range(size)] == [_offsets(kshape, kst, i) for i in range(size)]
+    # all operands at once (an elementwise launch), and each alone (a reduction's kept or reduced dims)
+    for group in [strides] + [[st] for st in strides]:
+        kshape, *kstrides = coalesce(shape, *group)
+        assert int(np.prod(kshape)) == size and len(kshape) <= max(len(shape), 1)
+        for st, kst in zip(group, kstrides):
+            assert [_offsets(shape, st, i) for i in range(size)] == [_offsets(kshape, kst, i) for i in range(size)]
 
 
 def test_contiguous_operations_coalesce_to_one_dim():
@@ -255,6 +257,12 @@ def test_contiguous_operations_coalesce_to_one_dim():
     assert coalesce((4, 1, 6), (6, 99, 1), (0, 0, 1)) == ((4, 6), (6, 1), (0, 1))
     assert coalesce((), ) == ((1,),)
     assert coalesce((1, 1), (0, 0)) == ((1,), (0,))
+    # one operand (a reduction's dims)
+    assert coalesce((4, 5, 6), (30, 6, 1)) == ((120,), (1,))
+    assert coalesce((4, 1, 6), (6, 99, 1)) == ((24,), (1,))
+    assert coalesce((32, 16, 16), (16384, 16, 1)) == ((32, 256), (16384, 1))  # (N, H, W) of an NCHW tensor
+    assert coalesce((3, 4), (1, 3)) == ((3, 4), (1, 3))  # transposed: nothing merges
+    assert coalesce((1, 1), (0, 0)) == ((1,), (0,)) and coalesce((), ()) == ((1,), (0,))
 
 
 def test_the_memory_pointer_takes_over_freeing_an_allocation(monkeypatch):

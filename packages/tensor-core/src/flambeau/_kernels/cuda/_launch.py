@@ -153,6 +153,8 @@ def coalesce(shape: tuple, *strides: tuple) -> tuple:
     torch's TensorIterator coalesces). Always at least 1-d."""
     if len(shape) == 1:
         return (tuple(shape),) + strides
+    if len(strides) == 1:
+        return _coalesce_one(shape, strides[0])
     out_shape: list = []
     out_strides: list = [[] for _ in strides]
     for d, n in enumerate(shape):
@@ -169,6 +171,25 @@ def coalesce(shape: tuple, *strides: tuple) -> tuple:
     if not out_shape:
         return ((1,),) + tuple((0,) for _ in strides)
     return (tuple(out_shape),) + tuple(tuple(o) for o in out_strides)
+
+
+def _coalesce_one(shape: tuple, st: tuple) -> tuple:
+    """:func:`coalesce` of one operand (a reduction's kept or reduced dims), without its generators: the
+    host time of every reduction pays it."""
+    out_shape: list = []
+    out_st: list = []
+    for n, s in zip(shape, st):
+        if n == 1:
+            continue
+        if out_shape and out_st[-1] == s * n:
+            out_shape[-1] *= n
+            out_st[-1] = s
+        else:
+            out_shape.append(n)
+            out_st.append(s)
+    if not out_shape:
+        return (1,), (0,)
+    return tuple(out_shape), tuple(out_st)
 
 
 def elem_strides(a) -> tuple:
