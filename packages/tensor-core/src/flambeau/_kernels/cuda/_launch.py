@@ -155,22 +155,27 @@ def coalesce(shape: tuple, *strides: tuple) -> tuple:
         return (tuple(shape),) + strides
     if len(strides) == 1:
         return _coalesce_one(shape, strides[0])
+    # dims as columns of per-operand strides; a dim merges into the one before it when every operand's
+    # stride there is this dim's stride times its length (plain loops: every strided launch pays this)
     out_shape: list = []
-    out_strides: list = [[] for _ in strides]
-    for d, n in enumerate(shape):
+    out_cols: list = []
+    for n, col in zip(shape, zip(*strides)):
         if n == 1:
             continue
-        if out_shape and all(o[-1] == st[d] * n for o, st in zip(out_strides, strides)):
-            out_shape[-1] *= n
-            for o, st in zip(out_strides, strides):
-                o[-1] = st[d]
-        else:
-            out_shape.append(n)
-            for o, st in zip(out_strides, strides):
-                o.append(st[d])
+        if out_shape:
+            prev = out_cols[-1]
+            for p, q in zip(prev, col):
+                if p != q * n:
+                    break
+            else:
+                out_shape[-1] *= n
+                out_cols[-1] = col
+                continue
+        out_shape.append(n)
+        out_cols.append(col)
     if not out_shape:
         return ((1,),) + tuple((0,) for _ in strides)
-    return (tuple(out_shape),) + tuple(tuple(o) for o in out_strides)
+    return (tuple(out_shape),) + tuple(zip(*out_cols))
 
 
 def _coalesce_one(shape: tuple, st: tuple) -> tuple:
