@@ -256,6 +256,7 @@ def test_contiguous_operations_coalesce_to_one_dim():
     assert coalesce((4, 5, 6), (30, 6, 1), (30, 6, 1), (0, 0, 0)) == ((120,), (1,), (1,), (0,))
     assert coalesce((4, 1, 6), (6, 99, 1), (0, 0, 1)) == ((4, 6), (6, 1), (0, 1))
     assert coalesce((), ) == ((1,),)
+    assert coalesce((2, 3)) == ((6,),) and coalesce((0, 3)) == ((0,),) and coalesce((1, 1)) == ((1,),)
     assert coalesce((1, 1), (0, 0)) == ((1,), (0,))
     # one operand (a reduction's dims)
     assert coalesce((4, 5, 6), (30, 6, 1)) == ((120,), (1,))

@@ -21,6 +21,8 @@ Note [numba.cuda bound on first use]
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from flambeau._backends import backend
@@ -155,6 +157,8 @@ def coalesce(shape: tuple, *strides: tuple) -> tuple:
         return (tuple(shape),) + strides
     if len(strides) == 1:
         return _coalesce_one(shape, strides[0])
+    if not strides:  # no operand constrains the merging: one dim of every element
+        return ((math.prod(shape),),)
     # dims as columns of per-operand strides; a dim merges into the one before it when every operand's
     # stride there is this dim's stride times its length (plain loops: every strided launch pays this)
     out_shape: list = []
