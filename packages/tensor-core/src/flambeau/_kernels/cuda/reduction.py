@@ -325,6 +325,35 @@ def _offset():
     return _dev(_offset_py())
 
 
+def _fold4_py(ops):
+    """``fold(a, base, k, step, K, rshape, rst, q, v, w, n) -> (v, w, n)``: the state ``(v, w, n)`` with the
+    elements ``k, k + step, k + 2 * step, k + 3 * step`` of a row (those below ``K``) combined into it in that
+    order, all four loaded before any is combined (Note [Grouped loads] in elementwise): the loop step of
+    the tree reduction's blocks and of the column tiles."""
+    _, load, combine, _ = ops
+    offset = _offset()
+
+    def fold(a, base, k, step, K, rshape, rst, q, v, w, n):
+        last = K - 1  # (lanes past the row load its last element, unused)
+        xs = (a[offset(base, k, rshape, rst)], a[offset(base, min(k + step, last), rshape, rst)],
+              a[offset(base, min(k + 2 * step, last), rshape, rst)],
+              a[offset(base, min(k + 3 * step, last), rshape, rst)])
+        for u in range(4):
+            kk = k + u * step
+            if kk < K:
+                x, y, c = load(xs[u], kk, q)
+                v, w, n = combine(v, w, n, x, y, c)
+        return v, w, n
+
+    return fold
+
+
+@functools.cache
+def _fold4(ops):
+    """:func:`_fold4_py` of reduction op ``ops`` as a device function (cached)."""
+    return _dev(_fold4_py(ops))
+
+
 def _body_py(ops, acc, B, final: bool, from_parts: bool, two: bool, warp: bool):
     """Block body of the tree reduction (Note [Tree reduction]) over device functions ``ops``.
 
@@ -332,8 +361,9 @@ def _body_py(ops, acc, B, final: bool, from_parts: bool, two: bool, warp: bool):
     ``from_parts``, partial states ``sv/sw/sn``), then writes ``out[m*P + p] = fin(state)`` (and
     the state's index into ``out2`` with ``two``) when ``final``, else the state into ``sv/sw/sn``.
     """
-    init, load, combine, fin = ops
+    init, _, combine, fin = ops
     offset = _offset()
+    fold = _fold4(ops)
     stop = 32 if warp else 0
 
     def body(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, P, q, bv, bw, bn):
@@ -349,16 +379,8 @@ def _body_py(ops, acc, B, final: bool, from_parts: bool, two: bool, warp: bool):
                 off = offset(base, k, rshape, rst)
                 v, w, n = combine(v, w, n, sv[off], sw[off], sn[off])
                 k += step
-        last = K - 1
-        while k < K:  # four elements loaded before any is combined, in order (Note [Grouped loads] in elementwise)
-            xs = (a[offset(base, k, rshape, rst)], a[offset(base, min(k + step, last), rshape, rst)],
-                  a[offset(base, min(k + 2 * step, last), rshape, rst)],
-                  a[offset(base, min(k + 3 * step, last), rshape, rst)])
-            for u in range(4):
-                kk = k + u * step
-                if kk < K:
-                    x, y, c = load(xs[u], kk, q)
-                    v, w, n = combine(v, w, n, x, y, c)
+        while k < K:
+            v, w, n = fold(a, base, k, step, K, rshape, rst, q, v, w, n)
             k += 4 * step
         bv[t] = v
         bw[t] = w
@@ -486,8 +508,10 @@ def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = Fa
     :func:`_reduce_py`'s: ``kernel(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, M, P, q)``."""
     bind_numba_cuda(globals())
     at = np.dtype(acc).type
-    init, load, combine, fin = _device_ops(name, acc)
+    ops = _device_ops(name, acc)
+    init, _, combine, fin = ops
     offset = _offset()
+    fold = _fold4(ops)
     partial, parts = mode == "partial", mode == "parts"
 
     def columns(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, M, P, q):
@@ -509,17 +533,9 @@ def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = Fa
             else:
                 base = offset(0, m, kshape, kst)
                 step = P * TY
-                last = K - 1
                 k = p * TY + ty
-                while k < K:  # in groups of four, as the tree reduction's
-                    xs = (a[offset(base, k, rshape, rst)], a[offset(base, min(k + step, last), rshape, rst)],
-                          a[offset(base, min(k + 2 * step, last), rshape, rst)],
-                          a[offset(base, min(k + 3 * step, last), rshape, rst)])
-                    for u in range(4):
-                        kk = k + u * step
-                        if kk < K:
-                            x, y, c = load(xs[u], kk, q)
-                            v, w, n = combine(v, w, n, x, y, c)
+                while k < K:
+                    v, w, n = fold(a, base, k, step, K, rshape, rst, q, v, w, n)
                     k += 4 * step
         bv[ty, tx] = v
         bw[ty, tx] = w
@@ -948,8 +964,7 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
             launch_keyed(reduce_kernel(name, np_name(acc), "final", two, B), ((M, 1), B, s), key,
                          out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
         else:
-            sv, sw = backend.empty((M * P,), acc), backend.empty((M * P,), acc)
-            sn = backend.empty((M * P,), np.int64)
+            sv, sw, sn = _partial_states(M * P, acc)
             launch_keyed(reduce_kernel(name, np_name(acc), "partial", False, B), ((M, P), B, s), key,
                          out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, P, q)
             launch_keyed(reduce_kernel(name, np_name(acc), "parts", two, B), ((M, 1), B, s), key[:2],
@@ -958,6 +973,12 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
     if two:
         return shaped, backend.as_strided(idx, out_shape, c_elem_strides(out_shape), 0)
     return shaped
+
+
+def _partial_states(count: int, acc):
+    """``(sv, sw, sn)``: room for ``count`` partial states of a split reduction accumulating in ``acc``."""
+    backend = be()
+    return backend.empty((count,), acc), backend.empty((count,), acc), backend.empty((count,), np.int64)
 
 
 def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape, kst, rshape, rst, K, M, q):
@@ -972,9 +993,7 @@ def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape,
         launch_keyed(columns_kernel(name, acc, "final", two, tile), ((gx, 1), tile, s), key,
                      out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, M, 1, q)
         return
-    backend = be()
-    sv, sw = backend.empty((P * M,), acc), backend.empty((P * M,), acc)
-    sn = backend.empty((P * M,), np.int64)
+    sv, sw, sn = _partial_states(P * M, acc)
     launch_keyed(columns_kernel(name, acc, "partial", False, tile), ((gx, P), tile, s), key,
                  out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
     launch_keyed(columns_kernel(name, acc, "parts", two, tile), ((gx, 1), tile, s), key,
