@@ -30,7 +30,7 @@ import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).with_name("RESULTS.md")
-__all__ = ["Report", "THREADS", "fmt_time", "machine_info"]
+__all__ = ["Report", "THREADS", "fmt_time", "machine_info", "cuda_torch"]
 
 
 def fmt_time(seconds: float) -> str:
@@ -229,3 +229,20 @@ class Report:
             text = text.rstrip("\n") + "\n\n" + section + "\n"
         RESULTS.write_text(text)
         print(f"\nwrote section '{self.name}' of {RESULTS}")
+
+
+def cuda_torch(report: Report):
+    """torch for a script that compares flambeau and torch on a CUDA GPU, or None after printing why there is
+    nothing to measure here (no CUDA torch, or flambeau's CUDA backend unavailable): ``nox -s bench`` runs
+    every script, so one without a GPU says so and succeeds."""
+    import flambeau as fl
+
+    script = f"benchmarks/{pathlib.Path(sys.argv[0]).name}"
+    torch = report.torch
+    if torch is None or not torch.cuda.is_available():
+        print(f"{script}: skipped, torch has no CUDA GPU here")
+        return None
+    if not fl.cuda.is_available():
+        print(f"{script}: skipped, flambeau's CUDA backend is unavailable: {fl.cuda._why_not[0]}")
+        return None
+    return torch

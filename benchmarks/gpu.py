@@ -38,13 +38,8 @@ def main() -> None:
     args = parser.parse_args()
     r = _harness.Report("gpu", "Training steps on a GPU (benchmarks/gpu.py)", repeat=3 if args.quick else 7,
                         target=0.3)
-    torch = r.torch
-    # Without a GPU there is nothing to measure: say so and succeed (``nox -s bench`` runs every script).
-    if torch is None or not torch.cuda.is_available():
-        print("benchmarks/gpu.py: skipped, torch has no CUDA GPU here")
-        return
-    if not fl.cuda.is_available():
-        print(f"benchmarks/gpu.py: skipped, flambeau's CUDA backend is unavailable: {fl.cuda._why_not[0]}")
+    torch = _harness.cuda_torch(r)
+    if torch is None:
         return
     r.add_note(f"GPU: {fl.cuda.get_device_name()} (torch sees {torch.cuda.get_device_name()}), "
                f"torch CUDA {torch.version.cuda}")

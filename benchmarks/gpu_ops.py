@@ -84,12 +84,8 @@ def main() -> None:
     args = parser.parse_args()
     r = _harness.Report("gpu_ops", "Large operators on a GPU (benchmarks/gpu_ops.py)", repeat=3 if args.quick else 5,
                         target=0.2)
-    torch = r.torch
-    if torch is None or not torch.cuda.is_available():
-        print("benchmarks/gpu_ops.py: skipped, torch has no CUDA GPU here")
-        return
-    if not fl.cuda.is_available():
-        print(f"benchmarks/gpu_ops.py: skipped, flambeau's CUDA backend is unavailable: {fl.cuda._why_not[0]}")
+    torch = _harness.cuda_torch(r)
+    if torch is None:
         return
     fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False  # full float32 on both sides
     r.add_note(f"GPU: {fl.cuda.get_device_name()}, torch CUDA {torch.version.cuda}; each time is {BURST} calls "
