@@ -315,16 +315,19 @@ def _block() -> int:
 # --- launchers -----------------------------------------------------------------------------------------
 def _copied(a, t) -> bool:
     """Whether :func:`_vec_t` copies ``a``."""
-    return a.dtype != t or (type(a) is not FlatArg and not be().is_c_contiguous(a))
+    return a.dtype != t or not be().is_c_contiguous(a)
 
 
 def _vec_t(a, t):
     """``a`` as a 1-D contiguous array of dtype ``t`` for a launch (its flat view when it is one: writes go
-    through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU), or a dummy of one element if None."""
+    through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU), or a dummy of one element if None.
+    Idempotent: the ops convert a weight once and hand it to several launchers, which convert again."""
     if a is None:
         return be().empty((1,), t)
+    if type(a) is FlatArg:
+        return a
     if not _copied(a, t):
-        return a if type(a) is FlatArg else be().flat_arg(a)
+        return be().flat_arg(a)
     out = be().empty(a.shape, t)
     copy_into(out, a)
     return be().flat_view(out)
