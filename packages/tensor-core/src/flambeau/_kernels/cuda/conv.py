@@ -391,17 +391,12 @@ def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
 DEPTHWISE_BY_CUDNN = False
 
 
-def _cudnn(kind, a, b, shape, stride, padding, dilation, groups):
+def _cudnn(kind, a, b, shape, stride, padding, dilation, groups, depthwise: bool = False):
     """The result of cuDNN's ``kind`` call (``_cudnn.forward``, ``backward_data`` or ``backward_filter``), or None
-    where cuDNN is not used (the simulator, other dtypes, depthwise, no libcudnn, a failure): the numba path runs
-    then."""
-    if sim() or np.dtype(a.dtype) not in (np.float32, np.float64):
+    where cuDNN is not used (the simulator, other dtypes, ``depthwise`` unless DEPTHWISE_BY_CUDNN, no libcudnn, a
+    failure): the numba path runs then."""
+    if sim() or np.dtype(a.dtype) not in (np.float32, np.float64) or depthwise and not DEPTHWISE_BY_CUDNN:
         return None
-    if groups > 1 and not DEPTHWISE_BY_CUDNN:
-        C = shape[1] if kind == "data" else b.shape[1] if kind == "filter" else a.shape[1]
-        wshape = b.shape if kind != "filter" else shape
-        if _is_depthwise(C, wshape, groups):
-            return None
     from flambeau._kernels.cuda import _cudnn as cudnn
 
     if not cudnn.available():
@@ -418,11 +413,12 @@ def _forward(x, w, stride, padding, dilation, groups):
     O, Cg, KH, KW = w.shape
     OH = _out_size(H, KH, stride[0], padding[0], dilation[0])
     OW = _out_size(W, KW, stride[1], padding[1], dilation[1])
-    y = _cudnn("forward", x, w, (N, O, OH, OW), stride, padding, dilation, groups)
+    depthwise = _is_depthwise(C, w, groups)
+    y = _cudnn("forward", x, w, (N, O, OH, OW), stride, padding, dilation, groups, depthwise)
     if y is not None:
         return y
     backend = be()
-    if _is_depthwise(C, w, groups):
+    if depthwise:
         out = backend.empty((N, O, OH, OW), x.dtype)
         _launch("dw_forward", x.dtype, out.size, backend.flat_view(out), backend.flat_view(x), elem_strides(x),
                 backend.flat_view(w), elem_strides(w), _geo(C, H, W, KH, KW, stride, padding, dilation, OH, OW),
@@ -440,13 +436,14 @@ def _input_grad(g, w, shape, stride, padding, dilation, groups):
     N, O, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     C, H, W = shape[1:]
-    gx = _cudnn("data", g, w, shape, stride, padding, dilation, groups)
+    depthwise = _is_depthwise(C, w, groups)
+    gx = _cudnn("data", g, w, shape, stride, padding, dilation, groups, depthwise)
     if gx is not None:
         return gx
     backend = be()
     geo = _geo(C, H, W, KH, KW, stride, padding, dilation, OH, OW)
     gx = backend.empty(shape, g.dtype)
-    if _is_depthwise(C, w, groups):
+    if depthwise:
         _launch("dw_input", g.dtype, gx.size, backend.flat_view(gx), backend.flat_view(g), elem_strides(g),
                 backend.flat_view(w), elem_strides(w), geo, O // C)
         return gx
@@ -463,7 +460,8 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
     N, O, OH, OW = g.shape
     _, Cg, KH, KW = wshape
     G, Og, K, L = groups, O // groups, Cg * KH * KW, OH * OW
-    gw = _cudnn("filter", g, x, wshape, stride, padding, dilation, groups)
+    depthwise = _is_depthwise(x.shape[1], wshape, groups)
+    gw = _cudnn("filter", g, x, wshape, stride, padding, dilation, groups, depthwise)
     if gw is not None:
         return gw
     backend = be()
@@ -471,7 +469,7 @@ def _weight_grad(g, x, wshape, stride, padding, dilation, groups):
         gw = backend.empty(wshape, g.dtype)
         copy_into(gw, 0)
         return gw
-    if _is_depthwise(x.shape[1], wshape, groups):
+    if depthwise:
         return _dw_weight(g, x, wshape, stride, padding, dilation)
     gw = backend.empty(wshape, g.dtype)
     cols = _im2col(x, KH, KW, stride, padding, dilation, OH, OW)
