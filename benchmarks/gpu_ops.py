@@ -94,18 +94,18 @@ def main() -> None:
     fl_rows, th_rows = cases(fl, "cuda"), cases(torch, "cuda")
     for (op, size, f_fl), (_, _, f_th) in zip(fl_rows, th_rows):
         r.compare(op, size, _burst(f_fl, fl.cuda.synchronize), _burst(f_th, torch.cuda.synchronize))
-    # flambeau's depthwise convolutions through cuDNN's grouped kernels instead of its own (torch's column:
-    # torch's own kernels again), to check the choice (``conv.DEPTHWISE_BY_CUDNN``) on this card
+    # flambeau's depthwise convolutions by its own direct kernels instead of cuDNN's grouped ones (torch's
+    # column: torch's own kernels again), to check the choice (``conv.DEPTHWISE_BY_CUDNN``) on this card
     from flambeau._kernels.cuda import conv
 
-    conv.DEPTHWISE_BY_CUDNN = True
+    conv.DEPTHWISE_BY_CUDNN = False
     try:
         for (op, size, f_fl), (_, _, f_th) in zip(fl_rows, th_rows):
             if op.startswith("depthwise"):
-                r.compare(op + " (flambeau via cuDNN)", size, _burst(f_fl, fl.cuda.synchronize),
+                r.compare(op + " (flambeau's direct kernels)", size, _burst(f_fl, fl.cuda.synchronize),
                           _burst(f_th, torch.cuda.synchronize))
     finally:
-        conv.DEPTHWISE_BY_CUDNN = False
+        conv.DEPTHWISE_BY_CUDNN = True
     if not args.quick:
         r.finish()
 

@@ -36,7 +36,7 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default: smoke kernels probe bench tests rest): smoke kernels probe devtime
+# STAGES picks stages by name (default: smoke kernels probe bench tests rest): smoke kernels probe ktimes devtime
 # profile host bench tests rest paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
@@ -58,6 +58,9 @@ want smoke && { timeout 60 $PY tools/gpu_smoke.py >> "$OUT/smoke.txt" 2>&1; echo
 want kernels && { timeout ${KERNELS_LIMIT:-150} $PY benchmarks/gpu_ops.py --quick > "$OUT/kernels.txt" 2>&1
     echo "exit $?" >> "$OUT/kernels.txt"; }
 want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
+# which kernels those operators run and how long each takes, flambeau's and torch's (CUPTI), and cuDNN's algorithms
+want ktimes && { timeout ${KTIMES_LIMIT:-150} $PY tools/gpu_kernel_times.py ${KTIMES_ROWS:-} > "$OUT/ktimes.txt" 2>&1
+    echo "exit $?" >> "$OUT/ktimes.txt"; }
 # where the device's time goes in a ResNet-18 and a GPT step, flambeau's kernels against torch's
 want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime:resnet18 devtime:gpt > "$OUT/devtime.txt" 2>&1
     echo "exit $?" >> "$OUT/devtime.txt"; }

@@ -23,7 +23,7 @@ def pytest_configure(config):
     # interval, which made a tiny MobileNet's training step take minutes. 0.1 ms: seconds.
     sys.setswitchinterval(1e-4)
     config.addinivalue_line("markers", "gpu: needs a real CUDA GPU (skipped under the simulator or without CUDA)")
-    config.addinivalue_line("markers", "cudasim: only under numba's CUDA simulator (skipped on a real GPU)")
+    config.addinivalue_line("markers", "cudasim(reason=...): only under numba's CUDA simulator (skipped on a real GPU)")
 
 
 def _state():
@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(config, items):
         elif "gpu" in item.keywords and sim:
             item.add_marker(pytest.mark.skip(reason="needs a real GPU (running under numba's CUDA simulator)"))
         elif "cudasim" in item.keywords and not sim:
-            item.add_marker(pytest.mark.skip(reason="reads device memory as host memory: simulator only"))
+            reason = item.get_closest_marker("cudasim").kwargs.get("reason", "reads device memory as host memory")
+            item.add_marker(pytest.mark.skip(reason=f"{reason}: simulator only"))
 
 
 @pytest.fixture(autouse=True)

@@ -239,6 +239,8 @@ def _record_columns(monkeypatch) -> list:
     return modes
 
 
+@pytest.mark.cudasim(reason="tiny shapes take this path with the simulator's blocks of 2 to 8 threads (a GPU's take "
+                            "it in test_large_shapes_gpu.py)")
 @pytest.mark.parametrize("shape, dims", [((70, 3), 0), ((70, 3, 1), 0), ((9, 10, 3), (0, 1))])
 def test_column_tiles_match_cpu(shape, dims, monkeypatch):
     """Reductions over more leading rows than the tree reduction takes in one launch (64 under the simulator),
@@ -262,6 +264,8 @@ def test_column_tiles_match_cpu(shape, dims, monkeypatch):
     assert modes and set(modes) == {"partial", "parts"}, modes
 
 
+@pytest.mark.cudasim(reason="tiny shapes take this path with the simulator's blocks of 2 to 8 threads (a GPU's take "
+                            "it in test_large_shapes_gpu.py)")
 def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
     """A split column reduction holds at most ``_MAX_PARTIALS`` partial states: with many columns it splits
     less (here 2 parts instead of 5, or none: one launch in mode "final"), and the result is the same."""

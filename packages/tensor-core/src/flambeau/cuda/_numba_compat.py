@@ -16,13 +16,28 @@ Note [Kernels numba-cuda cannot cache]
     pickled, and saving it raises ``RuntimeError: Cannot pickle CUDACodeLibrary with linking files``
     after a successful compilation, so the launch fails (seen on the H100: ``nansum`` of float16).
     flambeau tells the cache such kernels are not cachable; they are compiled once per process.
+
+Note [Cache entries named by their key]
+    numba's on-disk cache keeps one index file per Python function (its signatures -> data files) and
+    names a new entry's data file by the first number the index it just read leaves free. Two processes
+    compiling the same function at once (pytest workers, data-parallel ranks on one machine) can both
+    read the index before either writes it, both take number 1, and the last index written need not
+    belong to the last data file written: the index then maps one signature to the other's compiled
+    kernel, and every later process loads and runs the wrong kernel (seen on the H100 with 14 test
+    workers: ``complex`` of float32 returned NaN, because flambeau's kernel templates are closures, one
+    index file for every operator of a template). flambeau's kernels name each data file by a hash of its
+    key instead, and write the data before the index, so an index entry can only point at its own
+    kernel; a race now loses an entry at worst, which costs one compilation.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
 import numpy as np
 
-__all__ = ["prepare_numba_cuda"]
+__all__ = ["prepare_numba_cuda", "keyed_cache_entries"]
 
 
 def prepare_numba_cuda() -> None:
@@ -64,3 +79,35 @@ def _only_the_runtime(linked: set) -> bool:
     except ImportError:
         return False
     return linked == {NRT_LIBRARY}
+
+
+def keyed_cache_entries(dispatcher):
+    """``dispatcher`` (a ``numba.cuda.jit(cache=True)`` kernel) with its cache entries named by their keys
+    (Note [Cache entries named by their key]); returned unchanged where numba-cuda's layout differs."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    needed = ("_data_name_pattern", "_save_data", "_load_index", "_save_index")
+    if cache_file is not None and all(hasattr(cache_file, name) for name in needed):
+        cache_file.__class__ = _keyed(type(cache_file))
+    return dispatcher
+
+
+@functools.cache
+def _keyed(base: type) -> type:
+    if getattr(base, "_flambeau_keyed", False):
+        return base
+
+    class KeyedIndexDataCacheFile(base):
+        """numba's index and data files, each data file named by a hash of its entry's key."""
+
+        _flambeau_keyed = True
+
+        def save(self, key, data):
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+            name = self._data_name_pattern.replace("{number:d}", digest)
+            self._save_data(name, data)  # first: an index entry never names a file not yet written
+            overloads = self._load_index()
+            if overloads.get(key) != name:
+                overloads[key] = name
+                self._save_index(overloads)
+
+    return KeyedIndexDataCacheFile

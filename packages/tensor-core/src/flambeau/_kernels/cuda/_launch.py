@@ -29,9 +29,9 @@ from flambeau._backends import backend
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
-__all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "CACHE", "bind_numba_cuda", "jit", "direct", "launch_keyed", "sim",
-           "be", "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce", "elem_strides",
-           "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
+__all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "NARROW", "CACHE", "bind_numba_cuda", "jit", "direct",
+           "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce",
+           "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -40,6 +40,7 @@ GROUP = 4  # elements a thread of the grouped-load kernels takes (Note [Grouped 
 # 2,048 = 270,336 resident), each with four loads in flight; below it, one element a thread fills it as well
 GROUPED_FROM = 1 << 20
 TILE = 16  # matmul tile edge
+NARROW = 1 << 31  # indices below this take 32-bit index math (Note [Narrow index math] in elementwise)
 CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
 
 
@@ -57,10 +58,13 @@ def bind_numba_cuda(namespace: dict):
 def jit(pyfunc):
     """Kernel function ``pyfunc`` compiled by numba.cuda (with numba's on-disk cache), launched as
     ``kernel[grid, block, stream](*args)`` straight through the driver (Note [Direct kernel launches]
-    in ``_direct``); under the simulator, numba's dispatcher itself."""
+    in ``_direct``); under the simulator, numba's dispatcher itself. Cache entries are named by their keys
+    (Note [Cache entries named by their key] in ``flambeau.cuda._numba_compat``)."""
     from numba import cuda
 
-    return direct(cuda.jit(cache=CACHE)(pyfunc))
+    from flambeau.cuda._numba_compat import keyed_cache_entries
+
+    return direct(keyed_cache_entries(cuda.jit(cache=CACHE)(pyfunc)))
 
 
 def direct(dispatcher):

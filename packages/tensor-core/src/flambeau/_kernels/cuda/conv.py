@@ -384,11 +384,13 @@ def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
     return cols
 
 
-# Depthwise convolutions run the direct kernels below, not cuDNN, as torch runs its own (ConvBackend::
-# CudaDepthwise2d) for float32 and float64 in NCHW and keeps cuDNN's depthwise for float16. MobileNet v2 is the
-# model of Table 1 furthest behind torch on an H100 (0.31x, with cuDNN's grouped kernels); this switch lets
-# benchmarks/gpu_ops.py time both paths on a GPU (not yet done: no GPU since).
-DEPTHWISE_BY_CUDNN = False
+# Depthwise convolutions go to cuDNN's grouped kernels where cuDNN loads; the direct kernels below run
+# elsewhere (the simulator, no libcudnn, other dtypes). torch runs its own kernels (ConvBackend::CudaDepthwise2d)
+# for float32 and float64 in NCHW, so ours were tried first, but on an H100 (benchmarks/gpu_ops.py and
+# tools/gpu_kernel_times.py, 2026-11-27) a 3x3 depthwise forward and backward took 5.7 ms of device time with
+# them against 1.5 ms for torch's and 1.6 ms through cuDNN (64x144x56x56; stride 2 at 64x96x112x112: 8.9 ms, torch
+# 2.2, cuDNN 2.2). The switch stays so that benchmarks/gpu_ops.py can time both paths on another card.
+DEPTHWISE_BY_CUDNN = True
 
 
 def _cudnn(kind, a, b, shape, stride, padding, dilation, groups, depthwise: bool = False):

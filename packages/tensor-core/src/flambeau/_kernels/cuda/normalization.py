@@ -35,6 +35,7 @@ from flambeau._dtype import np_name
 from flambeau._kernels.cuda._direct import FlatArg
 from flambeau._kernels.cuda._launch import (
     GROUP,
+    NARROW,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
@@ -72,14 +73,49 @@ _MODES = ("final", "partial", "parts")
 _WHOLE = 128
 
 
+def _row_offset(k, inner, ostride, base, narrow):
+    """Offset of element ``k`` of a row laid out in runs of ``inner`` contiguous elements ``ostride`` apart from
+    ``base``; in 32 bits where ``narrow`` (Note [Narrow index math] in elementwise)."""
+    if narrow:
+        u = np.uint32(k)
+        n = np.uint32(inner)
+        q = np.uint32(u // n)
+        return np.int64(q) * ostride + base + np.int64(u - q * n)
+    return (k // inner) * ostride + base + k % inner
+
+
+def _quot(j, div, narrow):
+    """``j // div`` of non-negative indices; in 32 bits where ``narrow``."""
+    if narrow:
+        return np.int64(np.uint32(j) // np.uint32(div))
+    return j // div
+
+
+def _wrap(j, div, mod, narrow):
+    """``(j // div) % mod``: the statistic or channel of flat element ``j``; in 32 bits where ``narrow``."""
+    if narrow:
+        u = np.uint32(j) // np.uint32(div)
+        return np.int64(u - np.uint32(u // np.uint32(mod)) * np.uint32(mod))
+    return (j // div) % mod
+
+
+@functools.cache
+def _index_helpers():
+    """The device functions ``(row_offset, wrap, quot)`` the templates below address their elements with."""
+    bind_numba_cuda(globals())
+    return tuple(cuda.jit(device=True)(f) for f in (_row_offset, _wrap, _quot))
+
+
 def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
-    """Per row: mean and 1 / sqrt(biased variance + eps) (Welford per thread, merged in shared memory with
+    """Per row: mean and 1 / sqrt(biased variance + eps) (per thread, Welford's update merging each group of four
+    elements' own mean and M2, one division a group; threads merged in shared memory with
     Chan's formula); with ``update``, ``rm[r]`` and ``rv[r]`` move towards the mean and the unbiased
     variance. Mode "partial" writes each block's ``(count, mean, M2)`` to ``pc/pm/pq[r * P + p]``, mode
     "parts" merges the ``P`` of each row (Note [Split rows])."""
     bind_numba_cuda(globals())
     partial = mode == "partial"
     parts = mode == "parts"
+    row_offset, _, _ = _index_helpers()
 
     def stats(mean_out, rstd_out, x, K, inner, ostride, rstride, eps, rm, rv, momentum, update, P, pc, pm, pq):
         r = cuda.blockIdx.x
@@ -109,20 +145,38 @@ def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
             step = P * B
             base = r * rstride
             last = K - 1
+            narrow = K < NARROW
             k = p * B + t
             while k < K:
                 ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
-                xs = (x[(ks[0] // inner) * ostride + base + ks[0] % inner],
-                      x[(ks[1] // inner) * ostride + base + ks[1] % inner],
-                      x[(ks[2] // inner) * ostride + base + ks[2] % inner],
-                      x[(ks[3] // inner) * ostride + base + ks[3] % inner])
-                for u in range(4):
-                    if k + u * step < K:
-                        v = acc(xs[u])
-                        c += acc(1)
-                        d = v - m
-                        m += d / c
-                        q += d * (v - m)
+                xs = (x[row_offset(ks[0], inner, ostride, base, narrow)],
+                      x[row_offset(ks[1], inner, ostride, base, narrow)],
+                      x[row_offset(ks[2], inner, ostride, base, narrow)],
+                      x[row_offset(ks[3], inner, ostride, base, narrow)])
+                if k + 3 * step < K:  # all four: their mean and M2, merged by Chan's formula (one division)
+                    v0 = acc(xs[0])
+                    v1 = acc(xs[1])
+                    v2 = acc(xs[2])
+                    v3 = acc(xs[3])
+                    m4 = ((v0 + v1) + (v2 + v3)) * acc(0.25)
+                    e0 = v0 - m4
+                    e1 = v1 - m4
+                    e2 = v2 - m4
+                    e3 = v3 - m4
+                    n = c + acc(4)
+                    f = acc(4) / n
+                    d = m4 - m
+                    m += d * f
+                    q += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3) + d * d * c * f
+                    c = n
+                else:
+                    for u in range(4):
+                        if k + u * step < K:
+                            v = acc(xs[u])
+                            c += acc(1)
+                            d = v - m
+                            m += d / c
+                            q += d * (v - m)
                 k += 4 * step
         sc[t] = c
         sm[t] = m
@@ -163,18 +217,21 @@ def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
 def _affine_py():
     bind_numba_cuda(globals())
 
+    _, wrap, _ = _index_helpers()
+
     def affine(out, x, mean, rstd, w, b, has_w, has_b, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         last = n - 1
+        narrow = n < NARROW
         while i < n:  # GROUP (4) elements a thread, loaded first: Note [Grouped loads] in elementwise
             js = (i, i + step, i + 2 * step, i + 3 * step)
             xs = (x[i], x[min(js[1], last)], x[min(js[2], last)], x[min(js[3], last)])  # (in bounds)
             for u in range(4):
                 j = js[u]
                 if j < n:
-                    s = (j // sdiv) % smod
-                    a = s if same else (j // adiv) % amod
+                    s = wrap(j, sdiv, smod, narrow)
+                    a = s if same else wrap(j, adiv, amod, narrow)
                     y = (xs[u] - mean[s]) * rstd[s]
                     if has_w:
                         y = y * w[a]
@@ -194,6 +251,7 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
     bind_numba_cuda(globals())
     partial = mode == "partial"
     parts = mode == "parts"
+    row_offset, wrap, quot = _index_helpers()
 
     def grad_sums(s1, s2, g, x, mean, rstd, w, has_w, K, inner, ostride, rstride, sdiv_k, smul_k, sdiv_r,
                   wdiv, wmod, wrmod, wrmul, P, p1, p2):
@@ -214,22 +272,25 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
             step = P * B  # in groups of four, as stats'
             base = r * rstride
             last = K - 1
+            narrow = K < NARROW
+            si_r = r // sdiv_r
+            wi_r = (r % wrmod) * wrmul
             k = p * B + t
             while k < K:
                 ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
-                offs = ((ks[0] // inner) * ostride + base + ks[0] % inner,
-                        (ks[1] // inner) * ostride + base + ks[1] % inner,
-                        (ks[2] // inner) * ostride + base + ks[2] % inner,
-                        (ks[3] // inner) * ostride + base + ks[3] % inner)
+                offs = (row_offset(ks[0], inner, ostride, base, narrow),
+                        row_offset(ks[1], inner, ostride, base, narrow),
+                        row_offset(ks[2], inner, ostride, base, narrow),
+                        row_offset(ks[3], inner, ostride, base, narrow))
                 gs = (g[offs[0]], g[offs[1]], g[offs[2]], g[offs[3]])
                 xs = (x[offs[0]], x[offs[1]], x[offs[2]], x[offs[3]])
                 for u in range(4):
                     kk = k + u * step
                     if kk < K:
-                        si = (kk // sdiv_k) * smul_k + r // sdiv_r
+                        si = si_r if smul_k == 0 else quot(kk, sdiv_k, narrow) * smul_k + si_r
                         gv = acc(gs[u])
                         if has_w:
-                            gv = gv * acc(w[(kk // wdiv) % wmod + (r % wrmod) * wrmul])
+                            gv = gv * acc(w[wrap(kk, wdiv, wmod, narrow) + wi_r])
                         a1 += gv
                         a2 += gv * ((acc(xs[u]) - acc(mean[si])) * acc(rstd[si]))
                 k += 4 * step
@@ -257,10 +318,13 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
 def _grad_input_py():
     bind_numba_cuda(globals())
 
+    _, wrap, _ = _index_helpers()
+
     def grad_input(dx, g, x, mean, rstd, s1, s2, w, has_w, w_inside, c, sdiv, smod, adiv, amod, same, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         last = n - 1
+        narrow = n < NARROW
         while i < n:  # as affine's
             js = (i, i + step, i + 2 * step, i + 3 * step)
             gs = (g[i], g[min(js[1], last)], g[min(js[2], last)], g[min(js[3], last)])
@@ -268,8 +332,8 @@ def _grad_input_py():
             for u in range(4):
                 j = js[u]
                 if j < n:
-                    s = (j // sdiv) % smod
-                    a = s if same else (j // adiv) % amod
+                    s = wrap(j, sdiv, smod, narrow)
+                    a = s if same else wrap(j, adiv, amod, narrow)
                     rs = rstd[s]
                     gv = gs[u]
                     if has_w and w_inside:

@@ -46,6 +46,7 @@ import numpy as np
 
 from flambeau._dtype import np_name, real_np, scalar_name
 from flambeau._kernels.cuda._launch import (
+    NARROW,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
@@ -310,7 +311,17 @@ def _offset_py():
 
     def offset(base, r, shape, st):
         # element offset of C-order position r over shape with element strides st (r < prod(shape), so the
-        # outermost dim needs no division: a coalesced 1-d geometry none at all)
+        # outermost dim needs no division: a coalesced 1-d geometry none at all). Below 2**31 in 32 bits (Note
+        # [Narrow index math] in elementwise): an extent past 2**31 then divides as 2**31 (r < both: the
+        # quotient is 0 and the remainder r either way)
+        if r < NARROW:
+            u = np.uint32(r)
+            for d in range(len(shape) - 1, 0, -1):
+                ext = np.uint32(min(shape[d], NARROW))
+                q = np.uint32(u // ext)
+                base += np.int64(u - q * ext) * st[d]
+                u = q
+            return base + np.int64(u) * st[0]
         for d in range(len(shape) - 1, 0, -1):
             ext = shape[d]
             base += (r % ext) * st[d]
