@@ -26,6 +26,7 @@ class FakeCudnn:
     def __init__(self, ffi):
         self.ffi, self.ids = ffi, itertools.count(1)
         self.live, self.queries, self.calls = set(), [], []
+        self.memory = (64, 128)  # the workspaces the heuristics report for their two algorithms
         for kind in ("Tensor", "Filter", "Convolution"):
             setattr(self, f"cudnnCreate{kind}Descriptor", self._create)
             setattr(self, f"cudnnDestroy{kind}Descriptor", self._destroy)
@@ -52,14 +53,21 @@ class FakeCudnn:
         def query(h, a, b, conv, c, k, n, perf):
             self.queries.append(op)
             n[0] = 2
-            perf[0].algo, perf[0].status, perf[0].memory, perf[0].determinism = algo + 10, 0, 64, 0
-            perf[1].algo, perf[1].status, perf[1].memory, perf[1].determinism = algo, 0, 128, 1
+            perf[0].algo, perf[0].status, perf[0].memory, perf[0].determinism = algo + 10, 0, self.memory[0], 0
+            perf[1].algo, perf[1].status, perf[1].memory, perf[1].determinism = algo, 0, self.memory[1], 1
             return 0
         return query
 
     def _workspace(self, h, a, b, conv, c, algo, size):
         size[0] = 100 + algo
         return 0
+
+    most = None  # bytes an allocation may take (None: any)
+
+    def empty(self, shape, dtype):
+        if self.most is not None and shape[0] > self.most:
+            raise MemoryError(f"CUDA out of memory: tried to allocate {shape[0]} bytes")
+        return np.empty(shape, dtype)
 
     def _call(self, kind):
         def call(h, alpha, d1, p1, d2, p2, conv, algo, ws, nbytes, beta, d3, p3):
@@ -79,7 +87,8 @@ def fake(monkeypatch):
     monkeypatch.setattr(_cudnn, "_PLANS", {})
     monkeypatch.setattr(_launch, "stream", lambda: None)
     monkeypatch.setattr(_launch, "be", lambda: types.SimpleNamespace(
-        empty=lambda shape, dtype: np.empty(shape, dtype), data_ptr=lambda a: a.__array_interface__["data"][0]))
+        empty=lib.empty, data_ptr=lambda a: a.__array_interface__["data"][0]))
+    monkeypatch.setattr(_cudnn, "_workspace_limit", lambda: 1 << 30)
     monkeypatch.setattr(_streams, "current_device", lambda: device[0])
     lib.device = device
     return lib
@@ -123,3 +132,36 @@ def test_a_failing_query_leaves_no_descriptor(fake, monkeypatch):
     with pytest.raises(_cudnn.CudnnUnavailable):
         _conv("forward")
     assert not fake.live and not _cudnn._PLANS
+
+
+def test_workspaces_may_take_the_free_memory(fake, monkeypatch):
+    """Note [cuDNN workspaces]: the heuristics' first algorithm is skipped only when its workspace exceeds what
+    the device has free (here 1 GiB, the fixture's), and that is the driver's free memory plus the cache."""
+    fake.memory = (1 << 40, 128)
+    _conv("forward")
+    assert fake.calls == [("forward", 2, 102)]  # the second: the first's terabyte does not fit
+    fake.memory = (900 << 20, 128)
+    _conv("forward", stride=(2, 2), y_shape=(2, 4, 3, 3))
+    assert fake.calls[-1] == ("forward", 12, 112)  # 900 MiB does
+    from flambeau import cuda
+
+    monkeypatch.undo()
+    monkeypatch.setattr(cuda, "mem_get_info", lambda device=None: (5 << 30, 80 << 30))
+    monkeypatch.setattr(cuda, "memory_reserved", lambda device=None: 3 << 30)
+    monkeypatch.setattr(cuda, "memory_allocated", lambda device=None: 1 << 30)
+    assert _cudnn._workspace_limit() == 7 << 30
+    monkeypatch.setattr(cuda, "mem_get_info", lambda device=None: 1 / 0)
+    assert _cudnn._workspace_limit() == _cudnn.FALLBACK_WORKSPACE
+
+
+def test_an_unallocatable_workspace_runs_the_leanest_algorithm(fake):
+    fake.memory = (512, 64)  # the first algorithm (workspace 112 bytes) is faster, the second leaner (102)
+    fake.most = 105
+    _conv("forward")
+    assert fake.calls == [("forward", 2, 102)]
+    fake.most = 101  # neither fits: the allocator's error, as without cuDNN
+    with pytest.raises(MemoryError):
+        _conv("forward")
+    fake.most = None
+    _conv("forward")
+    assert fake.calls[-1] == ("forward", 12, 112)  # the plan is unchanged

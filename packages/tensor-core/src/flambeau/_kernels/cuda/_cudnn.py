@@ -12,9 +12,9 @@ The legacy (v7) convolution API, present in cuDNN 8 and 9: NCHW float32 and floa
 symmetric padding, groups. float32 runs on TF32 tensor cores where the device has them and
 ``flambeau.backends.cudnn.allow_tf32`` is True (the default, as torch's: ``CUDNN_DEFAULT_MATH``), else
 with ``CUDNN_FMA_MATH`` (results agree with the CPU to float32 rounding). The algorithm is the first the
-heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits :data:`MAX_WORKSPACE` (a
+heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits the device's free memory (a
 deterministic one under ``backends.cudnn.deterministic`` or ``use_deterministic_algorithms``, as torch),
-asked once per configuration (Note [cuDNN plans]).
+asked once per configuration (Note [cuDNN plans], Note [cuDNN workspaces]).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ CUDNN_TENSOR_NCHW = 0
 CUDNN_CROSS_CORRELATION = 1
 CUDNN_DEFAULT_MATH = 0  # cudnnMathType_t: tensor cores allowed, TF32 for float32 on compute capability 8.0+
 CUDNN_FMA_MATH = 3  # FMA only: no tensor cores, no TF32
-MAX_WORKSPACE = 1 << 30  # bytes
+FALLBACK_WORKSPACE = 1 << 30  # bytes a workspace may take where the device's free memory cannot be read
 _ALGOS = 8  # heuristics asked for
 _INT_MAX = 2**31 - 1
 
@@ -219,19 +219,39 @@ class _Descriptors:
         self.made = []
 
 
-def _pick(ffi, get_algos, perf_type):
-    """The algorithm to run: the first the heuristics rate usable within MAX_WORKSPACE (their order is their
-    guess of speed, and torch takes the first too), a deterministic one where deterministic algorithms are
-    asked for."""
+# Note [cuDNN workspaces]
+#     The heuristics rank algorithms by their guess of speed, and the fast ones for large images (FFT and
+#     Winograd tilings) take workspaces of gigabytes. With workspaces capped at 1 GiB, VGG-19's first layers
+#     (64 channels of 224x224 at batch 64) ran cuDNN's ALGO_0 kernels, wgrad_alg0_engine and dgrad_engine, 64
+#     ms of a 225 ms step on an H100 where torch ran Winograd and FFT kernels (tools/gpu_kernel_times.py
+#     model:vgg19). As torch's v7 path does, a workspace may take what the device has free: the driver's free
+#     memory and the caching allocator's unused cache, read when a plan is made. Should the workspace not be
+#     allocatable when the call runs (memory taken since), the call runs the usable algorithm with the
+#     smallest workspace instead, as torch falls back to the next algorithm on out-of-memory.
+def _workspace_limit() -> int:
+    """Bytes a convolution's workspace may take (Note [cuDNN workspaces])."""
+    try:
+        from flambeau.cuda import mem_get_info, memory_allocated, memory_reserved
+
+        free, _ = mem_get_info()
+        return int(free) + max(0, memory_reserved() - memory_allocated())
+    except Exception:  # no driver to ask (a fake device), or an allocator that keeps no statistics
+        return FALLBACK_WORKSPACE
+
+
+def _usable(ffi, get_algos, perf_type, limit: int) -> list:
+    """``[(algo, workspace bytes)]`` of the algorithms the heuristics rate usable within ``limit`` bytes, in
+    their order (their guess of speed; torch takes the first), deterministic ones where deterministic
+    algorithms are asked for."""
     perf = ffi.new(f"{perf_type}[{_ALGOS}]")
     n = ffi.new("int *")
     _check(get_algos(_ALGOS, n, perf), "cudnnGet*Algorithm_v7")
-    ok = [perf[i] for i in range(n[0]) if perf[i].status == 0 and perf[i].memory <= MAX_WORKSPACE]
+    ok = [perf[i] for i in range(n[0]) if perf[i].status == 0 and perf[i].memory <= limit]
     if deterministic():  # cudnn.deterministic / use_deterministic_algorithms: our own kernels are
         ok = [p for p in ok if p.determinism == 1]
     if not ok:
         raise CudnnUnavailable("no cuDNN algorithm fits")
-    return ok[0].algo
+    return [(p.algo, int(p.memory)) for p in ok]
 
 
 def _supported(dtype, *shapes) -> bool:
@@ -245,26 +265,31 @@ class _Plan:
                  math_type):
         d = self.d = _Descriptors(ffi, lib, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups,
                                   math_type)
+        if kind == "forward":
+            perf_type, args = "fwdPerf_t", (d.x, d.w, d.conv, d.y)
+            get, size_of = lib.cudnnGetConvolutionForwardAlgorithm_v7, lib.cudnnGetConvolutionForwardWorkspaceSize
+        elif kind == "data":
+            perf_type, args = "bwdDataPerf_t", (d.w, d.y, d.conv, d.x)
+            get, size_of = (lib.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                            lib.cudnnGetConvolutionBackwardDataWorkspaceSize)
+        else:
+            perf_type, args = "bwdFilterPerf_t", (d.x, d.y, d.conv, d.w)
+            get, size_of = (lib.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                            lib.cudnnGetConvolutionBackwardFilterWorkspaceSize)
         try:
+            usable = _usable(ffi, lambda k, n, p: get(h, *args, k, n, p), perf_type, _workspace_limit())
             size = ffi.new("size_t *")
-            if kind == "forward":
-                algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
-                                                                                             k, n, p), "fwdPerf_t")
-                _check(lib.cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, size), "workspace")
-            elif kind == "data":
-                algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                    h, d.w, d.y, d.conv, d.x, k, n, p), "bwdDataPerf_t")
-                _check(lib.cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, size),
-                       "workspace")
-            else:
-                algo = _pick(ffi, lambda k, n, p: lib.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                    h, d.x, d.y, d.conv, d.w, k, n, p), "bwdFilterPerf_t")
-                _check(lib.cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, size),
-                       "workspace")
+
+            def workspace(algo):
+                _check(size_of(h, *args, algo, size), "workspace")
+                return algo, int(size[0])
+
+            self.algo, self.nbytes = workspace(usable[0][0])
+            # the usable algorithm of least workspace, should the first one's not be allocatable when it runs
+            self.lean = workspace(min(usable, key=lambda a: a[1])[0])
         except BaseException:
             d.close()
             raise
-        self.algo, self.nbytes = algo, int(size[0])
 
 
 # Note [cuDNN plans]
@@ -316,7 +341,13 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
             plan = _PLANS[key] = _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
                                        dilation, groups, math_type)
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
-        ws = backend.empty((nbytes,), np.uint8) if nbytes else None  # (ptr(None): NULL)
+        try:
+            ws = backend.empty((nbytes,), np.uint8) if nbytes else None  # (ptr(None): NULL)
+        except MemoryError:  # Note [cuDNN workspaces]
+            if plan.lean[1] >= nbytes:
+                raise
+            algo, nbytes = plan.lean
+            ws = backend.empty((nbytes,), np.uint8) if nbytes else None
         if kind == "forward":
             rc = lib.cudnnConvolutionForward(h, one, d.x, ptr(a), d.w, ptr(b), d.conv, algo, ptr(ws), nbytes, zero,
                                              d.y, ptr(out))
