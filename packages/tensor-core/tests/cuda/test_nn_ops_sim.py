@@ -39,6 +39,23 @@ def test_softmax_float16_nan_rows_and_edge_shapes():
         _close(f(fl.zeros(0, 3).to("cuda"), 1), f(fl.zeros(0, 3), 1))
 
 
+@pytest.mark.parametrize("n", [5, 32, 33, 70])
+def test_softmax_rows_held_and_read_three_times(n):
+    """Rows of up to HELD * B elements (32 under the simulator's 4 threads) are held in registers, longer ones
+    read three times (Note [Softmax rows held]): both as on the CPU, NaN and infinite rows included."""
+    from flambeau._kernels.cuda import nn_ops
+
+    assert nn_ops.HELD * nn_ops.block() == 32
+    h = RNG.standard_normal((4, n)).astype(np.float32) * 3
+    h[1, n // 2] = np.nan
+    h[2] = -np.inf
+    h[3, 0] = np.inf
+    x = fl.tensor(h)
+    for f in (fl.softmax, fl.log_softmax):
+        _close(f(x.to("cuda"), 1), f(x, 1))
+        _close(f(x.to("cuda").t(), 0), f(x.t(), 0))  # strided rows
+
+
 def test_softmax_backward_matches_cpu():
     h = RNG.standard_normal((2, 3))
     g = fl.tensor(RNG.standard_normal((2, 3)))

@@ -89,14 +89,15 @@ def test_backward_matches_cpu(case):
 
 # --- long rows: split over several blocks ------------------------------------------------------------------
 def _launches_in_modes(monkeypatch) -> list:
-    """The modes of the normalisation launches made from now on (the split path's "partial" and "parts")."""
+    """``(template, mode)`` of the normalisation launches made from now on (the split paths' modes "partial"
+    and "parts")."""
     from flambeau._kernels.cuda import normalization
 
     modes = []
     kernel = normalization._kernel
 
     def recording(which, acc="", block=0, mode="final"):
-        modes.append(mode)
+        modes.append((which, mode))
         return kernel(which, acc, block, mode)
 
     monkeypatch.setattr(normalization, "_kernel", recording)
@@ -128,7 +129,22 @@ def test_long_rows_split_over_blocks_match_cpu(case, monkeypatch):
         _backward_matches(lambda x, w, b: fl.group_norm(x, 2, w, b), (3, 4, 9), (4,), (4,))
     else:  # rows of 17 elements, and 19 rows to sum per column for the weight's gradient
         _backward_matches(lambda x, w, b: fl.layer_norm(x, (17,), w, b), (19, 17), (17,), (17,))
-    assert "partial" in modes and "parts" in modes
+    assert {"partial", "parts"} <= {mode for _, mode in modes}, modes
+
+
+@pytest.mark.parametrize("case", ["layer_norm", "batch_norm_2d", "group_norm_2d"])
+def test_column_sums_match_cpu(case, monkeypatch):
+    """Sums over the rows of a row-major (K, C) gradient run as column tiles (Note [Column sums]), split into
+    partial sums under the simulator's 2 x 2 tiles for 19 rows or more: layer_norm's weight and bias
+    gradients (the statistic of row k), batch_norm's (channel c) and group_norm's (row k, group of c)."""
+    modes = _launches_in_modes(monkeypatch)
+    if case == "layer_norm":
+        _backward_matches(lambda x, w, b: fl.layer_norm(x, (17,), w, b), (19, 17), (17,), (17,))
+    elif case == "batch_norm_2d":
+        _backward_matches(lambda x, w, b: fl.batch_norm(x, None, None, w, b, True), (21, 5), (5,), (5,))
+    else:
+        _backward_matches(lambda x, w, b: fl.group_norm(x, 2, w, b), (23, 4), (4,), (4,))
+    assert {("column_sums", "partial"), ("column_sums", "parts")} <= set(modes), modes
 
 
 # --- dtypes and layouts ----------------------------------------------------------------------------------

@@ -175,43 +175,89 @@ def row_max_fn(acc: str, B: int):
 
 
 # --- softmax, log_softmax ------------------------------------------------------------------------------
+# Note [Softmax rows held]
+#     A softmax reads its row three times (the maximum, the sum of exponentials, the output) where it reads
+#     them from memory each time: on an H100, 8192 rows of 1024 float32 took 57 us against 26 us for torch,
+#     which reads each row once. A row of up to ``HELD * B`` elements is held instead, ``HELD`` elements a
+#     thread in registers (a local array of constant size, indexed by unrolled loops), all loaded before any
+#     is used; longer rows take the three passes.
+HELD = 8  # elements a thread of a softmax holds
+
+
 def _softmax_py(acc, log: bool, B: int):
     """Row softmax (``log``: log_softmax) accumulating in numpy type ``acc``, ``B`` threads per row.
 
     Row ``m`` (unravelled over ``kshape``) starts at ``offset(m, kshape, ast)`` in ``a`` and
-    ``offset(m, kshape, ost)`` in ``out``; its ``n`` elements are ``as_`` / ``os_`` apart.
+    ``offset(m, kshape, ost)`` in ``out``; its ``n`` elements are ``as_`` / ``os_`` apart. Rows of up to
+    ``HELD * B`` elements are read once (Note [Softmax rows held]).
     """
     bind_numba_cuda(globals())
     offset = offset_fn()
     bsum = block_sum_fn(B)
+    bmax = block_max_fn(B)
     row_max = row_max_fn(np_name(acc), B)
+    E = HELD
 
     def softmax(out, ost, os_, a, ast, as_, kshape, M, n):
         t = cuda.threadIdx.x
         buf = cuda.shared.array(B, acc)
+        vals = cuda.local.array(E, acc)
+        held = n <= B * E
         m = cuda.blockIdx.x
         while m < M:
             ba = offset(m, kshape, ast)
             bo = offset(m, kshape, ost)
-            mx = row_max(buf, t, a, ba, as_, n)
-            s = acc(0)
-            j = t
-            while j < n:
-                s += math.exp(acc(a[ba + j * as_]) - mx)
-                j += B
-            s = bsum(buf, t, s)
-            if log:
-                c = math.log(s)
-                j = t
-                while j < n:
-                    out[bo + j * os_] = (acc(a[ba + j * as_]) - mx) - c
-                    j += B
+            if held:
+                for i in range(E):
+                    j = t + i * B
+                    vals[i] = acc(a[ba + j * as_]) if j < n else acc(-math.inf)
+                mx = acc(-math.inf)
+                for i in range(E):  # as row_max: NaN wins, an infinite maximum normalises to NaN
+                    if vals[i] > mx or vals[i] != vals[i]:
+                        mx = vals[i]
+                mx = bmax(buf, t, mx)
+                if mx == math.inf or mx == -math.inf:
+                    mx = mx - mx
+                s = acc(0)
+                for i in range(E):
+                    if t + i * B < n:
+                        e = math.exp(vals[i] - mx)
+                        s += e
+                        if not log:
+                            vals[i] = e
+                s = bsum(buf, t, s)
+                if log:
+                    c = math.log(s)
+                    for i in range(E):
+                        j = t + i * B
+                        if j < n:
+                            out[bo + j * os_] = (vals[i] - mx) - c
+                else:
+                    inv = acc(1) / s
+                    for i in range(E):
+                        j = t + i * B
+                        if j < n:
+                            out[bo + j * os_] = vals[i] * inv
             else:
-                inv = acc(1) / s
+                mx = row_max(buf, t, a, ba, as_, n)
+                s = acc(0)
                 j = t
                 while j < n:
-                    out[bo + j * os_] = math.exp(acc(a[ba + j * as_]) - mx) * inv
+                    s += math.exp(acc(a[ba + j * as_]) - mx)
                     j += B
+                s = bsum(buf, t, s)
+                if log:
+                    c = math.log(s)
+                    j = t
+                    while j < n:
+                        out[bo + j * os_] = (acc(a[ba + j * as_]) - mx) - c
+                        j += B
+                else:
+                    inv = acc(1) / s
+                    j = t
+                    while j < n:
+                        out[bo + j * os_] = math.exp(acc(a[ba + j * as_]) - mx) * inv
+                        j += B
             m += cuda.gridDim.x
 
     return softmax
