@@ -149,7 +149,10 @@ def test_workspaces_may_take_the_free_memory(fake, monkeypatch):
     monkeypatch.setattr(cuda, "mem_get_info", lambda device=None: (5 << 30, 80 << 30))
     monkeypatch.setattr(cuda, "memory_reserved", lambda device=None: 3 << 30)
     monkeypatch.setattr(cuda, "memory_allocated", lambda device=None: 1 << 30)
+    monkeypatch.setattr(cuda, "get_per_process_memory_fraction", lambda device=None: 1.0)
     assert _cudnn._workspace_limit() == 7 << 30
+    monkeypatch.setattr(cuda, "get_per_process_memory_fraction", lambda device=None: 0.05)  # 4 GiB, 1 taken
+    assert _cudnn._workspace_limit() == 3 << 30
     monkeypatch.setattr(cuda, "mem_get_info", lambda device=None: 1 / 0)
     assert _cudnn._workspace_limit() == _cudnn.FALLBACK_WORKSPACE
 
@@ -164,4 +167,4 @@ def test_an_unallocatable_workspace_runs_the_leanest_algorithm(fake):
         _conv("forward")
     fake.most = None
     _conv("forward")
-    assert fake.calls[-1] == ("forward", 12, 112)  # the plan is unchanged
+    assert fake.calls[-1] == ("forward", 2, 102)  # the plan keeps the lean algorithm: one failed allocation

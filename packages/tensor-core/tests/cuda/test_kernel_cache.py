@@ -58,6 +58,9 @@ def test_flambeau_kernels_get_keyed_cache_files():
         x[0] = 1
 
     dispatcher = keyed_cache_entries(cuda.jit(cache=True)(k))
-    assert getattr(type(dispatcher._cache._cache_file), "_flambeau_keyed", False)
+    cache_file = dispatcher._cache._cache_file
+    assert getattr(type(cache_file), "_flambeau_keyed", False)
+    assert cache_file._index_path.endswith(".keyed.nbi")  # not an index of numba's numbering
     assert keyed_cache_entries(dispatcher) is dispatcher  # twice: the class is not wrapped again
-    assert type(dispatcher._cache._cache_file).__mro__[1] is caching.IndexDataCacheFile
+    assert type(cache_file).__mro__[1] is caching.IndexDataCacheFile
+    assert cache_file._index_path.endswith(".keyed.nbi") and not cache_file._index_path.endswith(".keyed.keyed.nbi")

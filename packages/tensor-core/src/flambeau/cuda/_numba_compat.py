@@ -27,7 +27,9 @@ Note [Cache entries named by their key]
     workers: ``complex`` of float32 returned NaN, because flambeau's kernel templates are closures, one
     index file for every operator of a template). flambeau's kernels name each data file by a hash of its
     key instead, and write the data before the index, so an index entry can only point at its own
-    kernel; a race now loses an entry at worst, which costs one compilation.
+    kernel; a race now loses an entry at worst, which costs one compilation. Their index has a name of its
+    own (``.keyed.nbi``), so indexes that numba's numbering may have crossed before are not read. (flambeau's
+    CPU kernels keep numba's scheme: one function per index and rarely compiled by two processes at once.)
 """
 
 from __future__ import annotations
@@ -85,9 +87,12 @@ def keyed_cache_entries(dispatcher):
     """``dispatcher`` (a ``numba.cuda.jit(cache=True)`` kernel) with its cache entries named by their keys
     (Note [Cache entries named by their key]); returned unchanged where numba-cuda's layout differs."""
     cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
-    needed = ("_data_name_pattern", "_save_data", "_load_index", "_save_index")
-    if cache_file is not None and all(hasattr(cache_file, name) for name in needed):
+    needed = ("_data_name_pattern", "_save_data", "_load_index", "_save_index", "_index_path")
+    if cache_file is not None and all(hasattr(cache_file, name) for name in needed) \
+            and not getattr(cache_file, "_flambeau_keyed", False):
         cache_file.__class__ = _keyed(type(cache_file))
+        # an index of its own: one written by numba's numbering (maybe crossed) is never read again
+        cache_file._index_path = cache_file._index_path[:-len(".nbi")] + ".keyed.nbi"
     return dispatcher
 
 

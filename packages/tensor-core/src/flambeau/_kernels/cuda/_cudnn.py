@@ -225,16 +225,23 @@ class _Descriptors:
 #     (64 channels of 224x224 at batch 64) ran cuDNN's ALGO_0 kernels, wgrad_alg0_engine and dgrad_engine, 64
 #     ms of a 225 ms step on an H100 where torch ran Winograd and FFT kernels (tools/gpu_kernel_times.py
 #     model:vgg19). As torch's v7 path does, a workspace may take what the device has free: the driver's free
-#     memory and the caching allocator's unused cache, read when a plan is made. Should the workspace not be
-#     allocatable when the call runs (memory taken since), the call runs the usable algorithm with the
-#     smallest workspace instead, as torch falls back to the next algorithm on out-of-memory.
+#     memory and the caching allocator's unused cache, within the process's memory fraction, read when a plan
+#     is made. Should the workspace not be allocatable when the call runs (the memory taken since: activations
+#     grow through a forward pass), the call and every later one of that configuration run the usable
+#     algorithm with the smallest workspace instead (torch falls back to the next algorithm on out-of-memory):
+#     a failed allocation costs the caching allocator a flush of its cache, which is paid once.
 def _workspace_limit() -> int:
     """Bytes a convolution's workspace may take (Note [cuDNN workspaces])."""
     try:
-        from flambeau.cuda import mem_get_info, memory_allocated, memory_reserved
+        from flambeau.cuda import get_per_process_memory_fraction, mem_get_info, memory_allocated, memory_reserved
 
-        free, _ = mem_get_info()
-        return int(free) + max(0, memory_reserved() - memory_allocated())
+        free, total = mem_get_info()
+        allocated, reserved = memory_allocated(), memory_reserved()
+        limit = int(free) + max(0, reserved - allocated)
+        fraction = get_per_process_memory_fraction()
+        if fraction < 1.0:
+            limit = min(limit, int(fraction * total) - allocated)
+        return max(0, limit)
     except Exception:  # no driver to ask (a fake device), or an allocator that keeps no statistics
         return FALLBACK_WORKSPACE
 
@@ -346,7 +353,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
         except MemoryError:  # Note [cuDNN workspaces]
             if plan.lean[1] >= nbytes:
                 raise
-            algo, nbytes = plan.lean
+            algo, nbytes = plan.algo, plan.nbytes = plan.lean  # for this call and the later ones
             ws = backend.empty((nbytes,), np.uint8) if nbytes else None
         if kind == "forward":
             rc = lib.cudnnConvolutionForward(h, one, d.x, ptr(a), d.w, ptr(b), d.conv, algo, ptr(ws), nbytes, zero,

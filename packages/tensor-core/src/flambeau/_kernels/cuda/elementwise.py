@@ -74,7 +74,7 @@ __all__ = ["BINARY", "UNARY", "NARY", "BOOL_OUT", "KINDS", "INT_VARIANTS", "BOOL
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 # device helpers once bound (Note [Device helpers])
-_d_sigmoid = _d_trunc = _d_rint = _d_maximum = _d_minimum = _d_offsets = _d_divmod = None
+_d_sigmoid = _d_trunc = _d_rint = _d_maximum = _d_minimum = _d_offsets = None
 
 
 # --- scalar functions --------------------------------------------------------------------------
@@ -823,17 +823,6 @@ def _offsets(i, shape, narrow, s0, s1, s2, s3):
     return o0 + top * s0[0], o1 + top * s1[0], o2 + top * s2[0], o3 + top * s3[0]
 
 
-def _divmod_index(a, b, narrow):
-    """``(a // b, a % b)`` of non-negative indices, in 32 bits where ``narrow`` (Note [Narrow index math])."""
-    if narrow:
-        ua = np.uint32(a)
-        ub = np.uint32(b)
-        q = np.uint32(ua // ub)
-        return np.int64(q), np.int64(ua - q * ub)
-    qw = a // b
-    return qw, a - qw * b
-
-
 # Note [Narrow index math]
 #     A strided kernel turns a flat index into per-dim positions by division, and numba's ``//`` of int64 is
 #     Python's floor division: a 64-bit signed divide (which LLVM guards with a run-time test for operands
@@ -847,7 +836,7 @@ def _divmod_index(a, b, narrow):
 
 # Helpers other scalar functions call (Note [Device helpers]).
 _HELPERS = {"_d_sigmoid": _sigmoid, "_d_trunc": _trunc, "_d_rint": _rint, "_d_maximum": _maximum,
-            "_d_minimum": _minimum, "_d_offsets": _offsets, "_d_divmod": _divmod_index}
+            "_d_minimum": _minimum, "_d_offsets": _offsets}
 
 # Operators of the ternary template (Note [Ternary template]): label -> (scalar function, arity, kinds,
 # float16 computes in float32). The launchers at the end of the module pick the label.
