@@ -18,9 +18,9 @@ RNG = np.random.default_rng(5)
 @pytest.fixture(params=["narrow", "wide"])
 def index_math(request, monkeypatch):
     if request.param == "wide":
-        from flambeau._kernels.cuda import elementwise, normalization, reduction
+        from flambeau._kernels.cuda import _index_math, elementwise, nn_ops, normalization
 
-        for module in (elementwise, normalization, reduction):
+        for module in (elementwise, normalization, _index_math, nn_ops):
             monkeypatch.setattr(module, "NARROW", 0)
     return request.param
 
@@ -69,3 +69,25 @@ def test_norms_forward_and_backward(index_math, norm):
         outs.append((y, x.grad, w.grad, b.grad))
     for want, got in zip(*outs):
         _close(got, want)
+
+
+def test_fill_cat_embedding_and_indexing(index_math):
+    """The kernels addressing through ``_index_math``: a strided fill, cat along a middle dim, an embedding
+    gather, an index_put and a gather."""
+    xc, xd = _pair(3, 4, 5)
+    yd = xd.clone()
+    yd.transpose(0, 2).fill_(2.5)
+    _close(yd, xc.clone().transpose(0, 2).fill_(2.5).transpose(0, 2))
+    (ac, ad), (bc, bd) = _pair(3, 2, 5), _pair(3, 3, 5)
+    _close(fl.cat([ad, bd.transpose(0, 2).transpose(0, 2)], 1), fl.cat([ac, bc], 1))
+    parts = [_pair(2, j % 3 + 1, 3) for j in range(10)]  # more inputs than one launch takes (GROUP, 8)
+    _close(fl.cat([d for _, d in parts], 1), fl.cat([c for c, _ in parts], 1))
+    ic = fl.tensor(np.array([[0, 2], [3, 1]]))
+    wc, wd = _pair(4, 6)
+    _close(fl.nn.functional.embedding(ic.to("cuda"), wd), fl.nn.functional.embedding(ic, wc))
+    gc = fl.tensor(np.array([[0, 4, 1], [2, 2, 3], [1, 0, 4]]))
+    _close(xd[:, 1].gather(1, gc.to("cuda")), xc[:, 1].gather(1, gc))
+    zc, zd = _pair(4, 3, 2)
+    zc[ic] = 7.0
+    zd[ic.to("cuda")] = 7.0
+    _close(zd, zc)

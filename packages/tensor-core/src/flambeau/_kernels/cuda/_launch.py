@@ -40,7 +40,7 @@ GROUP = 4  # elements a thread of the grouped-load kernels takes (Note [Grouped 
 # 2,048 = 270,336 resident), each with four loads in flight; below it, one element a thread fills it as well
 GROUPED_FROM = 1 << 20
 TILE = 16  # matmul tile edge
-NARROW = 1 << 31  # indices below this take 32-bit index math (Note [Narrow index math] in elementwise)
+NARROW = 1 << 31  # indices below this take 32-bit index math (Note [Narrow index math] in _index_math)
 CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
 
 

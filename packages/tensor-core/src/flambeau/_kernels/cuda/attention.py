@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, sim, stream, strides_for
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
@@ -52,17 +53,6 @@ def _block_reduce(buf, t, B, v, is_max):
     return r
 
 
-def _offset(row, rshape, st):
-    """Element offset of row ``row`` (unravelled over ``rshape``) in an array of row strides ``st``."""
-    o = 0
-    r = row
-    for d in range(len(rshape) - 1, -1, -1):
-        ext = rshape[d]
-        o += (r % ext) * st[d]
-        r //= ext
-    return o
-
-
 def _score_fn(acc, mask_bool):
     """Device function: score ``j`` of a row, scaled and masked (``-inf`` where a boolean mask is False)."""
     bind_numba_cuda(globals())
@@ -86,7 +76,7 @@ def _softmax_py(acc, B=_ROW_BLOCK, mask_bool=False):
     ``attn[r, :] = softmax(s[r, :] * scale + mask[r, :])`` with the causal and boolean masks applied."""
     bind_numba_cuda(globals())
     reduce = cuda.jit(device=True)(_block_reduce)
-    offset = cuda.jit(device=True)(_offset)
+    offset = index_device("row_offset")
     score = _score_fn(acc, mask_bool)
 
     def softmax_rows(attn, s, sst, scol, mask, mst, mcol, has_mask, causal, scale, rshape, S):
@@ -129,7 +119,7 @@ def _softmax_backward_py(acc, B=_ROW_BLOCK):
     contiguous rows (``ds`` may be ``dp``)."""
     bind_numba_cuda(globals())
     reduce = cuda.jit(device=True)(_block_reduce)
-    offset = cuda.jit(device=True)(_offset)
+    offset = index_device("row_offset")
 
     def softmax_backward(ds, p, pst, pcol, dp, rshape, S):
         row = cuda.blockIdx.x

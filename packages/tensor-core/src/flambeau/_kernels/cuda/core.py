@@ -18,6 +18,7 @@ import numpy as np
 
 from flambeau._dtype import real_np
 from flambeau._kernels._low_precision import BF16, takes_bfloat16
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     be,
     bind_numba_cuda,
@@ -43,19 +44,13 @@ cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on firs
 
 def _fill_py():
     bind_numba_cuda(globals())
+    offset = index_device("row_offset")
+
     def fill(out, ost, value, shape, n):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         while i < n:
-            r = i
-            oo = 0
-            for d in range(nd - 1, -1, -1):
-                ext = shape[d]
-                c = r % ext
-                r = r // ext
-                oo += c * ost[d]
-            out[oo] = value
+            out[offset(i, shape, ost)] = value
             i += step
 
     return fill

@@ -36,7 +36,8 @@ Note [Device helpers]
     (``_silu`` calls ``sigmoid``, ``_frac`` calls ``trunc``) call it through a module global
     named ``_d_<helper>``, None until :func:`bind_helpers` sets it to the jitted helper (each
     device function builder binds the helpers into its scalar function's module first). The
-    templates address their operands through one such helper, ``_d_offsets``; NVVM inlines them.
+    templates address their operands through one such helper, ``_d_offsets`` (``_index_math.offsets4``,
+    with ``narrow`` tested once per launch: Note [Narrow index math] there); NVVM inlines them.
     Scalar functions write float constants as ``c(v)`` with ``c = type(x)``: a bare float literal is
     float64 in numba and would turn float32 arithmetic into float64.
 """
@@ -51,6 +52,7 @@ import numpy as np
 
 from flambeau import _dtype as _fdt
 from flambeau._dtype import np_name, scalar_name
+from flambeau._kernels.cuda._index_math import offsets4
 from flambeau._kernels.cuda._launch import (
     GROUP,
     NARROW,
@@ -786,57 +788,9 @@ COMPLEX_VARIANTS = {
 # Ops whose result is real for a complex compute dtype (abs of complex64 is float32).
 REAL_OUT = {"abs"}
 
-def _offsets(i, shape, narrow, s0, s1, s2, s3):
-    """Element offsets of flat C-order index ``i`` of ``shape`` in four operands of element strides ``s0`` to
-    ``s3`` (the templates' addressing; offsets a template does not use are dead code once inlined). A 1-d
-    shape, what the launchers' coalescing makes of every contiguous operation, needs no division; else one
-    division a dim but the outermost, in 32 bits where ``narrow`` (Note [Narrow index math])."""
-    if len(shape) == 1:  # a compile-time constant: the other branch is not compiled for 1-d kernels
-        return i * s0[0], i * s1[0], i * s2[0], i * s3[0]
-    o0 = 0
-    o1 = 0
-    o2 = 0
-    o3 = 0
-    if narrow:
-        u = np.uint32(i)
-        for d in range(len(shape) - 1, 0, -1):
-            ext = np.uint32(shape[d])
-            q = np.uint32(u // ext)
-            k = np.int64(u - q * ext)
-            u = q
-            o0 += k * s0[d]
-            o1 += k * s1[d]
-            o2 += k * s2[d]
-            o3 += k * s3[d]
-        top = np.int64(u)
-    else:
-        r = i
-        for d in range(len(shape) - 1, 0, -1):
-            qw = r // shape[d]
-            kw = r - qw * shape[d]
-            r = qw
-            o0 += kw * s0[d]
-            o1 += kw * s1[d]
-            o2 += kw * s2[d]
-            o3 += kw * s3[d]
-        top = r
-    return o0 + top * s0[0], o1 + top * s1[0], o2 + top * s2[0], o3 + top * s3[0]
-
-
-# Note [Narrow index math]
-#     A strided kernel turns a flat index into per-dim positions by division, and numba's ``//`` of int64 is
-#     Python's floor division: a 64-bit signed divide (which LLVM guards with a run-time test for operands
-#     that fit 32 bits) plus the sign fix-ups, and ``%`` another divide. On an H100 that made a channel bias
-#     add over 32x256x56x56 float32 take 314 us against 91 for torch (whose IntDivider multiplies instead),
-#     and the batch norm kernels 3 to 5 times the time of their memory traffic (tools/gpu_kernel_times.py).
-#     Where a launch has fewer than 2**31 elements (``narrow``, tested once in the kernel, the same for every
-#     thread) every flat index and extent fits in 32 bits: one unsigned 32-bit divide a dim, the remainder by
-#     a multiply, and none for the outermost dim (its position is what is left of the index).
-
-
 # Helpers other scalar functions call (Note [Device helpers]).
 _HELPERS = {"_d_sigmoid": _sigmoid, "_d_trunc": _trunc, "_d_rint": _rint, "_d_maximum": _maximum,
-            "_d_minimum": _minimum, "_d_offsets": _offsets}
+            "_d_minimum": _minimum, "_d_offsets": offsets4}
 
 # Operators of the ternary template (Note [Ternary template]): label -> (scalar function, arity, kinds,
 # float16 computes in float32). The launchers at the end of the module pick the label.

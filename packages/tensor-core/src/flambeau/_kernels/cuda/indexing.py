@@ -40,6 +40,7 @@ import numpy as np
 
 from flambeau._determinism import alert_not_deterministic, deterministic
 from flambeau._dtype import from_numpy_dtype, np_name
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
     be,
@@ -76,31 +77,10 @@ def _chunk() -> int:
 
 
 # --- templates ------------------------------------------------------------------------------------
-def _decode_py():
-    bind_numba_cuda(globals())
-
-    def decode3(i, shape, s0, s1, s2):
-        # offsets of C-order element i of ``shape`` under three stride tuples
-        r = i
-        o0 = 0
-        o1 = 0
-        o2 = 0
-        for d in range(len(shape) - 1, -1, -1):
-            ext = shape[d]
-            c = r % ext
-            r = r // ext
-            o0 += c * s0[d]
-            o1 += c * s1[d]
-            o2 += c * s2[d]
-        return o0, o1, o2
-
-    return decode3
-
-
 @functools.cache
 def _decode():
-    bind_numba_cuda(globals())
-    return cuda.jit(device=True)(_decode_py())
+    """The offsets of a C-order position under three stride tuples, a device function (``_index_math``)."""
+    return index_device("offsets3")
 
 
 def _store_set(dst, o, v, alpha):

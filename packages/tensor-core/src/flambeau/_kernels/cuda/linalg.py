@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name, scalar_name
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     TILE,
@@ -53,21 +54,6 @@ _MAX_GRID_Z = 65535
 
 
 # --- device functions ---------------------------------------------------------------------------
-def _unravel_py():
-    bind_numba_cuda(globals())
-    def unravel(z, shape, st):
-        """Element offset of flat index ``z`` unravelled over ``shape`` with strides ``st``."""
-        off = 0
-        r = z
-        for d in range(len(shape) - 1, -1, -1):
-            ext = shape[d]
-            off += (r % ext) * st[d]
-            r = r // ext
-        return off
-
-    return unravel
-
-
 def _tile_dot_py(acc, T):
     """``s + sum_k a[aoff + row*ars + k*acs] * b[boff + k*brs + col*bcs]`` for this thread's
     ``(row, col)``, staged through ``T x T`` shared tiles (every thread of the block calls it)."""
@@ -97,10 +83,9 @@ def _tile_dot_py(acc, T):
     return tile_dot
 
 
-@functools.cache
 def _unravel_fn():
-    bind_numba_cuda(globals())
-    return cuda.jit(device=True)(_unravel_py())
+    """The offset of a flat batch index unravelled over a shape with strides, ``(z, shape, st) -> offset``."""
+    return index_device("row_offset")
 
 
 @functools.cache

@@ -23,8 +23,10 @@ import math
 import numpy as np
 
 from flambeau._dtype import np_name
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
+    NARROW,
     be,
     bind_numba_cuda,
     c_elem_strides,
@@ -61,21 +63,10 @@ def block() -> int:
 
 
 # --- device functions shared with the loss kernels -----------------------------------------------------
-def _offset(r, shape, st):
-    """Element offset of row ``r`` unravelled (C order) over ``shape`` with element strides ``st``."""
-    off = 0
-    for d in range(len(shape) - 1, -1, -1):
-        ext = shape[d]
-        off += (r % ext) * st[d]
-        r = r // ext
-    return off
-
-
 @functools.cache
 def offset_fn():
-    """:func:`_offset` as a device function."""
-    bind_numba_cuda(globals())
-    return cuda.jit(device=True)(_offset)
+    """The row offset ``(r, shape, st) -> offset`` as a device function (``_index_math``)."""
+    return index_device("row_offset")
 
 
 def _flag(err, code, value, bound):
@@ -321,7 +312,10 @@ def _embed_index_py():
     def embed_index(i, D, idx, ist, ishape, rows, err):
         """``(k, j, row)`` of element ``i`` of a ``(K, D)`` embedding output: index ``k``, column ``j`` and the
         row ``idx[k]``, or -1 where it is out of range (recorded in the error flag)."""
-        k = i // D
+        if i < NARROW:  # Note [Narrow index math] in _index_math
+            k = np.int64(np.uint32(i) // np.uint32(D))
+        else:
+            k = i // D
         j = i - k * D
         r = np.int64(idx[offset(k, ishape, ist)])
         if r < 0 or r >= rows:

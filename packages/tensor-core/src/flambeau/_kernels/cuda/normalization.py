@@ -76,7 +76,7 @@ _WHOLE = 128
 
 def _row_offset(k, inner, ostride, base, narrow):
     """Offset of element ``k`` of a row laid out in runs of ``inner`` contiguous elements ``ostride`` apart from
-    ``base``; in 32 bits where ``narrow`` (Note [Narrow index math] in elementwise)."""
+    ``base``; in 32 bits where ``narrow`` (Note [Narrow index math] in _index_math)."""
     if narrow:
         u = np.uint32(k)
         n = np.uint32(inner)

@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, stream, strides_for
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.elementwise import binary_launcher
@@ -152,12 +153,12 @@ def _sample_py(dist_fn, V):
     """
     bind_numba_cuda(globals())
     philox = _philox_device()
+    offset = index_device("row_offset")
     dist = dist_fn
 
     def sample(out, ost, shape, n, k0, k1, o0, o1, p0, p1):
         g = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         groups = (n + V - 1) // V
         while g < groups:
             gg = np.uint64(g)
@@ -165,13 +166,7 @@ def _sample_py(dist_fn, V):
             for j in range(V):
                 i = g * V + j
                 if i < n:
-                    r = i
-                    oo = 0
-                    for d in range(nd - 1, -1, -1):
-                        ext = shape[d]
-                        oo += (r % ext) * ost[d]
-                        r = r // ext
-                    out[oo] = dist(r0, r1, r2, r3, j, p0, p1)
+                    out[offset(i, shape, ost)] = dist(r0, r1, r2, r3, j, p0, p1)
             g += step
 
     return sample
@@ -181,11 +176,11 @@ def _integers_py():
     """Uniform integers in ``[low, low + span)`` from 64 random bits (two words) per element, V = 2."""
     bind_numba_cuda(globals())
     philox = _philox_device()
+    offset = index_device("row_offset")
 
     def integers(out, ost, shape, n, k0, k1, o0, o1, low, span):
         g = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(shape)
         groups = (n + 1) // 2
         while g < groups:
             gg = np.uint64(g)
@@ -193,14 +188,8 @@ def _integers_py():
             for j in range(2):
                 i = g * 2 + j
                 if i < n:
-                    r = i
-                    oo = 0
-                    for d in range(nd - 1, -1, -1):
-                        ext = shape[d]
-                        oo += (r % ext) * ost[d]
-                        r = r // ext
                     bits = ((r0 << _SHIFT32) | r1) if j == 0 else ((r2 << _SHIFT32) | r3)
-                    out[oo] = low + np.int64(bits % span)
+                    out[offset(i, shape, ost)] = low + np.int64(bits % span)
             g += step
 
     return integers

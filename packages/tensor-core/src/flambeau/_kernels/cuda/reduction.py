@@ -45,8 +45,8 @@ import math
 import numpy as np
 
 from flambeau._dtype import np_name, real_np, scalar_name
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
-    NARROW,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
@@ -306,34 +306,8 @@ def _device_ops(name: str, acc: str):
 
 
 # --- templates -----------------------------------------------------------------------------------
-def _offset_py():
-    bind_numba_cuda(globals())
-
-    def offset(base, r, shape, st):
-        # element offset of C-order position r over shape with element strides st (r < prod(shape), so the
-        # outermost dim needs no division: a coalesced 1-d geometry none at all). Below 2**31 in 32 bits (Note
-        # [Narrow index math] in elementwise): an extent past 2**31 then divides as 2**31 (r < both: the
-        # quotient is 0 and the remainder r either way)
-        if r < NARROW:
-            u = np.uint32(r)
-            for d in range(len(shape) - 1, 0, -1):
-                ext = np.uint32(min(shape[d], NARROW))
-                q = np.uint32(u // ext)
-                base += np.int64(u - q * ext) * st[d]
-                u = q
-            return base + np.int64(u) * st[0]
-        for d in range(len(shape) - 1, 0, -1):
-            ext = shape[d]
-            base += (r % ext) * st[d]
-            r = r // ext
-        return base + r * st[0]
-
-    return offset
-
-
-@functools.cache
 def _offset():
-    return _dev(_offset_py())
+    return index_device("offset")
 
 
 def _fold4_py(ops):

@@ -35,6 +35,7 @@ import math
 
 import numpy as np
 
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
     be,
@@ -91,16 +92,6 @@ def _dev(fn):
     """``fn`` as a numba.cuda device function (cached)."""
     bind_numba_cuda(globals())
     return cuda.jit(device=True)(fn)
-
-
-def _offset(r, shape, st):
-    """Element offset of the ``r``-th element (C order) of ``shape`` with element strides ``st``."""
-    off = 0
-    for d in range(len(shape) - 1, -1, -1):
-        sz = shape[d]
-        off += (r % sz) * st[d]
-        r = r // sz
-    return off
 
 
 def _merge_span(p, w, n):
@@ -293,37 +284,21 @@ def pad(arr, pairs, mode, value):
 # --- cat and stack -------------------------------------------------------------------------------
 def _cat_py():
     bind_numba_cuda(globals())
-    def cat(out, ost, ins, ists, starts, k, cdim, base, gshape, n):
+    offsets3 = index_device("offsets3")
+    offset = index_device("row_offset")
+
+    def cat(out, ost, ins, ists, starts, k, cdim, base, gshape, cunit, n):
+        # element i of the group's shape gshape: its position cd along cdim (cunit: 1 there, 0 elsewhere)
+        # picks the input, whose own strides give the source offset
         i = cuda.grid(1)
         step = cuda.gridsize(1)
-        nd = len(gshape)
         while i < n:
-            r = i
-            cd = 0
-            for d in range(nd - 1, -1, -1):
-                sz = gshape[d]
-                if d == cdim:
-                    cd = r % sz
-                r = r // sz
+            oo, cd, _ = offsets3(i, gshape, ost, cunit, cunit)
             j = 0
             while j + 1 < k and starts[j + 1] <= cd:
                 j += 1
-            src = ins[j]
             st = ists[j]
-            r = i
-            oo = 0
-            oa = 0
-            for d in range(nd - 1, -1, -1):
-                sz = gshape[d]
-                c = r % sz
-                r = r // sz
-                if d == cdim:
-                    oo += (c + base) * ost[d]
-                    oa += (c - starts[j]) * st[d]
-                else:
-                    oo += c * ost[d]
-                    oa += c * st[d]
-            out[oo] = src[oa]
+            out[oo + base * ost[cdim]] = ins[j][offset(i, gshape, st) - starts[j] * st[cdim]]
             i += step
 
     return cat
@@ -349,7 +324,8 @@ def _cat_into(out, parts, dim: int) -> None:
         starts = tuple(starts) + (starts[-1],) * pad_n
         gshape = shape[:dim] + (starts[-1],) + shape[dim + 1:]
         n = math.prod(gshape)
-        k[_grid(n)](flat_out, ost, ins, ists, starts, len(group), dim, base, gshape, n)
+        cunit = tuple(int(d == dim) for d in range(len(shape)))
+        k[_grid(n)](flat_out, ost, ins, ists, starts, len(group), dim, base, gshape, cunit, n)
         base += starts[-1]
 
 
@@ -419,7 +395,7 @@ def _before(ka, ia, kb, ib, desc):
 def _sort_tile_py(kt, P):
     bind_numba_cuda(globals())
     before = _dev(_before)
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
     B = P // 2
 
     def sort_tile(a, kshape, ast, aes, n, T, desc, final, vout, ost, oes, iout, kbuf, ibuf):
@@ -481,7 +457,7 @@ def _sort_tile_py(kt, P):
 def _sort_merge_py():
     bind_numba_cuda(globals())
     before = _dev(_before)
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
     span = _dev(_merge_span)
 
     def sort_merge(kin, iin, kout, iout, n, w, desc, final, a, kshape, ast, aes, vout, ost, oes, total):
@@ -693,7 +669,7 @@ def repeat_interleave(arr, repeats, dim):
 
 def _mark_py():
     bind_numba_cuda(globals())
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
 
     def mark(flags, a, perm, use_perm, n, sd, rshape, rst, m, nan_eq):
         i = cuda.grid(1)
@@ -719,7 +695,7 @@ def _mark_py():
 
 def _slice_merge_py():
     bind_numba_cuda(globals())
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
     span = _dev(_merge_span)
 
     def slice_merge(pin, pout, n, w, a, sd, rshape, rst, m):
@@ -862,7 +838,7 @@ def unique_consecutive(arr, return_inverse, return_counts, dim):
 # --- one_hot ---------------------------------------------------------------------------------------
 def _one_hot_py():
     bind_numba_cuda(globals())
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
 
     def one_hot(out, a, ast, shape, C, n, err):
         g = cuda.grid(1)
@@ -885,7 +861,7 @@ def _one_hot_py():
 
 def _max_py():
     bind_numba_cuda(globals())
-    offset = _dev(_offset)
+    offset = index_device("row_offset")
 
     def amax(res, slot, a, ast, shape, n, sign):
         i = cuda.grid(1)
@@ -951,7 +927,7 @@ def ptx_cases(ndim: int = 2) -> list:
         sig = (arr, idx, arr, idx, idx, idx, idx, idx, arr_i, vt, i64, i64, i64)
         cases.append((f"remap:{dn}", _remap_py(dt.type), sig))
         sig = (arr, idx, types.UniTuple(arr, GROUP), types.UniTuple(idx, GROUP), types.UniTuple(i64, GROUP + 1), i64,
-               i64, i64, idx, i64)
+               i64, i64, idx, idx, i64)
         cases.append((f"cat:{dn}", _cat_py(), sig))
         kt = from_dtype(_key_dtype(dt))
         karr = types.Array(kt, 1, "C")
