@@ -36,11 +36,11 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default: smoke kernels probe bench tests rest): smoke kernels probe ktimes devtime
-# profile host bench tests rest paper nccl models extra
+# STAGES picks stages by name (default: smoke kernels bench tests rest table1, about 400 s): smoke kernels probe
+# ktimes devtime profile host bench tests rest table1 paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
-STAGES=" ${STAGES:-smoke kernels probe bench tests rest} "
+STAGES=" ${STAGES:-smoke kernels bench tests rest table1} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
 {
@@ -82,7 +82,11 @@ want tests && { timeout ${TEST_LIMIT:-180} $PY -m pytest -q -ra --tb=short -p no
 want rest && { timeout 60 $PY benchmarks/gpu.py --quick --only mlp --only lenet --only mobilenet_v2 --only lstm_lm \
     --only ncf >> "$OUT/gpu_bench.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_bench.txt"; }
 
-# 4. the paper's evaluation on the GPU (issue 14): Figures 1 and 2, Table 1 at the paper's sizes, the ablations;
+# 4. Table 1 alone, every model at the paper's sizes (about 100 s), to $OUT/table1.md
+want table1 && { timeout ${TABLE1_LIMIT:-200} $PY benchmarks/paper/table1.py --device cuda --quick --out "$OUT/table1.md" \
+    > "$OUT/table1.txt" 2>&1; echo "exit $?" >> "$OUT/table1.txt"; }
+
+# 5. the paper's evaluation on the GPU (issue 14): Figures 1 and 2, Table 1 at the paper's sizes, the ablations;
 # pages under docs/paper/gpu, brought back as $OUT/paper_gpu.tgz (each script's output in $OUT/paper.txt)
 want paper && {
     mkdir -p docs/paper/gpu
@@ -104,6 +108,6 @@ want models && { timeout ${MODELS_LIMIT:-90} $PY -m pytest -q -ra --tb=short -p 
 want extra && { timeout ${EXTRA_LIMIT:-120} bash -c "$EXTRA" > "$OUT/extra.txt" 2>&1; echo "exit $?" >> "$OUT/extra.txt"; }
 grep -sE "^(ok|FAIL)|geqrf|orgqr|svd" "$OUT/smoke.txt"
 grep -sE "\| +[0-9.]+ *$|failed|exit|Error" "$OUT/gpu_bench.txt"
-grep -sE "^(===|exit)|wrote|ratio" "$OUT/paper.txt"
+grep -sE "^(===|exit)|wrote|ratio" "$OUT/paper.txt" "$OUT/table1.txt"
 tail -n 3 "$OUT/models.txt" "$OUT/nccl_run.txt" 2>/dev/null
 tail -n 25 "$OUT/cuda_tests.txt" 2>/dev/null
