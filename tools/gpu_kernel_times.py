@@ -8,8 +8,9 @@ device time per call (the kernels' durations summed: where it is far below the w
 bottleneck) and the longest kernels. Then, for the 3x3 convolution of ``gpu_ops``, what cuDNN's heuristics
 rank first against what ``cudnnFind*`` measures fastest (``flambeau._kernels.cuda._cudnn`` takes the
 heuristics' first). Arguments: substrings of the rows to run (default all), ``--no-find``, and
-``model:NAME`` (a model of benchmarks/paper/models.py at the paper's size: its training step's kernels, both
-libraries', summed per kernel name over a step; the rows are then skipped unless named too).
+``model:NAME`` (a model of benchmarks/paper/models.py at the paper's size, or ``model:train:NAME`` one of
+benchmarks/train.py: its training step's kernels, both libraries', summed per kernel name over a step; the
+rows are then skipped unless named too).
 """
 
 from __future__ import annotations
@@ -125,18 +126,24 @@ def find_algorithms(x_shape=(32, 64, 56, 56), cout=64) -> None:
 
 
 def model_kernels(name: str, top: int = 14) -> None:
-    """The kernels of a training step of paper model ``name`` (paper size), flambeau's and torch's."""
+    """The kernels of a training step of paper model ``name`` (paper size) or, as ``train:NAME``, of a model of
+    benchmarks/train.py (benchmarks/gpu.py's sizes), flambeau's and torch's."""
     import torch
 
     import flambeau as fl
 
-    sys.path.insert(0, "benchmarks/paper")
-    import models
-
     fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    fl_module, th_module, fl_step, th_step = models.build_pair(torch, fl, name, "paper", device="cuda")
-    print(f"\n=== {name} (paper size): per step, us")
+    if name.startswith("train:"):
+        import train
+
+        fl_module, th_module, fl_step, th_step = train.build_pair(torch, name[len("train:"):], device="cuda")
+    else:
+        sys.path.insert(0, "benchmarks/paper")
+        import models
+
+        fl_module, th_module, fl_step, th_step = models.build_pair(torch, fl, name, "paper", device="cuda")
+    print(f"\n=== {name}: per step, us")
     both(fl_step, th_step, "step", top)
     del fl_module, th_module
 
