@@ -3,9 +3,9 @@
 Under the simulator a block has 2 to 8 threads, so tiny shapes already take the paths that a GPU, with
 256-thread blocks, takes only for large ones: rows split over blocks (Note [Split rows]: norm rows of more
 than 32,768 elements, depthwise weight rows of more than 8,192), column tiles (Note [Column tiles]: more
-than 2,048 rows; Note [Column sums]: more than 64), grouped loads (Note [Grouped loads]: a million elements
-or more). The simulator cannot run such shapes (each GPU thread is a Python thread), so these run where a
-GPU is: every path above with its real block sizes and warp shuffles, against the CPU.
+than 2,048 rows; Note [Column sums]: more than a million elements), grouped loads (Note [Grouped loads]: a
+million elements or more). The simulator cannot run such shapes (each GPU thread is a Python thread), so these
+run where a GPU is: every path above with its real block sizes and warp shuffles, against the CPU.
 """
 
 from __future__ import annotations
@@ -73,10 +73,13 @@ def test_norms_with_split_rows():
 
 
 def test_column_sums_of_norm_gradients():
-    """layer_norm's weight and bias gradients over 3,000 rows of 70 and batch_norm's over (5000, 3): column
-    tiles of 32 x 8 threads, split over partial tiles (Note [Column sums])."""
-    _matches_cpu(lambda x, w, b: fl.layer_norm(x, (70,), w, b), _normal(3000, 70), _normal(70), _normal(70))
-    _matches_cpu(lambda x, w, b: fl.batch_norm(x, None, None, w, b, True), _normal(5000, 3), _normal(3), _normal(3))
+    """layer_norm's weight and bias gradients over 20,000 rows of 70 and batch_norm's over (400000, 3): column
+    tiles of 32 x 8 threads, split over partial tiles past a million elements (Note [Column sums]); and 3,000
+    rows of 70 in one launch."""
+    for rows in (20_000, 3000):
+        _matches_cpu(lambda x, w, b: fl.layer_norm(x, (70,), w, b), _normal(rows, 70), _normal(70), _normal(70))
+    _matches_cpu(lambda x, w, b: fl.batch_norm(x, None, None, w, b, True), _normal(400_000, 3), _normal(3),
+                 _normal(3))
 
 
 def test_elementwise_with_grouped_loads():

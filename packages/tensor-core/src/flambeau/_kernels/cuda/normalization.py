@@ -322,8 +322,12 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
 #     sectors a warp for 128 useful bytes (layer_norm's backward over 8192x768: 2 x 244 us against 45 us for
 #     torch's on an H100). They run as the reductions' column tiles do (Note [Column tiles] in reduction): a
 #     block of TX adjacent columns by TY threads, a warp reading TX neighbouring elements of a row, each thread
-#     summing rows ``p * TY + ty, + P * TY, ...`` four at a time; long columns split over ``P`` tiles whose
-#     partial sums, laid out (P, C), a second launch adds.
+#     summing rows ``p * TY + ty, + P * TY, ...`` four at a time; past a million elements the columns split
+#     over ``P`` tiles whose partial sums, laid out (P, C), a second launch adds (below, one launch: host time
+#     is what the small models it serves wait on).
+_COLUMN_WHOLE = 1 << 20  # elements up to which column sums take one launch (GPT 2048 x 128: 4 tiles, tens of us)
+
+
 def _column_sums_py(acc, tile, mode="final"):
     """Per column ``c`` of row-major (K, C) ``g`` and ``x``: ``s1[c] = sum(g)``, ``s2[c] = sum(g * (x -
     mean[si]) * rstd[si])``, with statistic index ``si = k * smul_k + c // sdiv_r`` of row ``k`` (Note [Column
@@ -550,7 +554,9 @@ def _column_sums(g, x, mean, rstd, K, C, stat_index, t, outputs):
     """Launch the column tiles of Note [Column sums] (``stat_index``: their ``(smul_k, sdiv_r)``): one launch,
     or partial sums then their sums."""
     TX, TY = tile = _tile()
-    P = min(row_parts(K, TY), max(1, _MAX_PARTIALS // C))
+    # a small gradient stays one launch, whose host time small (host-bound) models would pay for nothing
+    whole = K * C <= (0 if sim() else _COLUMN_WHOLE)
+    P = 1 if whole else min(row_parts(K, TY), max(1, _MAX_PARTIALS // C))
     gx = (C + TX - 1) // TX
     acc = np_name(t)
     args = (_flat(g), _flat(x), mean, rstd, K, C, *stat_index)
