@@ -231,7 +231,7 @@ def _record_columns(monkeypatch) -> list:
     modes = []
     kernel = reduction.columns_kernel
 
-    def recording(name, acc, mode, two=False, tile=reduction._TILE):
+    def recording(name, acc, mode, two=False, tile=reduction.COLUMN_TILE):
         modes.append(mode)
         return kernel(name, acc, mode, two, tile)
 
@@ -267,9 +267,9 @@ def test_column_tiles_match_cpu(shape, dims, monkeypatch):
 @pytest.mark.cudasim(reason="tiny shapes take this path with the simulator's blocks of 2 to 8 threads (a GPU's take "
                             "it in test_large_shapes_gpu.py)")
 def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
-    """A split column reduction holds at most ``_MAX_PARTIALS`` partial states: with many columns it splits
+    """A split column reduction holds at most ``MAX_PARTIALS`` partial states: with many columns it splits
     less (here 2 parts instead of 5, or none: one launch in mode "final"), and the result is the same."""
-    from flambeau._kernels.cuda import reduction
+    from flambeau._kernels.cuda import _launch, reduction
 
     modes = _record_columns(monkeypatch)
     grids = []
@@ -283,7 +283,7 @@ def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
     c, d = _pair(RNG.standard_normal((70, 3)).astype(np.float32))
     ci, di = _pair(RNG.integers(-3, 4, (70, 3)))
     for bound, want in ((6, [(2, 2), (2, 1)]), (3, [(2, 1)])):
-        monkeypatch.setattr(reduction, "_MAX_PARTIALS", bound)
+        monkeypatch.setattr(_launch, "MAX_PARTIALS", bound)
         grids.clear()
         _same(d.sum(0), c.sum(0))
         assert grids == want, (bound, grids)  # 2 tiles of 2 columns; 2 parts, then 1 (5 without the bound)

@@ -30,8 +30,9 @@ from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "NARROW", "CACHE", "bind_numba_cuda", "jit", "direct",
-           "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "is_array", "strides_for", "coalesce",
-           "elem_strides", "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
+           "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "COLUMN_TILE", "MAX_PARTIALS",
+           "column_tile", "column_parts", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides",
+           "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -133,6 +134,25 @@ def row_parts(K: int, B: int, whole: int = 8) -> int:
     each thread walking 1,500 elements); the second launch costs host time, which a caller whose
     threads load several elements at once spends only for longer rows (a larger ``whole``)."""
     return 1 if K <= B * whole else min((K + B * 8 - 1) // (B * 8), 1024)
+
+
+# The column tiles of reductions and of the norms' gradient sums (Note [Column tiles] in reduction, Note
+# [Column sums] in normalization): TX adjacent outputs by TY threads, a long column split over tiles whose
+# (P, outputs) partial states a second launch combines, at most MAX_PARTIALS of them.
+COLUMN_TILE = (32, 8)
+MAX_PARTIALS = 1 << 22  # (64 MB of float32 states; 96 MB for float64)
+
+
+def column_tile() -> tuple:
+    """``(TX, TY)`` of a column tile (2 x 2 under the simulator, which runs each GPU thread in Python)."""
+    return (2, 2) if sim() else COLUMN_TILE
+
+
+def column_parts(K: int, M: int) -> int:
+    """How many tiles share the columns of ``K`` rows (``M`` outputs side by side): the rows' rule of
+    :func:`row_parts`, with the partial states kept to ``MAX_PARTIALS`` (many columns fill a GPU by
+    themselves)."""
+    return min(row_parts(K, column_tile()[1]), max(1, MAX_PARTIALS // M))
 
 
 def is_array(x) -> bool:

@@ -34,12 +34,15 @@ import numpy as np
 from flambeau._dtype import np_name
 from flambeau._kernels.cuda._direct import FlatArg
 from flambeau._kernels.cuda._launch import (
+    COLUMN_TILE,
     GROUP,
     NARROW,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
     c_elem_strides,
+    column_parts,
+    column_tile,
     jit,
     launch_1d,
     launch_keyed,
@@ -49,7 +52,6 @@ from flambeau._kernels.cuda._launch import (
 )
 from flambeau._kernels.cuda.core import copy_into
 from flambeau._kernels.cuda.pooling import cast_back, compute_input
-from flambeau._kernels.cuda.reduction import _MAX_PARTIALS, _TILE, _tile
 from flambeau._ops._registry import kernel
 
 __all__ = ["ptx_cases"]
@@ -553,10 +555,9 @@ def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
 def _column_sums(g, x, mean, rstd, K, C, stat_index, t, outputs):
     """Launch the column tiles of Note [Column sums] (``stat_index``: their ``(smul_k, sdiv_r)``): one launch,
     or partial sums then their sums."""
-    TX, TY = tile = _tile()
+    TX, TY = tile = column_tile()
     # a small gradient stays one launch, whose host time small (host-bound) models would pay for nothing
-    whole = K * C <= (0 if sim() else _COLUMN_WHOLE)
-    P = 1 if whole else min(row_parts(K, TY), max(1, _MAX_PARTIALS // C))
+    P = 1 if K * C <= (0 if sim() else _COLUMN_WHOLE) else column_parts(K, C)
     gx = (C + TX - 1) // TX
     acc = np_name(t)
     args = (_flat(g), _flat(x), mean, rstd, K, C, *stat_index)
@@ -756,7 +757,7 @@ def ptx_cases(ndim: int = 2) -> list:
                  (arr, arr, arr) + (i64,) * 4 + (f64, arr, arr, f64, b) + (i64, arr, arr, arr)),
                 (f"norm_grad_sums_{mode}:{dn}", _grad_sums_py(ct, REDUCE_BLOCK, mode),
                  (arr,) * 7 + (b,) + (i64,) * 11 + (i64, arr, arr)),
-                (f"norm_column_sums_{mode}:{dn}", _column_sums_py(ct, _TILE, mode),
+                (f"norm_column_sums_{mode}:{dn}", _column_sums_py(ct, COLUMN_TILE, mode),
                  (arr,) * 6 + (i64,) * 5 + (arr, arr)),
             ]
         cases += [

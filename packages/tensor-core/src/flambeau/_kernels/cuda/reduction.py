@@ -47,11 +47,14 @@ import numpy as np
 from flambeau._dtype import np_name, real_np, scalar_name
 from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
+    COLUMN_TILE,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
     c_elem_strides,
     coalesce,
+    column_parts,
+    column_tile,
     jit,
     launch_1d,
     launch_keyed,
@@ -480,14 +483,6 @@ def _rows_py(name: str, acc: str, two: bool):
 #     (mode "parts") reads them coalesced too, combine as the other templates' do. Tiles take the columns
 #     the tree reduction would split (two launches either way); shorter ones stay one block per output,
 #     one launch, as many blocks as outputs.
-_TILE = (32, 8)  # (TX, TY) of a column tile on a GPU
-_MAX_PARTIALS = 1 << 22  # partial states of a split column reduction, at most (64 MB; 96 MB for float64)
-
-
-def _tile() -> tuple:
-    return (2, 2) if sim() else _TILE
-
-
 def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = False):
     """The column-tile reduction kernel of op ``name`` (Note [Column tiles]), ``mode`` as
     :func:`_reduce_py`'s: ``kernel(out, out2, sv, sw, sn, a, kshape, kst, rshape, rst, K, M, P, q)``."""
@@ -543,7 +538,7 @@ def _columns_py(name: str, acc: str, TX: int, TY: int, mode: str, two: bool = Fa
 
 
 @functools.cache
-def columns_kernel(name: str, acc: str, mode: str, two: bool = False, tile: tuple = _TILE):
+def columns_kernel(name: str, acc: str, mode: str, two: bool = False, tile: tuple = COLUMN_TILE):
     """The compiled column-tile reduction kernel (cached); see :func:`_columns_py`."""
     bind_numba_cuda(globals())
     return jit(_columns_py(name, acc, *tile, mode, two))
@@ -968,10 +963,8 @@ def _partial_states(count: int, acc):
 
 def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape, kst, rshape, rst, K, M, q):
     """Launch the column tiles of ``reduce`` (Note [Column tiles]): one launch, or partial states then parts."""
-    TX, TY = tile = _tile()
-    # split the columns as rows are split, but keep the (P, M) partial states to _MAX_PARTIALS: many columns
-    # fill a GPU by themselves
-    P = min(row_parts(K, TY), max(1, _MAX_PARTIALS // M))
+    TX, TY = tile = column_tile()
+    P = column_parts(K, M)
     s = stream()
     gx = (M + TX - 1) // TX
     if P == 1:
@@ -1239,7 +1232,7 @@ def ptx_cases(ndim: int = 2) -> list:
             cases.append((f"reduce-parts:{name}:{acc}", _reduce_py(name, acc, REDUCE_BLOCK, "parts", two), sig))
             for mode in ("final", "partial", "parts"):
                 sig = (o, n if two else o, a, a, n, arr(ins[0]), idx, idx, idx, idx, i64, i64, i64, f64)
-                cases.append((f"columns-{mode}:{name}:{acc}", _columns_py(name, acc, *_TILE, mode, two), sig))
+                cases.append((f"columns-{mode}:{name}:{acc}", _columns_py(name, acc, *COLUMN_TILE, mode, two), sig))
     for name, acc, ins in (("sum", "float32", ("float16", "float32", "bool", "int64")),
                            ("sum", "float64", ("float64",)), ("sum", "int64", ("int32", "int64", "bool")),
                            ("prod", "float32", ("float16", "float32")), ("prod", "float64", ("float64",)),
