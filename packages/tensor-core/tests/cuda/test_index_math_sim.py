@@ -18,9 +18,9 @@ RNG = np.random.default_rng(5)
 @pytest.fixture(params=["narrow", "wide"])
 def index_math(request, monkeypatch):
     if request.param == "wide":
-        from flambeau._kernels.cuda import _index_math, elementwise, nn_ops, normalization
+        from flambeau._kernels.cuda import _index_math, elementwise
 
-        for module in (elementwise, normalization, _index_math, nn_ops):
+        for module in (elementwise, _index_math):
             monkeypatch.setattr(module, "NARROW", 0)
     return request.param
 

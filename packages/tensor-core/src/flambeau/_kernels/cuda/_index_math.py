@@ -69,8 +69,8 @@ def offsets4(r, shape, narrow, s0, s1, s2, s3):
 @functools.cache
 def device(name: str):
     """A device function (compiled once): ``offsets4``; ``offsets3`` ``(r, shape, s0, s1, s2) -> 3 offsets``;
-    ``offset`` ``(base, r, shape, st) -> base + offset``; ``row_offset`` ``(r, shape, st) -> offset``. All but
-    ``offsets4`` test ``r < NARROW`` themselves."""
+    ``offset`` ``(base, r, shape, st) -> base + offset``; ``row_offset`` ``(r, shape, st) -> offset``;
+    ``quot`` ``(r, d) -> r // d``. All but ``offsets4`` test ``r < NARROW`` themselves."""
     bind_numba_cuda(globals())
     if name == "offsets4":
         return cuda.jit(device=True)(offsets4)
@@ -86,6 +86,11 @@ def device(name: str):
             return base + four(r, shape, r < NARROW, st, st, st, st)[0]
 
         return cuda.jit(device=True)(offset)
+    if name == "quot":
+        def quot(r, d):  # the position along the outer dim of (r, d), r's extent never divided by
+            return four(r, (r, d), r < NARROW, (1, 0), (1, 0), (1, 0), (1, 0))[0]
+
+        return cuda.jit(device=True)(quot)
 
     def row_offset(r, shape, st):
         return four(r, shape, r < NARROW, st, st, st, st)[0]

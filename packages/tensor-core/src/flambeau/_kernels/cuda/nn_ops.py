@@ -26,7 +26,6 @@ from flambeau._dtype import np_name
 from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     ERR_INDEX,
-    NARROW,
     be,
     bind_numba_cuda,
     c_elem_strides,
@@ -308,14 +307,12 @@ def _embed_index_py():
     bind_numba_cuda(globals())
     offset = offset_fn()
     flag = flag_fn()
+    quot = index_device("quot")
 
     def embed_index(i, D, idx, ist, ishape, rows, err):
         """``(k, j, row)`` of element ``i`` of a ``(K, D)`` embedding output: index ``k``, column ``j`` and the
         row ``idx[k]``, or -1 where it is out of range (recorded in the error flag)."""
-        if i < NARROW:  # Note [Narrow index math] in _index_math
-            k = np.int64(np.uint32(i) // np.uint32(D))
-        else:
-            k = i // D
+        k = quot(i, D)
         j = i - k * D
         r = np.int64(idx[offset(k, ishape, ist)])
         if r < 0 or r >= rows:

@@ -33,10 +33,10 @@ import numpy as np
 
 from flambeau._dtype import np_name
 from flambeau._kernels.cuda._direct import FlatArg
+from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     COLUMN_TILE,
     GROUP,
-    NARROW,
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
@@ -76,37 +76,23 @@ _MODES = ("final", "partial", "parts")
 _WHOLE = 128
 
 
-def _row_offset(k, inner, ostride, base, narrow):
-    """Offset of element ``k`` of a row laid out in runs of ``inner`` contiguous elements ``ostride`` apart from
-    ``base``; in 32 bits where ``narrow`` (Note [Narrow index math] in _index_math)."""
-    if narrow:
-        u = np.uint32(k)
-        n = np.uint32(inner)
-        q = np.uint32(u // n)
-        return np.int64(q) * ostride + base + np.int64(u - q * n)
-    return (k // inner) * ostride + base + k % inner
-
-
-def _quot(j, div, narrow):
-    """``j // div`` of non-negative indices; in 32 bits where ``narrow``."""
-    if narrow:
-        return np.int64(np.uint32(j) // np.uint32(div))
-    return j // div
-
-
-def _wrap(j, div, mod, narrow):
-    """``(j // div) % mod``: the statistic or channel of flat element ``j``; in 32 bits where ``narrow``."""
-    if narrow:
-        u = np.uint32(j) // np.uint32(div)
-        return np.int64(u - np.uint32(u // np.uint32(mod)) * np.uint32(mod))
-    return (j // div) % mod
-
-
 @functools.cache
 def _index_helpers():
-    """The device functions ``(row_offset, wrap, quot)`` the templates below address their elements with."""
+    """The device functions ``(row_offset, wrap, quot)`` the templates below address their elements with, each
+    a shape of ``_index_math``'s offsets (Note [Narrow index math] there): ``row_offset(k, inner, ostride,
+    base)``, element ``k`` of a row laid out in runs of ``inner`` contiguous elements ``ostride`` apart from
+    ``base``; ``wrap(j, div, mod)``, ``(j // div) % mod`` (the statistic or channel of flat element ``j``);
+    ``quot(j, div)``, ``j // div``. (Outer extents are never divided by: ``j`` stands in for them.)"""
     bind_numba_cuda(globals())
-    return tuple(cuda.jit(device=True)(f) for f in (_row_offset, _wrap, _quot))
+    offset = index_device("offset")
+
+    def row_offset(k, inner, ostride, base):
+        return offset(base, k, (k, inner), (ostride, 1))
+
+    def wrap(j, div, mod):
+        return offset(0, j, (j, mod, div), (0, 1, 0))
+
+    return cuda.jit(device=True)(row_offset), cuda.jit(device=True)(wrap), index_device("quot")
 
 
 def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
@@ -148,14 +134,13 @@ def _stats_py(acc, B=REDUCE_BLOCK, mode="final"):
             step = P * B
             base = r * rstride
             last = K - 1
-            narrow = K < NARROW
             k = p * B + t
             while k < K:
                 ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
-                xs = (x[row_offset(ks[0], inner, ostride, base, narrow)],
-                      x[row_offset(ks[1], inner, ostride, base, narrow)],
-                      x[row_offset(ks[2], inner, ostride, base, narrow)],
-                      x[row_offset(ks[3], inner, ostride, base, narrow)])
+                xs = (x[row_offset(ks[0], inner, ostride, base)],
+                      x[row_offset(ks[1], inner, ostride, base)],
+                      x[row_offset(ks[2], inner, ostride, base)],
+                      x[row_offset(ks[3], inner, ostride, base)])
                 if k + 3 * step < K:  # all four: their mean and M2, merged by Chan's formula (one division)
                     v0 = acc(xs[0])
                     v1 = acc(xs[1])
@@ -226,15 +211,14 @@ def _affine_py():
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         last = n - 1
-        narrow = n < NARROW
         while i < n:  # GROUP (4) elements a thread, loaded first: Note [Grouped loads] in elementwise
             js = (i, i + step, i + 2 * step, i + 3 * step)
             xs = (x[i], x[min(js[1], last)], x[min(js[2], last)], x[min(js[3], last)])  # (in bounds)
             for u in range(4):
                 j = js[u]
                 if j < n:
-                    s = wrap(j, sdiv, smod, narrow)
-                    a = s if same else wrap(j, adiv, amod, narrow)
+                    s = wrap(j, sdiv, smod)
+                    a = s if same else wrap(j, adiv, amod)
                     y = (xs[u] - mean[s]) * rstd[s]
                     if has_w:
                         y = y * w[a]
@@ -275,25 +259,24 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
             step = P * B  # in groups of four, as stats'
             base = r * rstride
             last = K - 1
-            narrow = K < NARROW
             si_r = r // sdiv_r
             wi_r = (r % wrmod) * wrmul
             k = p * B + t
             while k < K:
                 ks = (k, min(k + step, last), min(k + 2 * step, last), min(k + 3 * step, last))
-                offs = (row_offset(ks[0], inner, ostride, base, narrow),
-                        row_offset(ks[1], inner, ostride, base, narrow),
-                        row_offset(ks[2], inner, ostride, base, narrow),
-                        row_offset(ks[3], inner, ostride, base, narrow))
+                offs = (row_offset(ks[0], inner, ostride, base),
+                        row_offset(ks[1], inner, ostride, base),
+                        row_offset(ks[2], inner, ostride, base),
+                        row_offset(ks[3], inner, ostride, base))
                 gs = (g[offs[0]], g[offs[1]], g[offs[2]], g[offs[3]])
                 xs = (x[offs[0]], x[offs[1]], x[offs[2]], x[offs[3]])
                 for u in range(4):
                     kk = k + u * step
                     if kk < K:
-                        si = si_r if smul_k == 0 else quot(kk, sdiv_k, narrow) * smul_k + si_r
+                        si = si_r if smul_k == 0 else quot(kk, sdiv_k) * smul_k + si_r
                         gv = acc(gs[u])
                         if has_w:
-                            gv = gv * acc(w[wrap(kk, wdiv, wmod, narrow) + wi_r])
+                            gv = gv * acc(w[wrap(kk, wdiv, wmod) + wi_r])
                         a1 += gv
                         a2 += gv * ((acc(xs[u]) - acc(mean[si])) * acc(rstd[si]))
                 k += 4 * step
@@ -398,7 +381,6 @@ def _grad_input_py():
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         last = n - 1
-        narrow = n < NARROW
         while i < n:  # as affine's
             js = (i, i + step, i + 2 * step, i + 3 * step)
             gs = (g[i], g[min(js[1], last)], g[min(js[2], last)], g[min(js[3], last)])
@@ -406,8 +388,8 @@ def _grad_input_py():
             for u in range(4):
                 j = js[u]
                 if j < n:
-                    s = wrap(j, sdiv, smod, narrow)
-                    a = s if same else wrap(j, adiv, amod, narrow)
+                    s = wrap(j, sdiv, smod)
+                    a = s if same else wrap(j, adiv, amod)
                     rs = rstd[s]
                     gv = gs[u]
                     if has_w and w_inside:
