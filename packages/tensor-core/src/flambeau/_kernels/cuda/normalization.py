@@ -468,23 +468,29 @@ def _flat(a):
 #     bools for eps, momentum and the flags, and ``t``'s scalar type for ``c``: ``t`` fixes every argument
 #     type, and keys the launch (``launch_keyed``), which spares typing a dozen arguments per launch.
 def _split_launch(which: str, rows: int, K: int, t, outputs: tuple, inputs: tuple, tail: tuple, parts: int):
-    """Launch template ``which`` (``stats`` or ``grad_sums``) over ``rows`` rows of ``K`` elements: one launch
-    in mode "final", or "partial" into ``parts`` fresh partial arrays then "parts" (Note [Split rows]).
-    ``outputs`` lead the arguments, ``inputs`` and ``tail`` (the input-only arguments) follow them."""
+    """Launch template ``which`` (``stats`` or ``grad_sums``) over ``rows`` rows of ``K`` elements, split into
+    partial blocks for long rows (Note [Split rows]). ``outputs`` lead the arguments, ``inputs`` and ``tail``
+    (the input-only arguments) follow them; ``parts`` partial arrays (per output) end them."""
     B = _block()
     P = row_parts(K, B, 8 if sim() else _WHOLE)
+    _launch_in_modes(which, rows, B, P, rows * P, t, outputs, (*inputs, *tail), parts)
+
+
+def _launch_in_modes(which: str, grid: int, block, P: int, count: int, t, outputs: tuple, args: tuple, parts: int):
+    """Launch template ``which``, ``grid`` blocks of ``block`` threads: one launch in mode "final" when ``P`` is
+    1, else mode "partial" with ``P`` blocks along y into ``parts`` fresh arrays of ``count`` partial results,
+    then mode "parts" combining them. The arguments: ``outputs``, ``args``, ``P``, the partial arrays, keyed
+    by ``t`` (Note [Keyed normalisation launches])."""
     acc = np_name(t)
     if P == 1:
         dummies = (outputs[0],) * parts  # (never touched in mode "final"; of ``t`` as the key requires)
-        launch_keyed(_kernel(which, acc, B), (rows, B, stream()), t,  # Note [Keyed normalisation launches]
-                     *outputs, *inputs, *tail, 1, *dummies)
+        launch_keyed(_kernel(which, acc, block), ((grid, 1), block, stream()), t, *outputs, *args, 1, *dummies)
         return
-    backend = be()
-    partials = tuple(backend.empty((rows * P,), t) for _ in range(parts))
-    launch_keyed(_kernel(which, acc, B, "partial"), ((rows, P), B, stream()), t,
-                 *outputs, *inputs, *tail, P, *partials)
-    launch_keyed(_kernel(which, acc, B, "parts"), (rows, B, stream()), t,
-                 *outputs, *inputs, *tail, P, *partials)
+    partials = tuple(be().empty((count,), t) for _ in range(parts))
+    launch_keyed(_kernel(which, acc, block, "partial"), ((grid, P), block, stream()), t,
+                 *outputs, *args, P, *partials)
+    launch_keyed(_kernel(which, acc, block, "parts"), ((grid, 1), block, stream()), t,
+                 *outputs, *args, P, *partials)
 
 
 def _stats(x, rows, layout, eps, t, running=None):
@@ -537,21 +543,11 @@ def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
 def _column_sums(g, x, mean, rstd, K, C, stat_index, t, outputs):
     """Launch the column tiles of Note [Column sums] (``stat_index``: their ``(smul_k, sdiv_r)``): one launch,
     or partial sums then their sums."""
-    TX, TY = tile = column_tile()
+    TX, _ = tile = column_tile()
     # a small gradient stays one launch, whose host time small (host-bound) models would pay for nothing
     P = 1 if K * C <= (0 if sim() else _COLUMN_WHOLE) else column_parts(K, C)
-    gx = (C + TX - 1) // TX
-    acc = np_name(t)
-    args = (_flat(g), _flat(x), mean, rstd, K, C, *stat_index)
-    if P == 1:
-        launch_keyed(_kernel("column_sums", acc, tile), ((gx, 1), tile, stream()), t, *outputs, *args, 1, *outputs)
-        return
-    backend = be()
-    partials = tuple(backend.empty((P * C,), t) for _ in range(2))
-    launch_keyed(_kernel("column_sums", acc, tile, "partial"), ((gx, P), tile, stream()), t,
-                 *outputs, *args, P, *partials)
-    launch_keyed(_kernel("column_sums", acc, tile, "parts"), ((gx, 1), tile, stream()), t,
-                 *outputs, *args, P, *partials)
+    _launch_in_modes("column_sums", (C + TX - 1) // TX, tile, P, P * C, t, outputs,
+                     (_flat(g), _flat(x), mean, rstd, K, C, *stat_index), 2)
 
 
 def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
