@@ -90,6 +90,12 @@ def _nanmax(x, y):
     return y if y > x or y != y else x
 
 
+@functools.cache
+def _nanmax_fn():
+    bind_numba_cuda(globals())
+    return cuda.jit(device=True)(_nanmax)
+
+
 def _block_reduce_py(B, combine):
     bind_numba_cuda(globals())
 
@@ -117,8 +123,7 @@ def _block_sum_py(B):
 
 
 def _block_max_py(B):
-    bind_numba_cuda(globals())
-    return _block_reduce_py(B, cuda.jit(device=True)(_nanmax))
+    return _block_reduce_py(B, _nanmax_fn())
 
 
 @functools.cache
@@ -135,24 +140,36 @@ def block_max_fn(B: int):
     return cuda.jit(device=True)(_block_max_py(B))
 
 
-def _row_max_py(acc, B):
+@functools.cache
+def _row_shift_fn(B: int):
+    """``(buf, t, mx) -> shift``: the block's maximum of its threads' ``mx``, NaN where it is infinite (a row
+    that is all ``-inf`` or holds ``+inf`` normalises to NaN, as on the CPU), as a device function."""
     bind_numba_cuda(globals())
     bmax = block_max_fn(B)
 
-    def row_max(buf, t, a, base, st, n):
-        """The maximum of the ``n`` elements ``a[base + j * st]`` (block-wide, thread ``t``), NaN where it is
-        infinite (a row that is all ``-inf`` or holds ``+inf`` normalises to NaN, as on the CPU)."""
-        mx = acc(-math.inf)
-        j = t
-        while j < n:
-            v = acc(a[base + j * st])
-            if v > mx or v != v:
-                mx = v
-            j += B
+    def row_shift(buf, t, mx):
         mx = bmax(buf, t, mx)
         if mx == math.inf or mx == -math.inf:
             mx = mx - mx
         return mx
+
+    return cuda.jit(device=True)(row_shift)
+
+
+def _row_max_py(acc, B):
+    bind_numba_cuda(globals())
+    nanmax = _nanmax_fn()
+    shift = _row_shift_fn(B)
+
+    def row_max(buf, t, a, base, st, n):
+        """The maximum of the ``n`` elements ``a[base + j * st]`` (block-wide, thread ``t``; NaN wins), NaN where
+        it is infinite (:func:`_row_shift_fn`)."""
+        mx = acc(-math.inf)
+        j = t
+        while j < n:
+            mx = nanmax(mx, acc(a[base + j * st]))
+            j += B
+        return shift(buf, t, mx)
 
     return row_max
 
@@ -184,7 +201,8 @@ def _softmax_py(acc, log: bool, B: int):
     bind_numba_cuda(globals())
     offset = offset_fn()
     bsum = block_sum_fn(B)
-    bmax = block_max_fn(B)
+    nanmax = _nanmax_fn()
+    shift = _row_shift_fn(B)
     row_max = row_max_fn(np_name(acc), B)
     E = HELD
 
@@ -202,12 +220,9 @@ def _softmax_py(acc, log: bool, B: int):
                     j = t + i * B
                     vals[i] = acc(a[ba + j * as_]) if j < n else acc(-math.inf)
                 mx = acc(-math.inf)
-                for i in range(E):  # as row_max: NaN wins, an infinite maximum normalises to NaN
-                    if vals[i] > mx or vals[i] != vals[i]:
-                        mx = vals[i]
-                mx = bmax(buf, t, mx)
-                if mx == math.inf or mx == -math.inf:
-                    mx = mx - mx
+                for i in range(E):  # as row_max
+                    mx = nanmax(mx, vals[i])
+                mx = shift(buf, t, mx)
                 s = acc(0)
                 for i in range(E):
                     if t + i * B < n:
