@@ -30,7 +30,6 @@ def _short(name: str, width: int = 88) -> str:
 
 def profile_row(fn, sync):
     """``(wall us per call, device us per call, [(kernel, us per call, launches per call)])`` of ``fn``."""
-    import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -46,7 +45,6 @@ def profile_row(fn, sync):
     kernels = [(e.key, e.self_device_time_total / CALLS, e.count / CALLS) for e in prof.key_averages()
                if e.device_type == DeviceType.CUDA and e.self_device_time_total > 0]
     kernels.sort(key=lambda k: -k[1])
-    del torch
     return wall, sum(k[1] for k in kernels), kernels
 
 

@@ -98,9 +98,6 @@ def keyed_cache_entries(dispatcher):
 
 @functools.cache
 def _keyed(base: type) -> type:
-    if getattr(base, "_flambeau_keyed", False):
-        return base
-
     class KeyedIndexDataCacheFile(base):
         """numba's index and data files, each data file named by a hash of its entry's key."""
 
