@@ -150,6 +150,33 @@ def test_flat_args_pack_as_the_flat_views_they_stand_for():
     """)
 
 
+def test_flat_parts_pack_as_views_at_their_offsets():
+    """``flat_parts`` (one allocation for a launch's partial arrays) gives ``FlatArg``s that pack the bytes of
+    the views they stand for: each part's own address, size and stride, and that view for numba's dispatcher."""
+    _run("""
+        import numpy as np
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda import _direct
+
+        be = backend("cuda")
+        for dtype, parts in ((np.float32, 3), (np.float64, 2)):
+            arr = be.empty((5 * parts,), dtype)
+            plan = _direct.Plan(1, (_direct.numba_type((np.dtype(dtype), 1, "C")),), "probe")
+            for i, arg in enumerate(be.flat_parts(arr, parts)):
+                view = be.as_strided(arr, (5,), (1,), 5 * i)
+                assert _direct.device_ptr(arg) == _direct.device_ptr(arr) + 5 * i * arr.dtype.itemsize
+                bufs = []
+                for x in (view, arg):
+                    buf, _ = plan.slot()
+                    plan.pack(buf, x)
+                    bufs.append(bytes(buf))
+                assert bufs[0] == bufs[1], (dtype, i)
+                v = arg.view()
+                assert (v.shape, v.strides, _direct.device_ptr(v)) == (view.shape, view.strides,
+                                                                        _direct.device_ptr(view))
+    """)
+
+
 def test_batched_gemms_cover_every_batch_element_once():
     _run("""
         import itertools
@@ -321,15 +348,14 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
 
         _device_threads.run_on_device = lambda device, fn: fn()
         checked = []
-        real = _direct.Kernel.keyed_plan
+        real = _direct.Kernel.launch_keyed
 
-        def keyed_plan(self, key, args):
-            plan = real(self, key, args)
-            assert plan is self.plan(args), (self.dispatcher.py_func.__name__, key)
+        def launch_keyed(self, config, key, args):
+            real(self, config, key, args)
+            assert self._keyed[key] is self.plan(args), (self.dispatcher.py_func.__name__, key)
             checked.append(key)
-            return plan
 
-        _direct.Kernel.keyed_plan = keyed_plan
+        _direct.Kernel.launch_keyed = launch_keyed
         for name, spec in train.MODELS.items():
             model = spec.builder(fl).to("cuda")
             x, y = spec.make_batch(np.random.default_rng(0))

@@ -30,7 +30,7 @@ from flambeau.cuda._sync import host_sync
 
 __all__ = ["empty", "full", "data_ptr", "storage_data_ptr", "as_strided", "to_numpy", "from_numpy",
            "copy_", "synchronize", "cuda_array_interface", "is_simulator", "flat_view", "is_device_array",
-           "reinterpret", "contiguous_flat", "flat_arg", "view_from", "owns_memory_alone"]
+           "reinterpret", "contiguous_flat", "flat_arg", "flat_parts", "view_from", "owns_memory_alone"]
 
 SIM = bool(_config.ENABLE_CUDASIM)
 
@@ -443,6 +443,17 @@ def flat_arg(arr):
     if SIM or (len(arr.shape) == 1 and (arr.strides[0] == item or arr.shape[0] <= 1)):
         return flat_view(arr)
     return FlatArg(arr, arr.size if is_c_contiguous(arr) else _extent(arr.shape, arr.strides, item) // item)
+
+
+def flat_parts(arr, parts: int) -> list:
+    """``parts`` launch arguments over consecutive thirds (halves, ...) of 1-d C-contiguous device array ``arr``:
+    each ``arr.size // parts`` elements (on a GPU a ``_direct.FlatArg`` with an offset, under the simulator a
+    view). One allocation then serves several scratch arrays of a launch (the split reductions' partials)."""
+    n = arr.size // parts
+    if SIM:
+        return [as_strided(arr, (n,), (1,), i * n) for i in range(parts)]
+    step = n * arr.dtype.itemsize
+    return [FlatArg(arr, n, i * step) for i in range(parts)]
 
 
 def owns_memory_alone(data) -> bool:

@@ -68,6 +68,7 @@ def _is_bf16_dtype(v) -> bool:
 
 
 _PLAIN = frozenset({int, float, bool, str, type(None)})  # what most kernel arguments are: nothing to look into
+_DTYPED: set = set()  # classes seen carrying a numpy ``.dtype`` (device and host arrays, numpy scalars, flat views)
 
 
 def _mentions_bfloat16(values) -> bool:
@@ -75,13 +76,21 @@ def _mentions_bfloat16(values) -> bool:
         c = v.__class__
         if c in _PLAIN:
             continue
-        if v is _FL_BF16 or v is BF16 or v is _BF16_T:  # the dtype, as a kernel may be handed it
-            return True
+        if c in _DTYPED:  # the common case (arrays): one attribute to look at
+            if getattr(v, "dtype", None) is BF16:
+                return True
+            continue
         if c is list or c is tuple:
             if _mentions_bfloat16(v):
                 return True
-        elif getattr(v, "dtype", None) is BF16:  # an array or scalar of any device
+            continue
+        if v is _FL_BF16 or v is BF16 or v is _BF16_T:  # the dtype, as a kernel may be handed it
             return True
+        d = getattr(v, "dtype", None)  # an array or scalar of any device
+        if d is BF16:
+            return True
+        if isinstance(d, np.dtype) and not isinstance(v, type):
+            _DTYPED.add(c)
     return False
 
 

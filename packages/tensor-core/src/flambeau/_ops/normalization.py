@@ -63,7 +63,10 @@ def _data(t):
 
 def _vec(t):
     """The data of a 1-D (or one-element) tensor as a 1-D array view (writes go through), or None."""
-    return None if t is None else t._data.reshape(-1)
+    if t is None:
+        return None
+    data = t._data
+    return data if len(data.shape) == 1 else data.reshape(-1)  # (reshape(-1) of 1-D data is the data itself)
 
 
 @BATCH_NORM.front

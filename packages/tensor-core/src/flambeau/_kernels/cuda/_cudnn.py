@@ -26,7 +26,8 @@ import threading
 import numpy as np
 
 from flambeau._determinism import cudnn_allow_tf32, cudnn_enabled, deterministic
-from flambeau.cuda._streams import stream_handle
+from flambeau._kernels.cuda._launch import be, sim, stream
+from flambeau.cuda._streams import current_device, stream_handle
 
 __all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
 
@@ -143,10 +144,10 @@ def _lib():
 def available() -> bool:
     """Whether cuDNN can be used (a real GPU, cffi and libcudnn present, ``flambeau.backends.cudnn.enabled``,
     which ``FLAMBEAU_CUDNN=0`` in the environment starts False)."""
-    from numba.core import config
-
-    if config.ENABLE_CUDASIM or not cudnn_enabled():
+    if sim() or not cudnn_enabled():
         return False
+    if _state.get("lib") is not None:  # (every convolution asks: loaded once, then one lookup)
+        return True
     try:
         _lib()
     except CudnnUnavailable:
@@ -159,20 +160,20 @@ def _check(rc, what):
         raise CudnnUnavailable(f"{what} failed with cuDNN status {rc}")
 
 
-def _handle(ffi, lib, stream):
-    from flambeau.cuda._streams import current_device
-
-    handles = getattr(_tls, "handles", None)
+def _handle(ffi, lib, stream, dev: int):
+    """This thread's cuDNN handle on device ``dev``, set to ``stream``."""
+    local = _tls.__dict__
+    handles = local.get("handles")
     if handles is None:
-        handles = _tls.handles = {}
-    dev = current_device()
+        handles = local["handles"] = {}
+        local["streams"] = {}
     h = handles.get(dev)
     if h is None:
         p = ffi.new("cudnnHandle_t *")
         _check(lib.cudnnCreate(p), "cudnnCreate")
         h = handles[dev] = p[0]
     sv = stream_handle(stream)
-    streams = _tls.__dict__.setdefault("streams", {})
+    streams = local["streams"]
     if streams.get(dev) != sv:  # set on a change only (the handle is this thread's)
         _check(lib.cudnnSetStream(h, ffi.cast("cudaStream_t", sv)), "cudnnSetStream")
         streams[dev] = sv
@@ -326,18 +327,17 @@ def _scalars(ffi, dtype) -> tuple:
 
 def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, a, b, out):
     """One cuDNN call: ``kind`` is ``forward`` (a = x, b = w, out = y), ``data`` (a = w, b = dy, out = dx) or
-    ``filter`` (a = x, b = dy, out = dw)."""
-    from flambeau._kernels.cuda._launch import be, stream
-    from flambeau.cuda._streams import current_device
-
+    ``filter`` (a = x, b = dy, out = dw). The shapes and geometry are tuples of ints (the plan's key)."""
     ffi, lib = _lib()
     backend = be()
-    h = _handle(ffi, lib, stream())
+    dev = current_device()
+    h = _handle(ffi, lib, stream(), dev)
     one, zero = _scalars(ffi, dtype)
-    ptr = lambda arr: ffi.cast("void *", 0 if arr is None else backend.data_ptr(arr))  # noqa: E731
+    cast, data_ptr = ffi.cast, backend.data_ptr
     math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
-    key = (kind, dtype, tuple(x_shape), tuple(w_shape), tuple(y_shape), tuple(stride), tuple(padding),
-           tuple(dilation), int(groups), deterministic(), math_type, current_device())
+    key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
+           dev)
+    pa, pb, pout = cast("void *", data_ptr(a)), cast("void *", data_ptr(b)), cast("void *", data_ptr(out))
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
         if plan is None:
@@ -349,21 +349,21 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
                                        dilation, groups, math_type)
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
         try:
-            ws = backend.empty((nbytes,), np.uint8) if nbytes else None  # (ptr(None): NULL)
+            ws = backend.empty((nbytes,), np.uint8) if nbytes else None
         except MemoryError:  # Note [cuDNN workspaces]
             if plan.lean[1] >= nbytes:
                 raise
             algo, nbytes = plan.algo, plan.nbytes = plan.lean  # for this call and the later ones
             ws = backend.empty((nbytes,), np.uint8) if nbytes else None
+        pws = cast("void *", 0 if ws is None else data_ptr(ws))
         if kind == "forward":
-            rc = lib.cudnnConvolutionForward(h, one, d.x, ptr(a), d.w, ptr(b), d.conv, algo, ptr(ws), nbytes, zero,
-                                             d.y, ptr(out))
+            rc = lib.cudnnConvolutionForward(h, one, d.x, pa, d.w, pb, d.conv, algo, pws, nbytes, zero, d.y, pout)
         elif kind == "data":
-            rc = lib.cudnnConvolutionBackwardData(h, one, d.w, ptr(a), d.y, ptr(b), d.conv, algo, ptr(ws), nbytes,
-                                                  zero, d.x, ptr(out))
+            rc = lib.cudnnConvolutionBackwardData(h, one, d.w, pa, d.y, pb, d.conv, algo, pws, nbytes, zero, d.x,
+                                                  pout)
         else:
-            rc = lib.cudnnConvolutionBackwardFilter(h, one, d.x, ptr(a), d.y, ptr(b), d.conv, algo, ptr(ws), nbytes,
-                                                    zero, d.w, ptr(out))
+            rc = lib.cudnnConvolutionBackwardFilter(h, one, d.x, pa, d.y, pb, d.conv, algo, pws, nbytes, zero, d.w,
+                                                    pout)
     _check(rc, f"cudnnConvolution {kind}")
     return out
 
@@ -372,8 +372,6 @@ def forward(x, w, y_shape, stride, padding, dilation, groups):
     """``y = conv(x, w)`` (x and w C-contiguous, one float dtype), or None when cuDNN does not take it."""
     if not _supported(x.dtype, x.shape, w.shape, y_shape):
         return None
-    from flambeau._kernels.cuda._launch import be
-
     y = be().empty(y_shape, x.dtype)
     return _run("forward", x.dtype, x.shape, w.shape, y_shape, stride, padding, dilation, groups, x, w, y)
 
@@ -382,8 +380,6 @@ def backward_data(dy, w, x_shape, stride, padding, dilation, groups):
     """The input gradient ``dx`` of ``x_shape`` (the transposed convolution of ``dy``), or None."""
     if not _supported(dy.dtype, dy.shape, w.shape, x_shape):
         return None
-    from flambeau._kernels.cuda._launch import be
-
     dx = be().empty(x_shape, dy.dtype)
     return _run("data", dy.dtype, x_shape, w.shape, dy.shape, stride, padding, dilation, groups, w, dy, dx)
 
@@ -392,7 +388,5 @@ def backward_filter(dy, x, w_shape, stride, padding, dilation, groups):
     """The weight gradient ``dw`` of ``w_shape``, or None."""
     if not _supported(dy.dtype, dy.shape, x.shape, w_shape):
         return None
-    from flambeau._kernels.cuda._launch import be
-
     dw = be().empty(w_shape, dy.dtype)
     return _run("filter", dy.dtype, x.shape, w_shape, dy.shape, stride, padding, dilation, groups, x, dy, dw)

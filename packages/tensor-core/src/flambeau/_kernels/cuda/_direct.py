@@ -85,26 +85,31 @@ def register_array_class(cls) -> None:
 
 
 class FlatArg:
-    """The 1-d view of ``n`` elements of device array ``base`` from its first (its memory, whatever its
-    strides: the CUDA backend's ``flat_view``) as a kernel argument (Note [Direct kernel launches]): a ``C``
-    array at ``base``'s address. It keeps ``base`` alive, has what a plan packs (``_fl_ptr``, ``size``,
-    ``shape``, ``strides``, ``dtype``) and :meth:`view` for numba's dispatcher; only launches take it."""
+    """The 1-d view of ``n`` elements of device array ``base`` from byte ``start`` past its first element (its
+    memory, whatever its strides: the CUDA backend's ``flat_view``) as a kernel argument (Note [Direct kernel
+    launches]): a ``C`` array at that address. It keeps ``base`` alive, has what a plan packs (``_fl_ptr``,
+    ``size``, ``shape``, ``strides``, ``dtype``) and :meth:`view` for numba's dispatcher; only launches take it."""
 
-    __slots__ = ("base", "_fl_ptr", "size", "shape", "strides", "dtype")
+    __slots__ = ("base", "_fl_ptr", "size", "shape", "strides", "dtype", "start")
 
-    def __init__(self, base, n: int):
+    def __init__(self, base, n: int, start: int = 0):
         self.base = base
         self.dtype = dtype = base.dtype
         self.size = n
         self.shape = (n,)
         self.strides = (dtype.itemsize,)
-        self._fl_ptr = device_ptr(base)
+        self.start = start
+        self._fl_ptr = device_ptr(base) + start
 
     def view(self):
         """The device array this stands for (what numba's dispatcher takes)."""
         from flambeau._backends import backend
 
-        return backend("cuda").flat_view(self.base)
+        be = backend("cuda")
+        flat = be.flat_view(self.base)
+        if self.start or flat.size != self.size:
+            return be.as_strided(flat, (self.size,), (1,), self.start // self.dtype.itemsize)
+        return flat
 
 
 def _views(args) -> tuple:
@@ -333,15 +338,26 @@ class Kernel:
         if plan is None:
             self.dispatcher[config](*_views(args))
             return
-        stream = config[2] if len(config) > 2 else 0
-        shared = config[3] if len(config) > 3 else 0
-        gx, gy, gz = _dims(config[0])
-        bx, by, bz = _dims(config[1])
-        buf, extra = plan.slot()
+        n = len(config)
+        grid, block = config[0], config[1]
+        gx, gy, gz = (grid, 1, 1) if grid.__class__ is int else _dims(grid)  # (launchers pass ints mostly)
+        bx, by, bz = (block, 1, 1) if block.__class__ is int else _dims(block)
+        try:
+            buf, extra = plan._local.slot
+        except AttributeError:
+            buf, extra = plan.slot()
         plan.pack(buf, *args)
-        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, shared, stream_handle(stream), None, extra)
+        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, config[3] if n > 3 else 0,
+                            stream_handle(config[2]) if n > 2 else 0, None, extra)
         if code:
             self.refuse(plan, args, config, _error_name(code))
+
+    def launch_keyed(self, config, key, args: tuple) -> None:
+        """``self[config].keyed(key, *args)`` without the intermediate object (the launchers' hot path)."""
+        plan = self._keyed.get(key, _MISSING)
+        if plan is _MISSING:
+            plan = self.keyed_plan(key, args)
+        self.launch(config, plan, args)
 
     def _make_plan(self, key: tuple) -> Plan | None:
         with self._lock:
@@ -394,5 +410,4 @@ class _Launch:
         keys must have arguments of equal numba types (the same array dtypes, ndims and layouts, tuple
         lengths, scalar types). The hot launchers (elementwise) know this from a few dtypes, which spares
         typing a dozen arguments on every launch."""
-        kernel = self.kernel
-        kernel.launch(self.config, kernel.keyed_plan(key, args), args)
+        self.kernel.launch_keyed(self.config, key, args)

@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from flambeau._backends import backend
+from flambeau._kernels.cuda._direct import Kernel
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
@@ -73,20 +74,16 @@ def direct(dispatcher):
     in ``_direct``); under the simulator, the dispatcher itself."""
     if sim():
         return dispatcher
-    from flambeau._kernels.cuda._direct import Kernel
-
     return Kernel(dispatcher)
 
 
 def launch_keyed(kernel, config: tuple, key, *args) -> None:
     """``kernel[config](*args)``, the argument types fixed by the caller's ``key`` where the kernel launches
-    directly (``_direct._Launch.keyed``: equal keys, equal numba types); under the simulator, as usual."""
-    launch = kernel[config]
-    keyed = getattr(launch, "keyed", None)
-    if keyed is None:
-        launch(*args)
+    directly (``_direct.Kernel.launch_keyed``: equal keys, equal numba types); under the simulator, as usual."""
+    if kernel.__class__ is Kernel:
+        kernel.launch_keyed(config, key, args)
     else:
-        keyed(key, *args)
+        kernel[config](*args)
 
 
 _SIM: list = []

@@ -28,6 +28,7 @@ import functools
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
+from flambeau._kernels.cuda import _cudnn as cudnn
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     be,
@@ -70,10 +71,10 @@ def is_contig(a) -> bool:
 
 def contig(a, dtype=None):
     """``a`` itself if C-contiguous of ``dtype`` (default its own), else a contiguous copy cast to it."""
-    dtype = np.dtype(a.dtype if dtype is None else dtype)
-    if a.dtype == dtype and is_contig(a):
+    backend = be()
+    if (dtype is None or a.dtype == dtype) and backend.is_c_contiguous(a):  # (worked out once per array)
         return a
-    out = be().empty(a.shape, dtype)
+    out = backend.empty(a.shape, np.dtype(a.dtype if dtype is None else dtype))
     copy_into(out, a)
     return out
 
@@ -391,19 +392,16 @@ def _im2col(x, KH, KW, stride, padding, dilation, OH, OW):
 # them against 1.5 ms for torch's and 1.6 ms through cuDNN (64x144x56x56; stride 2 at 64x96x112x112: 8.9 ms, torch
 # 2.2, cuDNN 2.2). The switch stays so that benchmarks/gpu_ops.py can time both paths on another card.
 DEPTHWISE_BY_CUDNN = True
+_CUDNN_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
 def _cudnn(kind, a, b, shape, stride, padding, dilation, groups, depthwise: bool = False):
     """The result of cuDNN's ``kind`` call (``_cudnn.forward``, ``backward_data`` or ``backward_filter``), or None
     where cuDNN is not used (the simulator, other dtypes, ``depthwise`` unless DEPTHWISE_BY_CUDNN, no libcudnn, a
     failure): the numba path runs then."""
-    if sim() or np.dtype(a.dtype) not in (np.float32, np.float64) or depthwise and not DEPTHWISE_BY_CUDNN:
-        return None
-    from flambeau._kernels.cuda import _cudnn as cudnn
-
-    if not cudnn.available():
-        return None
-    fn = {"forward": cudnn.forward, "data": cudnn.backward_data, "filter": cudnn.backward_filter}[kind]
+    if a.dtype not in _CUDNN_DTYPES or depthwise and not DEPTHWISE_BY_CUDNN or not cudnn.available():
+        return None  # (available() is False under the simulator)
+    fn = cudnn.forward if kind == "forward" else cudnn.backward_data if kind == "data" else cudnn.backward_filter
     try:
         return fn(contig(a), contig(b), tuple(shape), tuple(stride), tuple(padding), tuple(dilation), int(groups))
     except cudnn.CudnnUnavailable:

@@ -435,22 +435,23 @@ def _block() -> int:
 # --- launchers -----------------------------------------------------------------------------------------
 def _copied(a, t) -> bool:
     """Whether :func:`_vec_t` copies ``a``."""
-    return a.dtype != t or not be().is_c_contiguous(a)
+    return a.dtype is not t and a.dtype != t or not be().is_c_contiguous(a)
 
 
 def _vec_t(a, t):
     """``a`` as a 1-D contiguous array of dtype ``t`` for a launch (its flat view when it is one: writes go
     through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU), or a dummy of one element if None.
     Idempotent: the ops convert a weight once and hand it to several launchers, which convert again."""
-    if a is None:
-        return be().empty((1,), t)
-    if type(a) is FlatArg:
+    if a.__class__ is FlatArg:
         return a
-    if not _copied(a, t):
-        return be().flat_arg(a)
-    out = be().empty(a.shape, t)
+    backend = be()
+    if a is None:
+        return backend.empty((1,), t)
+    if (a.dtype is t or a.dtype == t) and backend.is_c_contiguous(a):  # (not _copied)
+        return backend.flat_arg(a)
+    out = backend.empty(a.shape, t)
     copy_into(out, a)
-    return be().flat_view(out)
+    return backend.flat_view(out)
 
 
 def _shaped(a, shape):
@@ -486,7 +487,8 @@ def _launch_in_modes(which: str, grid: int, block, P: int, count: int, t, output
         dummies = (outputs[0],) * parts  # (never touched in mode "final"; of ``t`` as the key requires)
         launch_keyed(_kernel(which, acc, block), ((grid, 1), block, stream()), t, *outputs, *args, 1, *dummies)
         return
-    partials = tuple(be().empty((count,), t) for _ in range(parts))
+    backend = be()
+    partials = backend.flat_parts(backend.empty((count * parts,), t), parts)  # (one allocation for them all)
     launch_keyed(_kernel(which, acc, block, "partial"), ((grid, P), block, stream()), t,
                  *outputs, *args, P, *partials)
     launch_keyed(_kernel(which, acc, block, "parts"), ((grid, 1), block, stream()), t,

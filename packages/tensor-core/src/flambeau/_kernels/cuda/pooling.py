@@ -38,14 +38,18 @@ __all__ = ["compute_input", "cast_back", "plane_index_fn", "ptx_cases"]
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+_FLOAT_COMPUTE = {_F32: _F32, _F64: _F64, _F16: _F32}  # a float dtype -> the one it computes in
 
 
 # --- dtypes and layout (shared by the normalization and resample kernels) ------------------------------
 def compute_input(x, int_dtype=_F64):
     """``x`` as a C-contiguous device array of its compute dtype (float16 -> float32, integers and
     bool -> ``int_dtype``), and the dtype to cast results back to (None: the same)."""
-    d = np.dtype(x.dtype)
-    ct = d if d in (_F32, _F64) else (_F32 if d == _F16 else np.dtype(int_dtype))
+    d = x.dtype
+    ct = _FLOAT_COMPUTE.get(d)  # (a lookup: the float dtypes are nearly every call)
+    if ct is None:
+        d = np.dtype(d)
+        ct = np.dtype(int_dtype)
     backend = be()
     if ct == d and backend.is_c_contiguous(x):
         return x, None
