@@ -41,13 +41,14 @@ def test_launch_multi_passes_the_table_sizes_and_chunks(monkeypatch):
     monkeypatch.setattr(ck, "_upload", lambda host: uploads.append(host) or host)
     p0, g0, m0 = np.zeros(3), np.zeros(3), np.zeros(3)
     p1, g1 = np.zeros(ck.CHUNK + 5), np.zeros(ck.CHUNK + 5)
-    be = HostBackend([p0, g0, m0, p1, g1])
-    rows = [(p0, g0, (m0, None, None)), (p1, g1, (None, None, None))]
+    p2, g2 = np.zeros(0), np.zeros(0)  # an empty parameter: a row, no chunk
+    be = HostBackend([p0, g0, m0, p1, g1, p2, g2])
+    rows = [(p0, g0, (m0, None, None)), (p1, g1, (None, None, None)), (p2, g2, (None, None, None))]
     ck._launch_multi("adam", rows, "sc", (True, False, False, False), "stream", be)
     (config, (table, sizes, chunk_row, chunk_start), rest), = launched
     assert config == (3, ck._BLOCK, "stream") and rest == ("sc", True, False, False, False)
-    np.testing.assert_array_equal(table, [[1000, 1001, 1002, 0, 0], [1003, 1004, 0, 0, 0]])
-    np.testing.assert_array_equal(sizes, [3, ck.CHUNK + 5])
+    np.testing.assert_array_equal(table, [[1000, 1001, 1002, 0, 0], [1003, 1004, 0, 0, 0], [1005, 1006, 0, 0, 0]])
+    np.testing.assert_array_equal(sizes, [3, ck.CHUNK + 5, 0])
     np.testing.assert_array_equal(chunk_row, [0, 1, 1])
     np.testing.assert_array_equal(chunk_start, [0, 0, ck.CHUNK])
     assert len(uploads) == 1 and uploads[0].dtype == np.int64

@@ -283,23 +283,35 @@ def _kernel(family: str, multi: bool):
 
 # --- gathering and launching ---------------------------------------------------------------------------
 _pending: dict = {}  # (family, dtype, sc bytes, flags) -> [sc, flags, rows]; rows: (p, g, bufs) arrays
+_NO_FLAGS = [(False,) * (_NFLAG - n) for n in range(_NFLAG + 1)]  # the unused options after n given ones
+_NO_BUFS = [(None,) * (_NBUF - n) for n in range(_NBUF + 1)]  # likewise the unused buffers
+
+
+_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+_BACKEND: list = []  # the CUDA backend module, looked up once (every parameter's checks ask for it)
+
+
+def _cuda_backend():
+    if not _BACKEND:
+        _BACKEND.append(_backends.backend("cuda"))
+    return _BACKEND[0]
 
 
 def is_cuda_param(arr) -> bool:
     """Whether backend array ``arr`` is a C-contiguous float32/float64 CUDA array a fused update can write."""
-    be = _backends.backend("cuda")
-    return (be.is_device_array(arr) and arr.dtype in (np.float32, np.float64) and be.is_c_contiguous(arr))
+    be = _cuda_backend()
+    return be.is_device_array(arr) and arr.dtype in _FLOATS and be.is_c_contiguous(arr)
 
 
 def add(family: str, p, g, bufs: tuple, sc: np.ndarray, flags: tuple) -> None:
     """Queue the update of one CUDA parameter (device arrays ``p``, ``g``, ``bufs``; None for unused
     buffers) until :func:`flush`; ``sc`` the host array of scalars, ``flags`` the family's options."""
-    flags = tuple(map(bool, flags)) + (False,) * (_NFLAG - len(flags))
-    key = (family, p.dtype.str, sc.tobytes(), flags)
+    flags = tuple([bool(f) for f in flags]) + _NO_FLAGS[len(flags)]
+    key = (family, p.dtype, sc.tobytes(), flags)
     entry = _pending.get(key)
     if entry is None:
         entry = _pending[key] = [sc, flags, []]
-    entry[2].append((p, g, tuple(bufs) + (None,) * (_NBUF - len(bufs))))
+    entry[2].append((p, g, tuple(bufs) + _NO_BUFS[len(bufs)]))
 
 
 def flush() -> None:
@@ -361,15 +373,18 @@ def _launch_each(family, rows, sc, flags, stream) -> None:
 
 
 def _launch_multi(family, rows, sc, flags, stream, be) -> None:
-    table = np.zeros((len(rows), 2 + _NBUF), np.int64)
-    sizes = np.empty(len(rows), np.int64)
-    chunk_row, chunk_start = [], []
+    # Python lists, made one array at the end: numpy's per-element stores cost more than the lists' appends
+    ptr = be.data_ptr
+    table, sizes, chunk_row, chunk_start = [], [], [], []
     for r, (p, g, bufs) in enumerate(rows):
         n = p.size
-        sizes[r] = n
-        for j, a in enumerate((p, g, *bufs)):
-            if a is not None:
-                table[r, j] = be.data_ptr(a)
+        sizes.append(n)
+        table += [ptr(p), ptr(g), *[0 if a is None else ptr(a) for a in bufs]]
+        if n <= CHUNK:  # (most parameters: one chunk)
+            if n:
+                chunk_row.append(r)
+                chunk_start.append(0)
+            continue
         for start in range(0, n, CHUNK):
             chunk_row.append(r)
             chunk_start.append(start)
@@ -377,8 +392,8 @@ def _launch_multi(family, rows, sc, flags, stream, be) -> None:
         return
     k = _kernel(family, True)
     rows_n, chunks_n = len(rows), len(chunk_row)
-    packed = _upload(np.concatenate([table.ravel(), sizes, chunk_row, chunk_start]).astype(np.int64))
-    width = table.shape[1]
+    packed = _upload(np.array(table + sizes + chunk_row + chunk_start, np.int64))
+    width = 2 + _NBUF
     k[chunks_n, _BLOCK, stream](be.as_strided(packed, (rows_n, width), (width, 1), 0),
                                 be.as_strided(packed, (rows_n,), (1,), rows_n * width),
                                 be.as_strided(packed, (chunks_n,), (1,), rows_n * (width + 1)),
