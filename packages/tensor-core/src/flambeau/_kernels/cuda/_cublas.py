@@ -21,6 +21,7 @@ import threading
 
 import numpy as np
 
+from flambeau._kernels.cuda._launch import sim
 from flambeau.cuda._streams import current_device, stream_handle
 
 __all__ = ["available", "find_library", "supports", "gemm", "CublasUnavailable"]
@@ -48,6 +49,7 @@ CUDA_R_16F = 2  # cudaDataType
 CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
 CUBLAS_GEMM_DEFAULT = -1
 _INT_MAX = 2**31 - 1
+_FLOATS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})  # what gemm takes
 _F16, _F64 = np.dtype(np.float16), np.dtype(np.float64)
 _ONE_CALL = ((0, 0, 0),)  # element offsets of a, b and out of the one call of an unlooped GEMM
 
@@ -109,10 +111,10 @@ def _lib():
 
 def available() -> bool:
     """Whether cuBLAS can be used (real GPU, cffi and libcublas present)."""
-    from numba.core import config
-
-    if config.ENABLE_CUDASIM:
+    if sim():
         return False
+    if _state.get("lib") is not None:  # (every matrix product asks: loaded once, then one lookup)
+        return True
     try:
         _lib()
     except CublasUnavailable:
@@ -151,7 +153,7 @@ def _layout(rs: int, cs: int, rows: int, cols: int):
 
 def _plan(dtype, ars, acs, brs, bcs, M, N, K):
     """The (op, ld) layouts of both operands for :func:`gemm`, or None when cuBLAS cannot take them."""
-    if dtype not in (np.float16, np.float32, np.float64) or max(M, N, K) > _INT_MAX:
+    if (dtype not in _FLOATS and np.dtype(dtype) not in _FLOATS) or max(M, N, K) > _INT_MAX:
         return None
     la = _layout(ars, acs, M, K)
     lb = _layout(brs, bcs, K, N)
@@ -231,9 +233,10 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
                 ffi.cast("void *", pa), CUDA_R_16F, la[1], sa, pbe, ffi.cast("void *", pc), CUDA_R_16F, N, sc, Z,
                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
         else:
-            fn = lib.cublasSgemmStridedBatched if ctype == "float" else lib.cublasDgemmStridedBatched
-            rc = fn(h, lb[0], la[0], N, M, K, pal, ffi.cast(f"{ctype} *", pb), lb[1], sb,
-                    ffi.cast(f"{ctype} *", pa), la[1], sa, pbe, ffi.cast(f"{ctype} *", pc), N, sc, Z)
+            fn, ptype = ((lib.cublasSgemmStridedBatched, "float *") if ctype == "float" else
+                         (lib.cublasDgemmStridedBatched, "double *"))
+            rc = fn(h, lb[0], la[0], N, M, K, pal, ffi.cast(ptype, pb), lb[1], sb, ffi.cast(ptype, pa), la[1], sa,
+                    pbe, ffi.cast(ptype, pc), N, sc, Z)
         if rc != 0:
             raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
     return True

@@ -1034,19 +1034,32 @@ def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple
     """``(kshape, fo, ost, [(flat, strides), ...])``: the launch geometry of ``out[...] = f(*operands)`` over
     ``shape``, the flat views of ``out`` and of each operand with their element strides. A scalar operand
     (``is_arr`` false) gets the first array operand's view (``out``'s without one; never read) and zero
-    strides. Note [Contiguous launches]; otherwise broadcast strides, coalesced."""
+    strides. Note [Contiguous launches]; otherwise broadcast strides, coalesced. The views are launch
+    arguments (``flat_arg``: on a GPU no device-array object is made for them)."""
     fo = backend.contiguous_flat(out)
     if fo is not None:
-        flats = [backend.contiguous_flat(x) if a and x.shape == shape else None for x, a in zip(operands, is_arr)]
-        if all(f is not None for f, a in zip(flats, is_arr) if a):
-            ref = next((f for f in flats if f is not None), fo)
-            return (out.size,), fo, _UNIT, [(f, _UNIT) if a else (ref, _NONE) for f, a in zip(flats, is_arr)]
+        flats = []
+        ref = None
+        for x, a in zip(operands, is_arr):
+            if not a:
+                flats.append(None)
+                continue
+            f = backend.contiguous_flat(x) if x.shape == shape else None
+            if f is None:
+                break
+            flats.append(f)
+            if ref is None:
+                ref = f
+        else:
+            if ref is None:
+                ref = fo
+            return (out.size,), fo, _UNIT, [(ref, _NONE) if f is None else (f, _UNIT) for f in flats]
     zeros = (0,) * len(shape)
     kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
                                      *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
     if fo is None:
-        fo = backend.flat_view(out)
-    flats = [backend.flat_view(x) if a else None for x, a in zip(operands, is_arr)]
+        fo = backend.flat_arg(out)
+    flats = [backend.flat_arg(x) if a else None for x, a in zip(operands, is_arr)]
     ref = next((f for f in flats if f is not None), fo)
     return kshape, fo, ost, [(ref if f is None else f, st) for f, st in zip(flats, strides)]
 

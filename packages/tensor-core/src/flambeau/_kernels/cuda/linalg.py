@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name, scalar_name
+from flambeau._kernels.cuda import _cublas
 from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
@@ -393,9 +394,8 @@ def _gemm(out, a, A, b, B, batch, M, N, K, x=None, X=None, alpha=1, beta=0, KZ=1
 
 
 def _cublas_gemm(out, a, A, b, B, batch, M, N, K, x, alpha, beta, KZ, zs) -> bool:
-    """The GEMM of :func:`_gemm` on cuBLAS (a real GPU only); False when cuBLAS cannot take it."""
-    from flambeau._kernels.cuda import _cublas  # cffi and the library load on first use
-
+    """The GEMM of :func:`_gemm` on cuBLAS (a real GPU only); False when cuBLAS cannot take it (cffi and the
+    library load on first use)."""
     if a.dtype != out.dtype or b.dtype != out.dtype or not _cublas.supports(out.dtype, A[1], A[2], B[1], B[2], M, N, K):
         return False
     if not _cublas.available():
