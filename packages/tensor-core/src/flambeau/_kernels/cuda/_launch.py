@@ -26,7 +26,8 @@ import math
 import numpy as np
 
 from flambeau._backends import backend
-from flambeau._kernels.cuda._direct import Kernel
+from flambeau._kernels.cuda._direct import _ARRAY_CLASSES as _DEVICE_ARRAYS
+from flambeau._kernels.cuda._direct import FlatArg, Kernel
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
@@ -152,8 +153,16 @@ def column_parts(K: int, M: int) -> int:
     return min(row_parts(K, column_tile()[1]), max(1, MAX_PARTIALS // M))
 
 
+_SCALARS = frozenset({int, float, bool, complex})
+
+
 def is_array(x) -> bool:
     """Whether ``x`` is a device array (not a Python or numpy scalar, not a host array)."""
+    c = x.__class__
+    if c in _DEVICE_ARRAYS or c is FlatArg:  # (the backend's array classes: most operands)
+        return True
+    if c in _SCALARS:
+        return False
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (np.generic, np.ndarray))
 
 

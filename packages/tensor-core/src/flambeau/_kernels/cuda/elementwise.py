@@ -811,6 +811,7 @@ BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "lo
             "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "isclose"}
 
 
+@functools.cache
 def dtypes_for(kinds: str) -> tuple:
     """numpy dtype names of the compute dtypes ``kinds`` covers."""
     return tuple(n for k in kinds for n in KINDS[k])
@@ -1079,11 +1080,19 @@ def _kind_check(name: str, compute: np.dtype, kinds: str, half: bool = False) ->
     return k
 
 
+_CHECKED: dict = {}  # (kinds, half, dtype) -> compute dtype: the check of _kind_check, made once per entry
+
+
 def compute_dtype(label: str, dtype, name: str | None = None, table: dict | None = None) -> np.dtype:
     """The compute dtype of entry ``label`` of ``table`` (default :data:`NARY`) for flambeau or numpy dtype
     ``dtype`` (errors name operator ``name``, default ``label``)."""
     _, _, kinds, half = (NARY if table is None else table)[label]
-    return _kind_check(name or label, np.dtype(getattr(dtype, "np", dtype)), kinds, half)
+    storage = getattr(dtype, "np", dtype)
+    key = (kinds, half, storage)
+    k = _CHECKED.get(key)
+    if k is None:  # (a dtype the entry refuses raises here every time: nothing is kept for it)
+        k = _CHECKED[key] = _kind_check(name or label, np.dtype(storage), kinds, half)
+    return k
 
 
 def binary_launcher(name: str):
@@ -1162,11 +1171,10 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
     ``out_dtype`` (default ``compute``), or ``out`` (which the operands broadcast to) when given.
     """
     backend = be()
-    operands = tuple(operands) + (0,) * (3 - arity)
+    operands = (*operands, *_PADDING[arity])
     is_arr = [is_array(x) for x in operands]
-    arrays = [x for x, a in zip(operands, is_arr) if a]
     if out is None:
-        shape = broadcast_shapes(*(x.shape for x in arrays))
+        shape = broadcast_shapes(*[x.shape for x, a in zip(operands, is_arr) if a])
         out = backend.empty(shape, compute if out_dtype is None else out_dtype)
     shape = tuple(out.shape)
     n = out.size
@@ -1178,11 +1186,25 @@ def nary(fn, arity: int, compute: np.dtype, operands: tuple, params: tuple = (),
     args = []
     for x, a, (f, st) in zip(operands, is_arr, views):
         args += (f, st, zero, False) if a else (f, st, ct(x), True)
-    p = tuple([ct(v) for v in params]) + (zero,) * (3 - len(params))
+    p = (*[ct(v) for v in params], *_ZEROS[compute][len(params):]) if params else _ZEROS[compute]
     k = nary_kernel(fn, arity, np_name(compute))
     key = (fo.dtype, args[0].dtype, args[4].dtype, args[8].dtype, len(kshape))
     launch_keyed(k, (*launch_1d(n, GROUP), stream()), key, fo, ost, *args, p, kshape, n)
     return out
+
+
+_PADDING = [(0,) * (3 - k) for k in range(4)]  # the unused operands after k given ones
+
+
+class _Zeros(dict):
+    """compute dtype -> three zeros of it: the parameters of a call that passes none."""
+
+    def __missing__(self, compute):
+        zeros = self[compute] = (compute.type(0),) * 3
+        return zeros
+
+
+_ZEROS = _Zeros()
 
 
 # --- registration: every name of the tables (Note [One kernel table]) ------------------------------
