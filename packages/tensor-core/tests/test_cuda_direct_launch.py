@@ -159,6 +159,25 @@ def test_kernel_packs_and_launches_through_the_driver(fake_driver):
     assert second[1:5] == ((1, 1, 1), (16, 16, 1), 64, 0)
 
 
+class NumbaStyleArray:
+    """A device array as numba's own: its address only through its memory pointer (no ``_fl_ptr``)."""
+
+    def __init__(self, shape, strides, dtype, ptr):
+        self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+        self.size = int(np.prod(shape))
+        self.gpu_data = pytypes.SimpleNamespace(device_pointer_value=ptr)
+
+
+def test_arrays_without_a_kept_address_pack_their_memory_pointer(fake_driver, monkeypatch):
+    monkeypatch.setattr(_direct, "_ARRAY_CLASSES", {FakeArray, NumbaStyleArray})
+    k = _direct.Kernel(FakeDispatcher())
+    k[1, 32, 0](FakeArray((3,), (4,), np.float32, 0x1000), 3)
+    k[1, 32, 0](NumbaStyleArray((3,), (4,), np.float32, 0x2000), 3)  # same types: the plan of the first
+    (_, _, _, _, _, first), (_, _, _, _, _, second) = fake_driver
+    fmt = _direct.param_format((types.Array(types.float32, 1, "C"), types.int64))
+    assert struct.unpack(fmt, first)[4] == 0x1000 and struct.unpack(fmt, second)[4] == 0x2000
+
+
 def test_kernel_falls_back_to_the_dispatcher(fake_driver):
     d = FakeDispatcher()
     k = _direct.Kernel(d)

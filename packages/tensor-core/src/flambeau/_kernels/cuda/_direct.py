@@ -99,7 +99,10 @@ class FlatArg:
         self.shape = (n,)
         self.strides = (dtype.itemsize,)
         self.start = start
-        self._fl_ptr = device_ptr(base) + start
+        try:  # (flambeau's arrays keep their address)
+            self._fl_ptr = base._fl_ptr + start
+        except AttributeError:
+            self._fl_ptr = device_ptr(base) + start
 
     def view(self):
         """The device array this stands for (what numba's dispatcher takes)."""
@@ -211,13 +214,17 @@ def param_format(argtypes) -> str:
 
 def pack_source(argtypes) -> str:
     """Source of ``pack(buf, a0, a1, ...)``, which writes the parameters of a launch with ``argtypes`` into
-    the writable buffer ``buf``."""
+    the writable buffer ``buf``. Array addresses are read as flambeau's arrays keep them (``_fl_ptr``), and
+    through :func:`device_ptr` when an argument has none (numba's own device arrays)."""
     fmt: list = []
     values: list = []
     names = [f"a{i}" for i in range(len(argtypes))]
     for name, ty in zip(names, argtypes):
         _flatten(ty, name, fmt, values)
-    return f"def pack(buf, {', '.join(names)}):\n    _pack_into(buf, 0, {', '.join(values)})\n"
+    fast = [v.replace("_ptr(", "(").replace(")", "._fl_ptr)") if v.startswith("_ptr(") else v for v in values]
+    return (f"def pack(buf, {', '.join(names)}):\n"
+            f"    try:\n        _pack_into(buf, 0, {', '.join(fast)})\n"
+            f"    except AttributeError:\n        _pack_into(buf, 0, {', '.join(values)})\n")
 
 
 def device_ptr(a) -> int:
