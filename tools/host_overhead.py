@@ -11,6 +11,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
                                                    # models (add --profile for cProfile of them,
                                                    # --sort cumtime to order it so, --count for the
                                                    # kernel launches and library calls of one step)
+    python tools/host_overhead.py --paper resnet50 # likewise Table 1's models at the paper's sizes
+                                                   # (benchmarks/paper/models.py)
 
 Copies to and from the fake device move nothing (a read gives zeros). cuBLAS and cuDNN are fake
 libraries whose every call returns success at once, so matrix products and convolutions take the host
@@ -23,6 +25,7 @@ import collections
 import cProfile
 import io
 import itertools
+import pathlib
 import pstats
 import sys
 import time
@@ -111,6 +114,7 @@ def fake_device(libraries: bool = True):
     return fl
 
 
+_ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
 _CALLS: collections.Counter = collections.Counter()  # what --count counts: kernel and library calls by name
 
 
@@ -158,27 +162,51 @@ def per_call_us(fn, calls=3000):
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-def model_steps(fl, name: str, profile: bool) -> None:
-    """Milliseconds of host time per training step of ``name`` (benchmarks/train.py) on the fake device."""
-    sys.path.insert(0, "benchmarks")
+def train_step(fl, name: str):
+    """A training step of model ``name`` of benchmarks/train.py on the fake device."""
+    sys.path.insert(0, str(_ROOT / "benchmarks"))
     import train
 
     spec = train.MODELS[name]
     model = spec.builder(fl).to("cuda")
     x, y = spec.make_batch(np.random.default_rng(0))
     optimizer = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
-    step = train.train_step(fl, spec, model, optimizer, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))
+    return train.train_step(fl, spec, model, optimizer, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))
+
+
+def paper_step(fl, name: str, size: str = "paper"):
+    """A training step of Table 1's model ``name`` (benchmarks/paper/models.py) at ``size`` on the fake device:
+    the host path of the paper's sizes (the fake device allocates nothing, so any size fits)."""
+    sys.path.insert(0, str(_ROOT / "benchmarks" / "paper"))
+    import models
+
+    spec = models.MODELS[name]
+    module = spec.builder(fl, **spec.sizes[size].kwargs).to("cuda")
+    if spec.kind == "image":  # the paper's batch and image size, without making the host arrays
+        s = spec.sizes[size]
+        inputs = (fl.empty(s.batch, 3, s.image, s.image, device="cuda"),)
+        targets = fl.zeros(s.batch, dtype=fl.int64, device="cuda")
+    else:
+        arrays, labels = spec.make_batch(size, np.random.default_rng(0))
+        inputs, targets = tuple(fl.from_numpy(a).to("cuda") for a in arrays), fl.from_numpy(labels).to("cuda")
+    step = models.make_step(fl, spec, module)
+    return lambda: step(inputs, targets)
+
+
+def model_steps(name: str, step, profile: bool) -> None:
+    """Host time per training ``step`` on the fake device: the least CPU time of this thread over 15 steps
+    (the machine's other load only adds to a step's time)."""
     from flambeau.autograd import _device_threads
 
     _device_threads.run_on_device = lambda device, fn: fn()  # backward on this thread: one profile sees it
-    for _ in range(2):
+    for _ in range(3):
         step()
     times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
+    for _ in range(15):
+        t0 = time.thread_time()
         step()
-        times.append(time.perf_counter() - t0)
-    print(f"{name}: {sorted(times)[2] * 1e3:.2f} ms of host time per step (median of 5)")
+        times.append(time.thread_time() - t0)
+    print(f"{name}: {min(times) * 1e3:.2f} ms of host time per step (least of 15)")
     if "--count" in sys.argv:
         count_launches(step)
     if profile:
@@ -218,9 +246,11 @@ def count_launches(step) -> None:
 
 def main():
     fl = fake_device(libraries="--no-libraries" not in sys.argv)
-    if "--model" in sys.argv:
-        model_steps(fl, sys.argv[sys.argv.index("--model") + 1], "--profile" in sys.argv)
-        return
+    for flag, make in (("--model", train_step), ("--paper", paper_step)):
+        if flag in sys.argv:
+            name = sys.argv[sys.argv.index(flag) + 1]
+            model_steps(name, make(fl, name), "--profile" in sys.argv)
+            return
     x = fl.empty(8, device="cuda")
     w = fl.empty(64, 64, device="cuda")
     cases = {"x + 1": lambda: x + 1, "x * x": lambda: x * x, "x.add_(1)": lambda: x.add_(1),

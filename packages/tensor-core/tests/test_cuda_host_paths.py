@@ -364,4 +364,14 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
             step()
             step()
         assert len(checked) > 1000, len(checked)
+        # the paper's sizes take other host paths: rows split over blocks (one allocation for their partials),
+        # column tiles, multi-chunk optimizer tables (Table 1's two convolutional models of modest parameters)
+        import host_overhead
+
+        before = len(checked)
+        for name in ("resnet50", "mobilenet_v2"):
+            step = host_overhead.paper_step(fl, name)
+            step()
+            step()
+        assert len(checked) - before > 1000, len(checked) - before
     """)
