@@ -124,6 +124,19 @@ def test_cudnn_declarations_parse_and_simulator_skips_it():
         assert not _cudnn.available()
 
 
+def test_cudnn_takes_no_empty_or_oversized_shapes():
+    """cuDNN's descriptors refuse zero dims and count elements in int32: such calls stay on the numba path."""
+    from flambeau._kernels.cuda import _cudnn
+
+    f32 = np.dtype(np.float32)
+    assert _cudnn._supported(f32, (2, 3, 8, 8), (4, 3, 3, 3))
+    assert not _cudnn._supported(f32, (0, 3, 8, 8), (4, 3, 3, 3))  # an empty batch
+    assert not _cudnn._supported(f32, (2, 3, 8, 8), (4, 3, 0, 3))
+    assert not _cudnn._supported(f32, (1 << 16, 1 << 8, 1 << 4, 1 << 4))  # 2^32 elements
+    assert _cudnn._supported(f32, (1 << 15, 1 << 8, 1 << 4, 1 << 3))  # 2^30
+    assert not _cudnn._supported(np.dtype(np.int32), (2, 3, 8, 8))
+
+
 class _FakeCudnn:
     """Stands in for libcudnn (through a real cffi FFI): records the calls, fails the one named ``fail``."""
 

@@ -263,7 +263,14 @@ def _usable(ffi, get_algos, perf_type, limit: int) -> list:
 
 
 def _supported(dtype, *shapes) -> bool:
-    return dtype in _DATA and all(0 < math.prod(s) <= _INT_MAX and min(s) > 0 for s in shapes)
+    """Whether cuDNN takes ``dtype`` and these shapes: none empty (its descriptors refuse zero dims; the sizes
+    are non-negative, so a positive product has no zero) and none past its int32 element counts."""
+    if dtype not in _DATA:
+        return False
+    for s in shapes:
+        if not 0 < math.prod(s) <= _INT_MAX:
+            return False
+    return True
 
 
 class _Plan:
