@@ -124,8 +124,16 @@ def reduce_grad(g: Tensor, shape: tuple, dtype, device=None) -> Tensor:
     return g
 
 
+_get = object.__getattribute__
+_OWN = frozenset({"_node", "get"})  # _Values' own attributes (besides dunders): never a formula's value
+
+
 class _Values:
-    """What formulas see as ``s``: saved tensors, non-tensor arguments and input shapes by name."""
+    """What formulas see as ``s``: saved tensors, non-tensor arguments and input shapes by name.
+
+    Formulas read a handful of names per call, so the names are looked up by ``__getattribute__``
+    itself: a ``__getattr__`` would run only after the class's own lookup failed (an AttributeError
+    raised and caught per read, three times the cost)."""
 
     __slots__ = ("_node",)
 
@@ -139,8 +147,10 @@ class _Values:
         except AttributeError:
             return default
 
-    def __getattr__(self, name):
-        node = self._node
+    def __getattribute__(self, name):
+        if name in _OWN or name[:2] == "__":
+            return _get(self, name)
+        node = _get(self, "_node")
         v = node._values.get(name, _MISSING)
         if v is not _MISSING:
             return v
