@@ -21,7 +21,6 @@ import threading
 
 import numpy as np
 
-from flambeau._kernels.cuda._launch import sim
 from flambeau.cuda._streams import current_device, stream_handle
 
 __all__ = ["available", "find_library", "supports", "gemm", "CublasUnavailable"]
@@ -111,10 +110,12 @@ def _lib():
 
 def available() -> bool:
     """Whether cuBLAS can be used (real GPU, cffi and libcublas present)."""
-    if sim():
+    if _state.get("lib") is not None:  # loaded, which only this check does, never under the simulator
+        return True  # (every matrix product asks: one lookup)
+    from numba.core import config
+
+    if config.ENABLE_CUDASIM:
         return False
-    if _state.get("lib") is not None:  # (every matrix product asks: loaded once, then one lookup)
-        return True
     try:
         _lib()
     except CublasUnavailable:

@@ -26,8 +26,9 @@ import threading
 import numpy as np
 
 from flambeau._determinism import cudnn_allow_tf32, cudnn_enabled, deterministic
-from flambeau._kernels.cuda._launch import be, sim, stream
-from flambeau.cuda._streams import current_device, stream_handle
+from flambeau._kernels.cuda import _launch
+from flambeau.cuda import _streams
+from flambeau.cuda._streams import stream_handle
 
 __all__ = ["available", "find_library", "forward", "backward_data", "backward_filter", "CudnnUnavailable"]
 
@@ -144,7 +145,7 @@ def _lib():
 def available() -> bool:
     """Whether cuDNN can be used (a real GPU, cffi and libcudnn present, ``flambeau.backends.cudnn.enabled``,
     which ``FLAMBEAU_CUDNN=0`` in the environment starts False)."""
-    if sim() or not cudnn_enabled():
+    if _launch.sim() or not cudnn_enabled():
         return False
     if _state.get("lib") is not None:  # (every convolution asks: loaded once, then one lookup)
         return True
@@ -160,8 +161,9 @@ def _check(rc, what):
         raise CudnnUnavailable(f"{what} failed with cuDNN status {rc}")
 
 
-def _handle(ffi, lib, stream, dev: int):
-    """This thread's cuDNN handle on device ``dev``, set to ``stream``."""
+def _handle(ffi, lib, stream):
+    """This thread's cuDNN handle on the current device, set to ``stream``."""
+    dev = _streams.current_device()
     local = _tls.__dict__
     handles = local.get("handles")
     if handles is None:
@@ -336,9 +338,9 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     """One cuDNN call: ``kind`` is ``forward`` (a = x, b = w, out = y), ``data`` (a = w, b = dy, out = dx) or
     ``filter`` (a = x, b = dy, out = dw). The shapes and geometry are tuples of ints (the plan's key)."""
     ffi, lib = _lib()
-    backend = be()
-    dev = current_device()
-    h = _handle(ffi, lib, stream(), dev)
+    backend = _launch.be()  # (through the modules, as tests replace them)
+    dev = _streams.current_device()
+    h = _handle(ffi, lib, _launch.stream())
     one, zero = _scalars(ffi, dtype)
     cast, data_ptr = ffi.cast, backend.data_ptr
     math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
@@ -379,7 +381,7 @@ def forward(x, w, y_shape, stride, padding, dilation, groups):
     """``y = conv(x, w)`` (x and w C-contiguous, one float dtype), or None when cuDNN does not take it."""
     if not _supported(x.dtype, x.shape, w.shape, y_shape):
         return None
-    y = be().empty(y_shape, x.dtype)
+    y = _launch.be().empty(y_shape, x.dtype)
     return _run("forward", x.dtype, x.shape, w.shape, y_shape, stride, padding, dilation, groups, x, w, y)
 
 
@@ -387,7 +389,7 @@ def backward_data(dy, w, x_shape, stride, padding, dilation, groups):
     """The input gradient ``dx`` of ``x_shape`` (the transposed convolution of ``dy``), or None."""
     if not _supported(dy.dtype, dy.shape, w.shape, x_shape):
         return None
-    dx = be().empty(x_shape, dy.dtype)
+    dx = _launch.be().empty(x_shape, dy.dtype)
     return _run("data", dy.dtype, x_shape, w.shape, dy.shape, stride, padding, dilation, groups, w, dy, dx)
 
 
@@ -395,5 +397,5 @@ def backward_filter(dy, x, w_shape, stride, padding, dilation, groups):
     """The weight gradient ``dw`` of ``w_shape``, or None."""
     if not _supported(dy.dtype, dy.shape, x.shape, w_shape):
         return None
-    dw = be().empty(w_shape, dy.dtype)
+    dw = _launch.be().empty(w_shape, dy.dtype)
     return _run("filter", dy.dtype, x.shape, w_shape, dy.shape, stride, padding, dilation, groups, x, dy, dw)
