@@ -293,11 +293,16 @@ def _error_name(code: int) -> str:
 
 
 def _dims(d) -> tuple:
+    """A grid or block of one to three dims as three ints (tuples written out: every 2-d launch pays this)."""
     if type(d) is int:
         return d, 1, 1
     if isinstance(d, tuple):
-        d = tuple(int(x) for x in d) + (1,) * (3 - len(d))
-        return d
+        n = len(d)
+        if n == 2:
+            return int(d[0]), int(d[1]), 1
+        if n == 3:
+            return int(d[0]), int(d[1]), int(d[2])
+        return tuple(int(x) for x in d) + (1,) * (3 - n)
     return int(d), 1, 1
 
 
