@@ -36,11 +36,11 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default: smoke kernels bench tests rest table1, about 400 s): smoke kernels probe
+# STAGES picks stages by name (default: smoke kernels host bench tests rest table1, about 430 s): smoke kernels probe
 # ktimes devtime profile host bench tests rest table1 paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
-STAGES=" ${STAGES:-smoke kernels bench tests rest table1} "
+STAGES=" ${STAGES:-smoke kernels host bench tests rest table1} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
 {
@@ -66,7 +66,7 @@ want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime
     echo "exit $?" >> "$OUT/devtime.txt"; }
 want profile && { timeout ${PROFILE_LIMIT:-180} $PY tools/gpu_profile.py ${PROFILE_SECTIONS:-} > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 # the same host paths against the fake device, on this host's CPU: what the real driver and GPU add to them
-want host && { for m in "" "--model resnet18" "--model gpt"; do timeout 40 $PY tools/host_overhead.py $m; done \
+want host && { for m in "" "--model resnet18" "--model gpt" "--paper resnet50"; do timeout 40 $PY tools/host_overhead.py $m; done \
     > "$OUT/host.txt" 2>&1; echo "exit $?" >> "$OUT/host.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
