@@ -288,19 +288,17 @@ _NO_BUFS = [(None,) * (_NBUF - n) for n in range(_NBUF + 1)]  # likewise the unu
 
 
 _FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-_BACKEND: list = []  # the CUDA backend module, looked up once (every parameter's checks ask for it)
-
-
-def _cuda_backend():
-    if not _BACKEND:
-        _BACKEND.append(_backends.backend("cuda"))
-    return _BACKEND[0]
+_CHECKS: list = []  # the CUDA backend's is_device_array and is_c_contiguous, looked up once (every parameter
+#                     and every state tensor of a step is checked)
 
 
 def is_cuda_param(arr) -> bool:
     """Whether backend array ``arr`` is a C-contiguous float32/float64 CUDA array a fused update can write."""
-    be = _cuda_backend()
-    return be.is_device_array(arr) and arr.dtype in _FLOATS and be.is_c_contiguous(arr)
+    if not _CHECKS:
+        be = _backends.backend("cuda")
+        _CHECKS.extend((be.is_device_array, be.is_c_contiguous))
+    is_device_array, is_c_contiguous = _CHECKS
+    return is_device_array(arr) and arr.dtype in _FLOATS and is_c_contiguous(arr)
 
 
 def add(family: str, p, g, bufs: tuple, sc: np.ndarray, flags: tuple) -> None:

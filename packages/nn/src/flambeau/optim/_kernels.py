@@ -342,13 +342,16 @@ def launch(kernel, p, g, bufs: tuple, *args) -> bool:
 def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
     """:func:`launch` for a CUDA parameter: the same checks, then the update is queued for :func:`flush`."""
     ck = _cuda()
+    is_param = ck.is_cuda_param
     pd = p._data
-    if not ck.is_cuda_param(pd):
+    if not is_param(pd):
         raise RuntimeError(f"param: expected a C-contiguous float32 or float64 CUDA tensor, got {_describe(p)}")
     dtype, shape = pd.dtype, pd.shape
-    if g._device is not p._device or g.dtype is not p.dtype or tuple(g.shape) != tuple(shape):
+    gd = g._data
+    if g._device is not p._device or g.dtype is not p.dtype or tuple(gd.shape) != shape:
         check_grad(p, g)  # raises for another shape, dtype or device
-    gd = g._data if ck.is_cuda_param(g._data) else g.contiguous()._data
+    if not is_param(gd):
+        gd = g.contiguous()._data
     sc_shape, needs = _SPECS[kernel]
     sc = args[0]
     if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
@@ -363,9 +366,9 @@ def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
             arrays.append(None)
             continue
         a = b._data
-        if tuple(a.shape) != tuple(shape):
+        if tuple(a.shape) != shape:
             _wrong_buf_shape(i, shape, b)
-        if b._device is not p._device or a.dtype != dtype or not ck.is_cuda_param(a):
+        if b._device is not p._device or a.dtype != dtype or not is_param(a):
             return False
         arrays.append(a)
     ck.add(kernel.__name__, pd, gd, tuple(arrays), sc, args[1:])
