@@ -1068,10 +1068,22 @@ def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple
 _HALF, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
-def _kind_check(name: str, compute: np.dtype, kinds: str, half: bool = False) -> np.dtype:
-    """The dtype the kernel computes in: ``compute``, or int64 for 8/16-bit integers (wrap-around
-    results are the same once stored), float32 for float16 where ``half``; RuntimeError like
-    torch's if the op does not support it."""
+_CHECKED: dict = {}  # (kinds, half, dtype as given) -> compute dtype; a refused dtype raises every time
+
+
+def _kind_check(name: str, compute, kinds: str, half: bool = False) -> np.dtype:
+    """The dtype the kernel computes in for numpy dtype (or scalar type) ``compute``: ``compute``, or int64
+    for 8/16-bit integers (wrap-around results are the same once stored), float32 for float16 where
+    ``half``; RuntimeError like torch's if the op does not support it. Worked out once per (kinds, half,
+    dtype): launchers ask on every call."""
+    key = (kinds, half, compute)
+    k = _CHECKED.get(key)
+    if k is None:
+        k = _CHECKED[key] = _compute_of(name, np.dtype(compute), kinds, half)
+    return k
+
+
+def _compute_of(name: str, compute: np.dtype, kinds: str, half: bool) -> np.dtype:
     k = _WIDE if compute.kind in "iu" and compute.itemsize < 4 else compute
     if half and k == _HALF and "f" in kinds:
         return _F32
@@ -1080,19 +1092,11 @@ def _kind_check(name: str, compute: np.dtype, kinds: str, half: bool = False) ->
     return k
 
 
-_CHECKED: dict = {}  # (kinds, half, dtype) -> compute dtype: the check of _kind_check, made once per entry
-
-
 def compute_dtype(label: str, dtype, name: str | None = None, table: dict | None = None) -> np.dtype:
     """The compute dtype of entry ``label`` of ``table`` (default :data:`NARY`) for flambeau or numpy dtype
     ``dtype`` (errors name operator ``name``, default ``label``)."""
     _, _, kinds, half = (NARY if table is None else table)[label]
-    storage = getattr(dtype, "np", dtype)
-    key = (kinds, half, storage)
-    k = _CHECKED.get(key)
-    if k is None:  # (a dtype the entry refuses raises here every time: nothing is kept for it)
-        k = _CHECKED[key] = _kind_check(name or label, np.dtype(storage), kinds, half)
-    return k
+    return _kind_check(name or label, getattr(dtype, "np", dtype), kinds, half)
 
 
 def binary_launcher(name: str):
@@ -1105,7 +1109,7 @@ def binary_launcher(name: str):
         compute = dtype.np
         entry = kernels.get(compute)
         if entry is None:
-            kdt = _kind_check(name, np.dtype(compute), kinds, half=True)
+            kdt = _kind_check(name, compute, kinds, half=True)
             entry = kernels[compute] = kdt.type, binary_kernel(name, kdt.name)
         cast, k = entry
         aa, ba = is_array(a), is_array(b)
@@ -1140,7 +1144,7 @@ def unary_launcher(name: str):
         compute = dtype.np
         entry = checked.get(compute)
         if entry is None:
-            kdt = _kind_check(name, np.dtype(compute), kinds, half=True)
+            kdt = _kind_check(name, compute, kinds, half=True)
             entry = checked[compute] = kdt, np.bool_ if bool_out else _result_dtype(name, np.dtype(compute))
         if out is None:
             out = be().empty(a.shape, entry[1])
