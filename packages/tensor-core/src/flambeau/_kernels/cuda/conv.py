@@ -45,7 +45,7 @@ from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
 from flambeau._ops._registry import kernel
 
-__all__ = ["view", "elem_strides", "is_contig", "contig", "cast", "mT", "compute_dtype", "ptx_cases"]
+__all__ = ["view", "elem_strides", "contig", "cast", "mT", "compute_dtype", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
@@ -57,16 +57,6 @@ def view(a, shape, strides, offset: int = 0):
     """A view of device array ``a``'s memory: ``shape``, element ``strides``, element ``offset`` from its start."""
     backend = be()
     return backend.as_strided(backend.flat_view(a), tuple(shape), tuple(strides), offset)
-
-
-def is_contig(a) -> bool:
-    expected = 1
-    for n, s in zip(reversed(a.shape), reversed(elem_strides(a))):
-        if n != 1:
-            if s != expected:
-                return False
-            expected *= n
-    return True
 
 
 def contig(a, dtype=None):

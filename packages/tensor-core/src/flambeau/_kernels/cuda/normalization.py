@@ -447,7 +447,7 @@ def _vec_t(a, t):
     backend = be()
     if a is None:
         return backend.empty((1,), t)
-    if (a.dtype is t or a.dtype == t) and backend.is_c_contiguous(a):  # (not _copied)
+    if not _copied(a, t):
         return backend.flat_arg(a)
     out = backend.empty(a.shape, t)
     copy_into(out, a)
