@@ -99,10 +99,7 @@ class FlatArg:
         self.shape = (n,)
         self.strides = (dtype.itemsize,)
         self.start = start
-        try:  # (flambeau's arrays keep their address)
-            self._fl_ptr = base._fl_ptr + start
-        except AttributeError:
-            self._fl_ptr = device_ptr(base) + start
+        self._fl_ptr = device_ptr(base) + start
 
     def view(self):
         """The device array this stands for (what numba's dispatcher takes)."""
@@ -172,20 +169,21 @@ def numba_type(key):
 
 
 # --- parameter packing -------------------------------------------------------------------------------
-def _flatten(ty, expr: str, fmt: list, values: list) -> None:
+def _flatten(ty, expr: str, fmt: list, values: list, address: str = "_ptr({})") -> None:
     """Append the struct format and the Python expressions of kernel argument ``expr`` of numba type ``ty``
-    in numba's parameter order (numba-cuda's ``_Kernel._prepare_args``)."""
+    in numba's parameter order (numba-cuda's ``_Kernel._prepare_args``); ``address`` makes an array's
+    device address from its expression."""
     from numba.core import types
 
     if isinstance(ty, types.Array):
         from numba.np.numpy_support import as_dtype
 
         fmt.append("q" * (5 + 2 * ty.ndim))
-        values += ["0", "0", f"{expr}.size", str(as_dtype(ty.dtype).itemsize), f"_ptr({expr})"]
+        values += ["0", "0", f"{expr}.size", str(as_dtype(ty.dtype).itemsize), address.format(expr)]
         values += [f"*{expr}.shape", f"*{expr}.strides"]
     elif isinstance(ty, types.BaseTuple):
         for i, t in enumerate(ty):
-            _flatten(t, f"{expr}[{i}]", fmt, values)
+            _flatten(t, f"{expr}[{i}]", fmt, values, address)
     elif ty == types.boolean:
         fmt.append("?")
         values.append(expr)
@@ -216,15 +214,14 @@ def pack_source(argtypes) -> str:
     """Source of ``pack(buf, a0, a1, ...)``, which writes the parameters of a launch with ``argtypes`` into
     the writable buffer ``buf``. Array addresses are read as flambeau's arrays keep them (``_fl_ptr``), and
     through :func:`device_ptr` when an argument has none (numba's own device arrays)."""
-    fmt: list = []
-    values: list = []
     names = [f"a{i}" for i in range(len(argtypes))]
+    kept, any_array = [], []
     for name, ty in zip(names, argtypes):
-        _flatten(ty, name, fmt, values)
-    fast = [v.replace("_ptr(", "(").replace(")", "._fl_ptr)") if v.startswith("_ptr(") else v for v in values]
+        _flatten(ty, name, [], kept, "{}._fl_ptr")
+        _flatten(ty, name, [], any_array)
     return (f"def pack(buf, {', '.join(names)}):\n"
-            f"    try:\n        _pack_into(buf, 0, {', '.join(fast)})\n"
-            f"    except AttributeError:\n        _pack_into(buf, 0, {', '.join(values)})\n")
+            f"    try:\n        _pack_into(buf, 0, {', '.join(kept)})\n"
+            f"    except AttributeError:\n        _pack_into(buf, 0, {', '.join(any_array)})\n")
 
 
 def device_ptr(a) -> int:
