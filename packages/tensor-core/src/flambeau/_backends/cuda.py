@@ -81,8 +81,6 @@ else:
 
     from flambeau._kernels.cuda._direct import array_type, device_ptr, register_array_class
 
-    _new = object.__new__
-
     class _DevArray(_NumbaDevArray):
         """numba's device array with numpy's ``reshape``, a cheap constructor for views, and the layout
         rule of flambeau's direct launches.
@@ -107,6 +105,17 @@ else:
             alone let such a view outlive its memory: wrong indexing results on an H100.)
         """
 
+        @classmethod
+        def _bare(cls, shape: tuple, strides: tuple, dtype, stream):
+            a = object.__new__(cls)
+            a.ndim = len(shape)
+            a.shape = shape
+            a.strides = strides
+            a.dtype = dtype
+            a.size = math.prod(shape)
+            a.stream = stream
+            return a
+
         @functools.cached_property
         def alloc_size(self) -> int:
             """Bytes the array spans (numba's name; worked out when first asked for: views need it only
@@ -117,14 +126,8 @@ else:
         def view_of(cls, base, shape: tuple, strides: tuple, dtype, start: int = 0):
             """A view of device array ``base``'s memory from byte ``start``: ``shape`` (ints), byte
             ``strides`` (non-negative ints), numpy ``dtype``; it keeps ``base``'s memory alive."""
-            a = _new(cls)  # numba's attributes without its constructor (written out: every view pays them)
-            a.ndim = len(shape)
-            a.shape = shape
-            a.strides = strides
-            a.dtype = dtype
-            a.size = size = math.prod(shape)
-            a.stream = base.stream
-            a._fl_ptr = base._fl_ptr + start if size else 0
+            a = cls._bare(shape, strides, dtype, base.stream)
+            a._fl_ptr = base._fl_ptr + start if a.size else 0
             a._fl_owner, a._fl_start = _anchor(base, start)
             return a
 
@@ -133,13 +136,7 @@ else:
                        free):
             """The array of a fresh allocation of ``nbytes`` at device ``address`` on device index ``device``;
             ``free(address)`` runs when the memory is no longer used (Note [Who frees an allocation])."""
-            a = _new(cls)  # likewise (every allocation pays them)
-            a.ndim = len(shape)
-            a.shape = shape
-            a.strides = strides
-            a.dtype = dtype
-            a.size = math.prod(shape)
-            a.stream = stream
+            a = cls._bare(shape, strides, dtype, stream)
             a.alloc_size = nbytes
             a._fl_ptr = address
             a._fl_c = True  # (empty's arrays are C-contiguous: see is_c_contiguous)
