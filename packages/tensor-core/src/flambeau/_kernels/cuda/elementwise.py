@@ -811,7 +811,6 @@ BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "lo
             "isnan", "isinf", "isfinite", "signbit", "isposinf", "isneginf", "isclose"}
 
 
-@functools.cache
 def dtypes_for(kinds: str) -> tuple:
     """numpy dtype names of the compute dtypes ``kinds`` covers."""
     return tuple(n for k in kinds for n in KINDS[k])
