@@ -218,6 +218,80 @@ def test_batched_gemms_cover_every_batch_element_once():
     """)
 
 
+_RECORD_SGEMM = textwrap.dedent("""
+    from flambeau._kernels.cuda import _cublas
+    calls = []
+    lib, ffi = _cublas._state["lib"], _cublas._state["ffi"]
+
+    def sgemm(h, opb, opa, n, m, k, alpha, pb, ldb, sb, pa, lda, sa, beta, pc, ldc, sc, count):
+        ptr = lambda p: int(ffi.cast("uintptr_t", p))
+        calls.append(dict(ops=(opb, opa), n=n, m=m, k=k, scalars=(ffi.cast("float *", alpha)[0],
+                          ffi.cast("float *", beta)[0]), pb=ptr(pb), ldb=ldb, sb=sb, pa=ptr(pa), lda=lda, sa=sa,
+                          pc=ptr(pc), ldc=ldc, sc=sc, count=count))
+        return 0
+
+    type(lib).cublasSgemmStridedBatched = staticmethod(sgemm)
+""")  # (cuBLAS's float32 GEMMs, recorded)
+
+
+def test_prepared_gemms_call_cublas_as_gemm_does():
+    """A prepared GEMM (``_cublas.prepare``, the recurrent layers' step products) passes cuBLAS what
+    ``_cublas.gemm`` passes for the same operands, whichever of them is transposed."""
+    _run(_RECORD_SGEMM + textwrap.dedent("""
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda._launch import elem_strides, stream
+        be = backend("cuda")
+        M, K, N = 3, 5, 7
+        a_rows, b_rows = be.empty((M, K), "float32"), be.empty((K, N), "float32")
+        a_cols, b_cols = be.empty((K, M), "float32"), be.empty((N, K), "float32")
+        t = lambda x: be.as_strided(be.flat_view(x), x.shape[::-1], elem_strides(x)[::-1], 0)
+        for a in (a_rows, t(a_cols)):
+            for b in (b_rows, t(b_cols)):
+                out = be.empty((M, N), "float32")
+                calls.clear()
+                A, B = elem_strides(a), elem_strides(b)
+                assert _cublas.gemm(out, a, b, ((), *A, 0), ((), *B, 0), (), M, N, K, 1.0, 0.0, be, stream())
+                _cublas.prepare("float32", A, B, M, N, K, stream())(be.data_ptr(a), be.data_ptr(b), be.data_ptr(out))
+                assert len(calls) == 2 and calls[0] == calls[1], calls
+        assert _cublas.prepare("float16", (K, 1), (N, 1), M, N, K, stream()) is None  # as gemm: not this way
+        assert _cublas.prepare("float32", (2, 2), (N, 1), M, N, K, stream()) is None  # a layout cuBLAS cannot read
+    """))
+
+
+def test_recurrent_step_gemms_read_every_step_once_in_order():
+    """Each time step's GEMM of an LSTM, GRU and Elman layer (Note [Step GEMMs] in the CUDA rnn kernels)
+    reads that step's rows, in the direction's order, forward and backward, and the recurrent weight."""
+    _run(_RECORD_SGEMM + textwrap.dedent("""
+        import flambeau.nn  # noqa: F401
+        T, B, I, H = 4, 3, 7, 5
+        x = fl.empty(T, B, I, device="cuda", requires_grad=True)
+        for make, gates in ((fl.nn.LSTM, 4), (fl.nn.GRU, 3), (fl.nn.RNN, 1)):
+            for bidirectional in (False, True):
+                layer = make(I, H, bidirectional=bidirectional).to("cuda")
+                h0 = fl.empty(1 + bidirectional, B, H, device="cuda")
+                calls.clear()
+                out = layer(x, h0 if make is not fl.nn.LSTM else (h0, fl.empty_like(h0)))[0]
+                forward = [c for c in calls if c["m"] == B and c["count"] == 1]
+                calls.clear()
+                out.sum().backward()
+                backward = [c for c in calls if c["m"] == B and c["count"] == 1]
+                for d in range(1 + bidirectional):
+                    w_hh = getattr(layer, "weight_hh_l0" + ("_reverse" if d else ""))
+                    steps = [c for c in forward if c["pb"] == w_hh.data_ptr()]
+                    assert len(steps) == T and all(c["k"] == H and c["n"] == gates * H for c in steps), steps
+                    rows = [c["pa"] for c in steps]
+                    assert rows[0] == h0[d].data_ptr()  # then the direction's previous outputs, step by step
+                    order = range(T - 1) if not d else range(T - 1, 0, -1)
+                    assert rows[1:] == [out[t, :, d * H:].data_ptr() for t in order] or bidirectional, rows
+                    assert len({c["pc"] for c in steps}) == 1  # one reused buffer
+                    back = [c for c in backward if c["pb"] == w_hh.data_ptr()]
+                    assert len(back) == T and all(c["k"] == gates * H and c["n"] == H for c in back), back
+                    step = -1 if not d else 1  # the gradients of the pre-activations, from the last step back
+                    gaps = {q["pa"] - p["pa"] for p, q in zip(back, back[1:])}
+                    assert gaps == {step * B * gates * H * 4}, gaps
+    """))
+
+
 def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
     """The engine's AccumulateGrad takes a device gradient as ``.grad`` when no other array can reach its
     memory (``owns_memory_alone``), and copies it otherwise, as on the CPU."""

@@ -10,7 +10,8 @@ transposed) operands no copy is needed. :func:`gemm` computes ``C = alpha * A @ 
 (the caller pre-fills ``C`` for ``beta != 0``): float32 and float64 through
 ``cublas[SD]gemmStridedBatched``, float16 through ``cublasGemmStridedBatchedEx`` computing in
 float32. Batch dimensions a strided-batched call cannot express (more than one after merging)
-become one call per index of the outer ones, all queued on the stream.
+become one call per index of the outer ones, all queued on the stream. :func:`prepare` makes a
+:class:`Gemm` of one shape and layout for many calls at changing addresses (a recurrence's steps).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from flambeau.cuda._streams import current_device, stream_handle
 
-__all__ = ["available", "find_library", "supports", "gemm", "CublasUnavailable"]
+__all__ = ["available", "find_library", "supports", "gemm", "prepare", "Gemm", "CublasUnavailable"]
 
 _CDEF = """
 typedef void* cublasHandle_t;
@@ -138,6 +139,20 @@ def _handle(device_index: int):
     return h
 
 
+def _handle_on(ffi, lib, stream):
+    """The calling thread's handle of the current device, its stream set to ``stream``."""
+    device = current_device()
+    h = _handle(device)
+    sv = stream_handle(stream)
+    streams = _tls.__dict__.setdefault("streams", {})
+    if streams.get(device) != sv:  # cuBLAS resets its workspace on every cublasSetStream: only on a change
+        rc = lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
+        if rc != 0:
+            raise RuntimeError(f"cublasSetStream failed with status {rc}")
+        streams[device] = sv
+    return h
+
+
 def forget_stream(device_index: int) -> None:
     """Forget which stream the calling thread's handle of ``device_index`` has (it was handed out)."""
     _tls.__dict__.get("streams", {}).pop(device_index, None)
@@ -211,15 +226,7 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         offsets = [tuple(sum(i * st[d] for i, d in zip(idx, rest)) for st in (abst, bbst, cbst))
                    for idx in np.ndindex(*(batch[d] for d in rest))]
     ffi, lib = _lib()
-    device = current_device()
-    h = _handle(device)
-    sv = stream_handle(stream)
-    streams = _tls.__dict__.setdefault("streams", {})
-    if streams.get(device) != sv:  # cuBLAS resets its workspace on every cublasSetStream: only on a change
-        rc = lib.cublasSetStream_v2(h, ffi.cast("cudaStream_t", sv))
-        if rc != 0:
-            raise RuntimeError(f"cublasSetStream failed with status {rc}")
-        streams[device] = sv
+    h = _handle_on(ffi, lib, stream)
     half = dt == _F16
     ctype = "double" if dt == _F64 else "float"  # float16 computes (and scales) in float32
     pal, pbe = _scalar(ffi, ctype, alpha), _scalar(ffi, ctype, beta)
@@ -241,3 +248,48 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         if rc != 0:
             raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
     return True
+
+
+class Gemm:
+    """``c = a @ b`` of one shape and layout, run at changing addresses (:func:`prepare`): the layouts, the
+    function, the scalars and the handle are worked out once. A recurrent layer runs one product per time
+    step, on the same stream and thread; through :func:`gemm` each paid tens of microseconds of host time,
+    as much as the step's kernels take on a GPU.
+
+    Call it with the byte addresses of ``a``'s first element (``M x K``, the layout given to :func:`prepare`),
+    ``b``'s (``K x N``) and ``c``'s (``M x N``, C-contiguous).
+    """
+
+    __slots__ = ("fn", "h", "cast", "ptype", "args_b", "args_a", "args_c", "mnk", "pal", "pbe")
+
+    def __init__(self, ffi, lib, h, dtype, la, lb, M: int, N: int, K: int):
+        double = dtype == _F64
+        self.fn = lib.cublasDgemmStridedBatched if double else lib.cublasSgemmStridedBatched
+        self.h, self.cast, self.ptype = h, ffi.cast, "double *" if double else "float *"
+        ctype = "double" if double else "float"
+        self.pal, self.pbe = _scalar(ffi, ctype, 1.0), _scalar(ffi, ctype, 0.0)
+        # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M), one product (strides 0, count 1)
+        self.mnk = (lb[0], la[0], N, M, K)
+        self.args_b, self.args_a, self.args_c = lb[1], la[1], N
+
+    def __call__(self, pa: int, pb: int, pc: int) -> None:
+        cast, pt = self.cast, self.ptype
+        rc = self.fn(self.h, *self.mnk, self.pal, cast(pt, pb), self.args_b, 0, cast(pt, pa), self.args_a, 0,
+                     self.pbe, cast(pt, pc), self.args_c, 0, 1)
+        if rc != 0:
+            raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
+
+
+def prepare(dtype, A: tuple, B: tuple, M: int, N: int, K: int, stream) -> Gemm | None:
+    """A :class:`Gemm` of ``M x K`` by ``K x N`` products of float32 or float64 operands laid out with element
+    strides ``A = (row, column)`` and ``B`` likewise, on ``stream`` from the calling thread (the handle's stream is
+    set now: call it on this thread, with no other cuBLAS call on another stream in between); None where
+    :func:`gemm` would not take them either, or cuBLAS is unavailable."""
+    dtype = np.dtype(dtype)
+    if dtype == _F16 or min(M, N, K) < 1 or not available():
+        return None
+    plan = _plan(dtype, A[0], A[1], B[0], B[1], M, N, K)
+    if plan is None:
+        return None
+    ffi, lib = _lib()
+    return Gemm(ffi, lib, _handle_on(ffi, lib, stream), dtype, plan[0], plan[1], M, N, K)

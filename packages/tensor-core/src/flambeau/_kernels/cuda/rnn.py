@@ -8,6 +8,14 @@ the biases, applies the gate nonlinearities and updates the state, saving the ac
 fused kernel and one GEMM per step, and finishes with one GEMM per weight (the bias gradients are
 ``ones @ dG``: column sums in a fixed order). A cell runs its layer's kernel over a one-step
 sequence. Step ``t`` of a ``(T, B, n)`` array is addressed by its element offset ``t * B * n``.
+
+Note [Step GEMMs]
+    A step's GEMM has the shape and layout of every other step's; only the address of its rows moves.
+    Through ``linalg.matmul`` each cost tens of microseconds of host time (a view, the batch analysis,
+    the layouts, an allocation), which an LSTM language model paid 140 times a training step, while the
+    GPU waited. :class:`_StepGemm` works the product out once per layer call (``_cublas.prepare``) and
+    writes every step's result into one buffer: the step's kernel reads it before the next step's GEMM
+    overwrites it, as one stream runs them in order. Without cuBLAS (the simulator), ``matmul``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ import math
 import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
-from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, launch_1d, launch_keyed, stream
+from flambeau._kernels.cuda import _cublas
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, launch_1d, launch_keyed, sim, stream
 from flambeau._kernels.cuda.conv import contig, mT, view
 from flambeau._kernels.cuda.core import contiguous as core_contiguous
 from flambeau._kernels.cuda.core import copy_into
@@ -237,11 +246,37 @@ def _step(name: str, dtype, n: int, *args) -> None:
     key the launch (``launch_keyed``), which spares typing a dozen arguments at every time step."""
     if n:
         grid, block = launch_1d(n)
-        key = tuple(a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool)
+        key = tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
         launch_keyed(_kernel(name, np_name(dtype)), (grid, block, stream()), key, *args, n)
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
+class _StepGemm:
+    """``h @ w`` of every step of a layer (Note [Step GEMMs]): ``h`` the ``(nb, K)`` C-contiguous rows at an
+    element offset of a flat array, ``w`` a fixed ``(K, N)`` device array (any strides). A call with ``(flat, offset)``
+    returns the ``(nb, N)`` product and its flat view, in one buffer reused by every call where cuBLAS runs it."""
+
+    __slots__ = ("w", "nb", "K", "gemm", "out", "flat_out", "ptr", "pw", "pout", "item")
+
+    def __init__(self, w, nb: int, dtype):
+        self.w, self.nb = w, nb
+        self.K, N = w.shape
+        self.gemm = None if sim() else _cublas.prepare(dtype, (self.K, 1), elem_strides(w), nb, N, self.K, stream())
+        if self.gemm is not None:
+            backend = be()
+            self.out = backend.empty((nb, N), dtype)
+            self.flat_out = backend.flat_view(self.out)
+            self.ptr = backend.data_ptr
+            self.pw, self.pout, self.item = self.ptr(w), self.ptr(self.out), np.dtype(dtype).itemsize
+
+    def __call__(self, h_flat, offset: int) -> tuple:
+        if self.gemm is None:
+            out = matmul(view(h_flat, (self.nb, self.K), (self.K, 1), offset), self.w)
+            return out, be().flat_view(out)
+        self.gemm(self.ptr(h_flat) + offset * self.item, self.pw, self.pout)
+        return self.out, self.flat_out
+
+
 def _steps(t, reverse):
     return range(t - 1, -1, -1) if reverse else range(t)
 
@@ -315,15 +350,14 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     tcs = backend.empty((nt, nb, H), dtype)
     h0, c0 = contig(h0), contig(c0)
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gates)
-    whT = mT(w_hh)
     n = nb * H
-    f_gates, f_out, f_cells, f_tcs, f_c0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0)
+    f_gates, f_out, f_cells, f_tcs, f_c0, f_h0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0), flat(h0)
+    hw = _StepGemm(mT(w_hh), nb, dtype)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
-        h = h0 if p is None else _state(out, p, nb, H)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
-        gh = matmul(h, whT)
-        _step("lstm_fwd", dtype, n, f_gates, t * 4 * n, flat(gh), bih, bhh, has_bias, cprev, cpoff,
+        _, f_gh = hw(f_h0, 0) if p is None else hw(f_out, p * n)
+        _step("lstm_fwd", dtype, n, f_gates, t * 4 * n, f_gh, bih, bhh, has_bias, cprev, cpoff,
               f_out, f_cells, f_tcs, t * n, H)
     if nt == 0:
         return out, _copy(h0), _copy(c0), gates, cells, tcs
@@ -351,11 +385,13 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
     mm = contig(g_h)
     dc = _copy(g_c)
     f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
+    hw = _StepGemm(w_hh, nb, dtype)
+    f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
         p = _prev(t, nt, reverse)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
-        _step("lstm_bwd", dtype, n, f_gates, t * 4 * n, f_tcs, cprev, cpoff, flat(mm), f_g_out, t * n, f_dc, f_dg, H)
-        mm = matmul(view(dg, (nb, 4 * H), (4 * H, 1), t * 4 * n), w_hh)
+        _step("lstm_bwd", dtype, n, f_gates, t * 4 * n, f_tcs, cprev, cpoff, f_mm, f_g_out, t * n, f_dc, f_dg, H)
+        mm, f_mm = hw(f_dg, t * 4 * n)
     gx = matmul(dg, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
     return gx, mm if nt else _copy(mm), dc, gw_ih, gw_hh, gb_ih, gb_hh
@@ -376,13 +412,13 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     acts = backend.empty((nt, nb, 4 * H), dtype)
     h0 = contig(h0)
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gx)
-    whT = mT(w_hh)
     f_gx, f_out, f_acts, f_h0 = flat(gx), flat(out), flat(acts), flat(h0)
+    hw = _StepGemm(mT(w_hh), nb, dtype)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         hprev, hpoff = (f_h0, 0) if p is None else (f_out, p * n)
-        gh = matmul(h0 if p is None else _state(out, p, nb, H), whT)
-        _step("gru_fwd", dtype, n, f_gx, t * 3 * n, flat(gh), bih, bhh, has_bias, hprev, hpoff, f_out, t * n, f_acts,
+        _, f_gh = hw(hprev, hpoff)
+        _step("gru_fwd", dtype, n, f_gx, t * 3 * n, f_gh, bih, bhh, has_bias, hprev, hpoff, f_out, t * n, f_acts,
               t * 4 * n, H)
     last = 0 if reverse else nt - 1
     return out, _copy(h0 if nt == 0 else _state(out, last, nb, H)), acts
@@ -406,10 +442,11 @@ def gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has_bi
     dz = _copy(g_h)
     mm = backend.full((nb, H), 0, dtype)
     f_acts, f_hprev, f_g_out, f_dz, f_dgx, f_dgh = (flat(a) for a in (acts, hprev, g_out, dz, dgx, dgh))
+    hw = _StepGemm(w_hh, nb, dtype)
+    f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
-        _step("gru_bwd", dtype, n, f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, flat(mm), f_dgx, f_dgh, t * 3 * n,
-              H)
-        mm = matmul(view(dgh, (nb, 3 * H), (3 * H, 1), t * 3 * n), w_hh)
+        _step("gru_bwd", dtype, n, f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, f_mm, f_dgx, f_dgh, t * 3 * n, H)
+        mm, f_mm = hw(f_dgh, t * 3 * n)
     _add(dz, mm, from_numpy_dtype(dtype), out=dz)
     gx = matmul(dgx, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dgx, dgh, x, hprev, has_bias)
@@ -429,13 +466,13 @@ def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
     pre = _projection(x, w_ih)
     h0 = contig(h0)
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, pre)
-    whT = mT(w_hh)
     relu = nonlinearity == "relu"
-    f_pre = flat(pre)
+    f_pre, f_h0 = flat(pre), flat(h0)
+    hw = _StepGemm(mT(w_hh), nb, dtype)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
-        mm = matmul(h0 if p is None else _state(pre, p, nb, H), whT)
-        _step("rnn_fwd", dtype, n, f_pre, t * n, flat(mm), bih, bhh, has_bias, relu, H)
+        _, f_mm = hw(f_h0, 0) if p is None else hw(f_pre, p * n)
+        _step("rnn_fwd", dtype, n, f_pre, t * n, f_mm, bih, bhh, has_bias, relu, H)
     last = 0 if reverse else nt - 1
     return pre, _copy(h0 if nt == 0 else _state(pre, last, nb, H))
 
@@ -453,9 +490,11 @@ def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse
     mm = contig(g_h)
     relu = nonlinearity == "relu"
     f_out, f_g_out, f_dp = flat(out), flat(g_out), flat(dp)
+    hw = _StepGemm(w_hh, nb, dtype)
+    f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
-        _step("rnn_bwd", dtype, n, f_out, t * n, flat(mm), f_g_out, relu, f_dp)
-        mm = matmul(_state(dp, t, nb, H), w_hh)
+        _step("rnn_bwd", dtype, n, f_out, t * n, f_mm, f_g_out, relu, f_dp)
+        mm, f_mm = hw(f_dp, t * n)
     gx = matmul(dp, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)
     return gx, mm if nt else _copy(mm), gw_ih, gw_hh, gb_ih, gb_hh
