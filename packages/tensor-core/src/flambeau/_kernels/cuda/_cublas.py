@@ -265,7 +265,7 @@ class Gemm:
     def __init__(self, ffi, lib, h, dtype, la, lb, M: int, N: int, K: int):
         double = dtype == _F64
         self.fn = lib.cublasDgemmStridedBatched if double else lib.cublasSgemmStridedBatched
-        self.h, self.cast, self.ptype = h, ffi.cast, "double *" if double else "float *"
+        self.h, self.cast, self.ptype = h, ffi.cast, ffi.typeof("double *" if double else "float *")
         ctype = "double" if double else "float"
         self.pal, self.pbe = _scalar(ffi, ctype, 1.0), _scalar(ffi, ctype, 0.0)
         # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M), one product (strides 0, count 1)

@@ -240,14 +240,22 @@ def _kernel(name: str, dtype: str):
     return jit(_TEMPLATES[name](np.dtype(dtype).type))
 
 
-def _step(name: str, dtype, n: int, *args) -> None:
-    """Launch step kernel ``name`` over ``n`` elements. Its array arguments are flat views and its scalars
-    Python ints and bools, in an order each kernel fixes: the arrays' dtypes fix the argument types, and
-    key the launch (``launch_keyed``), which spares typing a dozen arguments at every time step."""
-    if n:
-        grid, block = launch_1d(n)
+def _stepper(name: str, dtype, n: int):
+    """The launcher of step kernel ``name`` over ``n`` elements, worked out once per layer call: ``launch(*args)``.
+    The arguments are flat views and Python ints and bools, in an order each kernel fixes: the arrays' dtypes
+    fix the argument types, and key the launch (``launch_keyed``), which spares typing a dozen arguments at
+    every time step."""
+    if not n:
+        return lambda *args: None
+    kernel = _kernel(name, np_name(dtype))
+    grid, block = launch_1d(n)
+    config = (grid, block, stream())
+
+    def launch(*args) -> None:
         key = tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
-        launch_keyed(_kernel(name, np_name(dtype)), (grid, block, stream()), key, *args, n)
+        launch_keyed(kernel, config, key, *args, n)
+
+    return launch
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -352,12 +360,12 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gates)
     n = nb * H
     f_gates, f_out, f_cells, f_tcs, f_c0, f_h0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0), flat(h0)
-    hw = _StepGemm(mT(w_hh), nb, dtype)
+    hw, step = _StepGemm(mT(w_hh), nb, dtype), _stepper("lstm_fwd", dtype, n)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
         _, f_gh = hw(f_h0, 0) if p is None else hw(f_out, p * n)
-        _step("lstm_fwd", dtype, n, f_gates, t * 4 * n, f_gh, bih, bhh, has_bias, cprev, cpoff,
+        step(f_gates, t * 4 * n, f_gh, bih, bhh, has_bias, cprev, cpoff,
               f_out, f_cells, f_tcs, t * n, H)
     if nt == 0:
         return out, _copy(h0), _copy(c0), gates, cells, tcs
@@ -385,12 +393,12 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
     mm = contig(g_h)
     dc = _copy(g_c)
     f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
-    hw = _StepGemm(w_hh, nb, dtype)
+    hw, step = _StepGemm(w_hh, nb, dtype), _stepper("lstm_bwd", dtype, n)
     f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
         p = _prev(t, nt, reverse)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
-        _step("lstm_bwd", dtype, n, f_gates, t * 4 * n, f_tcs, cprev, cpoff, f_mm, f_g_out, t * n, f_dc, f_dg, H)
+        step(f_gates, t * 4 * n, f_tcs, cprev, cpoff, f_mm, f_g_out, t * n, f_dc, f_dg, H)
         mm, f_mm = hw(f_dg, t * 4 * n)
     gx = matmul(dg, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
@@ -413,12 +421,12 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     h0 = contig(h0)
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gx)
     f_gx, f_out, f_acts, f_h0 = flat(gx), flat(out), flat(acts), flat(h0)
-    hw = _StepGemm(mT(w_hh), nb, dtype)
+    hw, step = _StepGemm(mT(w_hh), nb, dtype), _stepper("gru_fwd", dtype, n)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         hprev, hpoff = (f_h0, 0) if p is None else (f_out, p * n)
         _, f_gh = hw(hprev, hpoff)
-        _step("gru_fwd", dtype, n, f_gx, t * 3 * n, f_gh, bih, bhh, has_bias, hprev, hpoff, f_out, t * n, f_acts,
+        step(f_gx, t * 3 * n, f_gh, bih, bhh, has_bias, hprev, hpoff, f_out, t * n, f_acts,
               t * 4 * n, H)
     last = 0 if reverse else nt - 1
     return out, _copy(h0 if nt == 0 else _state(out, last, nb, H)), acts
@@ -442,10 +450,10 @@ def gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has_bi
     dz = _copy(g_h)
     mm = backend.full((nb, H), 0, dtype)
     f_acts, f_hprev, f_g_out, f_dz, f_dgx, f_dgh = (flat(a) for a in (acts, hprev, g_out, dz, dgx, dgh))
-    hw = _StepGemm(w_hh, nb, dtype)
+    hw, step = _StepGemm(w_hh, nb, dtype), _stepper("gru_bwd", dtype, n)
     f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
-        _step("gru_bwd", dtype, n, f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, f_mm, f_dgx, f_dgh, t * 3 * n, H)
+        step(f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, f_mm, f_dgx, f_dgh, t * 3 * n, H)
         mm, f_mm = hw(f_dgh, t * 3 * n)
     _add(dz, mm, from_numpy_dtype(dtype), out=dz)
     gx = matmul(dgx, w_ih)
@@ -468,11 +476,11 @@ def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, pre)
     relu = nonlinearity == "relu"
     f_pre, f_h0 = flat(pre), flat(h0)
-    hw = _StepGemm(mT(w_hh), nb, dtype)
+    hw, step = _StepGemm(mT(w_hh), nb, dtype), _stepper("rnn_fwd", dtype, n)
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         _, f_mm = hw(f_h0, 0) if p is None else hw(f_pre, p * n)
-        _step("rnn_fwd", dtype, n, f_pre, t * n, f_mm, bih, bhh, has_bias, relu, H)
+        step(f_pre, t * n, f_mm, bih, bhh, has_bias, relu, H)
     last = 0 if reverse else nt - 1
     return pre, _copy(h0 if nt == 0 else _state(pre, last, nb, H))
 
@@ -490,10 +498,10 @@ def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse
     mm = contig(g_h)
     relu = nonlinearity == "relu"
     f_out, f_g_out, f_dp = flat(out), flat(g_out), flat(dp)
-    hw = _StepGemm(w_hh, nb, dtype)
+    hw, step = _StepGemm(w_hh, nb, dtype), _stepper("rnn_bwd", dtype, n)
     f_mm = flat(mm)
     for t in reversed(list(_steps(nt, reverse))):
-        _step("rnn_bwd", dtype, n, f_out, t * n, f_mm, f_g_out, relu, f_dp)
+        step(f_out, t * n, f_mm, f_g_out, relu, f_dp)
         mm, f_mm = hw(f_dp, t * n)
     gx = matmul(dp, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dp, dp, x, _previous_states(contig(h0), out, reverse), has_bias)
