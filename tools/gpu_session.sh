@@ -66,7 +66,7 @@ want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime
     echo "exit $?" >> "$OUT/devtime.txt"; }
 want profile && { timeout ${PROFILE_LIMIT:-180} $PY tools/gpu_profile.py ${PROFILE_SECTIONS:-} > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 # the same host paths against the fake device, on this host's CPU: what the real driver and GPU add to them
-want host && { for m in "" "--model resnet18" "--model gpt" "--paper resnet50"; do timeout 40 $PY tools/host_overhead.py $m; done \
+want host && { for m in "" "--ffi" "--model resnet18" "--model gpt" "--model lstm_lm" "--paper resnet50"; do timeout 40 $PY tools/host_overhead.py $m; done \
     > "$OUT/host.txt" 2>&1; echo "exit $?" >> "$OUT/host.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)

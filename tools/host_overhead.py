@@ -13,6 +13,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
                                                    # kernel launches and library calls of one step)
     python tools/host_overhead.py --paper resnet50 # likewise Table 1's models at the paper's sizes
                                                    # (benchmarks/paper/models.py)
+    python tools/host_overhead.py --ffi            # a launch's driver call alone, through cffi and ctypes
+                                                   # (a C stub of cuLaunchKernel's prototype: needs a compiler)
 
 Copies to and from the fake device move nothing (a read gives zeros). cuBLAS and cuDNN are fake
 libraries whose every call returns success at once, so matrix products and convolutions take the host
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import cProfile
+import functools
 import io
 import itertools
 import pathlib
@@ -244,7 +247,44 @@ def count_launches(step) -> None:
         print(f"  {n:5d}  {name}")
 
 
+def ffi_call_us() -> None:
+    """Time the driver call of a direct launch (``_direct._driver()``'s ``cuLaunchKernel``) through cffi and through
+    ctypes, against a C stub of its prototype that returns at once: what the fake device leaves out of a launch."""
+    import ctypes
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    from flambeau._kernels.cuda import _direct
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib_path = pathlib.Path(tmp, "stub.c"), str(pathlib.Path(tmp, "libstub.so"))
+        src.write_text("int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, "
+                       "unsigned g, unsigned h, void *s, void **p, void **x) { return 0; }\n")
+        cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", lib_path], check=True)
+        ffi = _direct._ffi()
+        via_cffi = ffi.dlopen(lib_path).cuLaunchKernel
+        via_ctypes = ctypes.CDLL(lib_path).cuLaunchKernel
+        via_ctypes.restype = ctypes.c_int
+        via_ctypes.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        plan = _direct.Plan.__new__(_direct.Plan)
+        plan.nbytes, plan._local = 64, __import__("threading").local()
+        _, extra = plan.slot()
+        _direct._FFI[:] = [None]
+        plan_c = _direct.Plan.__new__(_direct.Plan)
+        plan_c.nbytes, plan_c._local = 64, __import__("threading").local()
+        _, extra_c = plan_c.slot()
+        for name, fn, x in (("cffi", via_cffi, extra), ("ctypes", via_ctypes, extra_c)):
+            call = functools.partial(fn, 0x7F00DEADBEEF, 100, 1, 1, 256, 1, 1, 0, 0x7F0012345678, 0, x)
+            best = min(per_call_us(call, 100000) for _ in range(5))
+            print(f"cuLaunchKernel through {name:6s} {best:5.2f} us")
+
+
 def main():
+    if "--ffi" in sys.argv:
+        ffi_call_us()
+        return
     fl = fake_device(libraries="--no-libraries" not in sys.argv)
     for flag, make in (("--model", train_step), ("--paper", paper_step)):
         if flag in sys.argv:

@@ -124,16 +124,29 @@ class FakeDispatcher:
         return lambda *args: self.launched.append((config, args))
 
 
+def _read_extra(extra) -> tuple:
+    """The markers and the parameter bytes of ``cuLaunchKernel``'s ``extra`` (cffi or ctypes memory, as a plan's
+    slot makes it)."""
+    ffi = _direct._ffi()
+    if ffi is not None and isinstance(extra, ffi.CData):
+        markers = tuple(int(ffi.cast("uintptr_t", extra[i])) for i in (0, 2, 4))
+        size = ffi.cast("size_t *", extra[3])[0]
+        return markers, ffi.buffer(ffi.cast("char *", extra[1]), size)[:]
+    import ctypes
+
+    size = ctypes.c_size_t.from_address(extra[3]).value
+    return (extra[0], extra[2], extra[4] or 0), ctypes.string_at(extra[1], size)
+
+
 @pytest.fixture
 def fake_driver(monkeypatch):
     calls = []
 
     def launch(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        import ctypes
-
-        assert params is None and extra[0] == _direct._PARAM_BUFFER_POINTER and (extra[4] or 0) == _direct._PARAM_END
-        size = ctypes.c_size_t.from_address(extra[3]).value
-        calls.append((func, (gx, gy, gz), (bx, by, bz), shared, stream, ctypes.string_at(extra[1], size)))
+        markers, buffer = _read_extra(extra)
+        assert params == 0
+        assert markers == (_direct._PARAM_BUFFER_POINTER, _direct._PARAM_BUFFER_SIZE, _direct._PARAM_END)
+        calls.append((func, (gx, gy, gz), (bx, by, bz), shared, stream, buffer))
         return 0
 
     monkeypatch.setattr(_direct, "_DRIVER", [(launch, None)])
@@ -176,6 +189,65 @@ def test_arrays_without_a_kept_address_pack_their_memory_pointer(fake_driver, mo
     (_, _, _, _, _, first), (_, _, _, _, _, second) = fake_driver
     fmt = _direct.param_format((types.Array(types.float32, 1, "C"), types.int64))
     assert struct.unpack(fmt, first)[4] == 0x1000 and struct.unpack(fmt, second)[4] == 0x2000
+
+
+_STUB = r"""
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+/* cuLaunchKernel's prototype (cuda.h); records what it is given */
+uintptr_t seen[9]; unsigned char params[256]; size_t nparams;
+int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void *stream, void **kernelParams, void **extra) {
+    uintptr_t v[9] = {(uintptr_t)f, gx, gy, gz, bx, by, bz, shared, (uintptr_t)stream};
+    memcpy(seen, v, sizeof v);
+    if (kernelParams != NULL || (uintptr_t)extra[0] != 1 || (uintptr_t)extra[2] != 2 || extra[4] != NULL) return 1;
+    nparams = *(size_t *)extra[3];
+    memcpy(params, extra[1], nparams < sizeof params ? nparams : sizeof params);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("through", ["cffi", "ctypes"])
+def test_the_driver_receives_what_a_launch_passes(through, tmp_path, monkeypatch):
+    """A launch's arguments reach a C function of ``cuLaunchKernel``'s prototype intact, through cffi (the
+    handles declared ``uintptr_t``) and through ctypes: the ABI a GPU would see."""
+    import ctypes
+    import shutil
+    import subprocess
+    import sysconfig
+
+    if through == "cffi":
+        pytest.importorskip("cffi")
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "stub.c").write_text(_STUB)
+    lib_path = tmp_path / "libstub.so"
+    subprocess.run([cc, "-O1", "-shared", "-fPIC", str(tmp_path / "stub.c"), "-o", str(lib_path)], check=True)
+    if through == "cffi":
+        ffi = _direct._ffi()
+        lib = ffi.dlopen(str(lib_path))
+        monkeypatch.setattr(_direct, "_DRIVER", [(lib.cuLaunchKernel, None)])
+    else:
+        monkeypatch.setattr(_direct, "_FFI", [None])
+        fn = ctypes.CDLL(str(lib_path)).cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        monkeypatch.setattr(_direct, "_DRIVER", [(fn, None)])
+    monkeypatch.setattr(_direct, "_ARRAY_CLASSES", {FakeArray})
+    k = _direct.Kernel(FakeDispatcher(handle=CUkernel(0x7F00DEADBEEF)))
+    stream = pytypes.SimpleNamespace(handle=pytypes.SimpleNamespace(value=0x7F0012345678))
+    k[(70000, 3), (32, 8), stream, 96](FakeArray((5,), (4,), np.float32, 0x7F00AAAA0000), 2.5, 11)
+    stub = ctypes.CDLL(str(lib_path))
+    seen = list((ctypes.c_size_t * 9).in_dll(stub, "seen"))
+    assert seen == [0x7F00DEADBEEF, 70000, 3, 1, 32, 8, 1, 96, 0x7F0012345678]
+    fmt = _direct.param_format((types.Array(types.float32, 1, "C"), types.float64, types.int64))
+    size = ctypes.c_size_t.in_dll(stub, "nparams").value
+    assert size == struct.calcsize(fmt)
+    values = struct.unpack(fmt, bytes((ctypes.c_ubyte * 256).in_dll(stub, "params"))[:size])
+    assert values == (0, 0, 5, 4, 0x7F00AAAA0000, 5, 4, 2.5, 11)
 
 
 def test_kernel_falls_back_to_the_dispatcher(fake_driver):

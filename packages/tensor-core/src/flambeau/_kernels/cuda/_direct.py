@@ -30,6 +30,9 @@ Note [Direct kernel launches]
       numba marks launch-config-sensitive, cooperative or debug kernels, any argument of another type
       (a host array numba would copy, another library's device array), and numba-cuda versions whose
       kernels are not context-independent ``CUkernel`` handles (an older cuda.core).
+    * ``cuLaunchKernel`` is called through cffi where it is installed (the ``cuda`` extras install it), else
+      through ctypes: eleven arguments cost cffi about half of ctypes' marshalling (0.9 against 1.7 µs on an
+      AVX-512 Xeon, ``tools/host_overhead.py --ffi``), and every launch pays it.
     * ``cuLaunchKernel`` runs on the calling thread's current context, which flambeau binds on first use
       of a device on every thread (Note [A CUDA context on every thread] in ``flambeau.cuda._streams``);
       a ``CUkernel`` handle serves every context.
@@ -235,7 +238,7 @@ def device_ptr(a) -> int:
 class Plan:
     """One compiled overload of a kernel: its ``CUkernel`` handle and its argument packer."""
 
-    __slots__ = ("func", "pack", "size", "name", "_local")
+    __slots__ = ("func", "pack", "nbytes", "name", "_local")
 
     def __init__(self, func: int, argtypes, name: str):
         fmt = struct.Struct(param_format(argtypes))
@@ -243,22 +246,33 @@ class Plan:
         exec(compile(pack_source(argtypes), f"<pack {name}>", "exec"), namespace)  # noqa: S102 - our own source
         self.func = func
         self.pack = namespace["pack"]
-        self.size = ctypes.c_size_t(fmt.size)  # cuLaunchKernel reads the size through a pointer
+        self.nbytes = fmt.size
         self.name = name
         self._local = threading.local()
 
     def slot(self) -> tuple:
         """``(buffer, extra)`` of the calling thread: the parameter buffer the launches of this plan write,
-        and the ``extra`` argument of ``cuLaunchKernel`` pointing at it (the driver copies the parameters
-        when the launch is queued, so a thread reuses its buffer)."""
+        and the ``extra`` argument of ``cuLaunchKernel`` pointing at it and at its size (the driver copies the
+        parameters when the launch is queued, so a thread reuses its buffer). cffi memory where the driver is
+        called through cffi, ctypes memory otherwise (:func:`_driver`)."""
+        local = self._local
         try:
-            return self._local.slot
+            return local.slot
         except AttributeError:
-            buf = ctypes.create_string_buffer(max(self.size.value, 1))
-            extra = _Extra(_PARAM_BUFFER_POINTER, ctypes.addressof(buf), _PARAM_BUFFER_SIZE,
-                           ctypes.addressof(self.size), _PARAM_END)
-            slot = self._local.slot = (buf, extra)
+            pass
+        ffi = _ffi()
+        if ffi is not None:
+            buf, size = ffi.new("char[]", max(self.nbytes, 1)), ffi.new("size_t *", self.nbytes)
+            extra = ffi.new("void *[5]", [ffi.cast("void *", _PARAM_BUFFER_POINTER), buf,
+                                          ffi.cast("void *", _PARAM_BUFFER_SIZE), size, ffi.NULL])
+            local.keep = buf, size  # (what ``extra`` points at lives as long as the slot)
+            slot = local.slot = (ffi.buffer(buf), extra)
             return slot
+        buf, size = ctypes.create_string_buffer(max(self.nbytes, 1)), ctypes.c_size_t(self.nbytes)
+        local.keep = size
+        slot = local.slot = (buf, _Extra(_PARAM_BUFFER_POINTER, ctypes.addressof(buf), _PARAM_BUFFER_SIZE,
+                                         ctypes.addressof(size), _PARAM_END))
+        return slot
 
 
 _Extra = ctypes.c_void_p * 5
@@ -266,27 +280,66 @@ _MISSING = object()
 
 
 # --- the driver --------------------------------------------------------------------------------------
-_DRIVER: list = []
+_DRIVER: list = []  # (cuLaunchKernel, error name of a CUresult), loaded once
+_FFI: list = []  # the cffi FFI of the driver's calls, or None without cffi
+_CDEF = """
+int cuLaunchKernel(uintptr_t f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes,
+    uintptr_t hStream, uintptr_t kernelParams, void **extra);
+int cuGetErrorName(int error, const char **pStr);
+"""
+
+
+def _ffi():
+    """The cffi FFI the launches go through, or None without cffi (then ctypes). The handles (``CUfunction``,
+    ``CUstream``) and the unused ``kernelParams`` are declared ``uintptr_t``: Python ints, passed in the registers
+    of pointers."""
+    if not _FFI:
+        try:
+            import cffi
+        except ImportError:
+            _FFI.append(None)
+        else:
+            ffi = cffi.FFI()
+            ffi.cdef(_CDEF)
+            _FFI.append(ffi)
+    return _FFI[0]
 
 
 def _driver():
-    """libcuda's ``cuLaunchKernel`` and ``cuGetErrorName`` through ctypes (loaded once)."""
+    """libcuda's ``cuLaunchKernel`` and a CUresult's name, loaded once: through cffi where it is installed (a
+    call of eleven arguments costs about half of ctypes': 0.9 against 1.9 µs on an AVX-512 Xeon), else ctypes."""
     if not _DRIVER:
-        lib = ctypes.CDLL("libcuda.so.1")
-        launch = lib.cuLaunchKernel
-        launch.restype = ctypes.c_int
-        launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        name = lib.cuGetErrorName
-        name.restype = ctypes.c_int
-        name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-        _DRIVER.append((launch, name))
+        ffi = _ffi()
+        if ffi is not None:
+            lib = ffi.dlopen("libcuda.so.1")
+
+            def name(code: int) -> str:
+                out = ffi.new("const char **")
+                lib.cuGetErrorName(code, out)
+                return ffi.string(out[0]).decode() if out[0] != ffi.NULL else f"CUresult {code}"
+
+            _DRIVER.append((lib.cuLaunchKernel, name))
+        else:
+            lib = ctypes.CDLL("libcuda.so.1")
+            launch = lib.cuLaunchKernel
+            launch.restype = ctypes.c_int
+            launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            get_name = lib.cuGetErrorName
+            get_name.restype = ctypes.c_int
+            get_name.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+
+            def name(code: int) -> str:
+                out = ctypes.c_char_p()
+                get_name(code, ctypes.byref(out))
+                return out.value.decode() if out.value else f"CUresult {code}"
+
+            _DRIVER.append((launch, name))
     return _DRIVER[0]
 
 
 def _error_name(code: int) -> str:
-    out = ctypes.c_char_p()
-    _driver()[1](code, ctypes.byref(out))
-    return out.value.decode() if out.value else f"CUresult {code}"
+    return _driver()[1](code)
 
 
 def _dims(d) -> tuple:
@@ -357,7 +410,7 @@ class Kernel:
             buf, extra = plan.slot()
         plan.pack(buf, *args)
         code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, config[3] if n > 3 else 0,
-                            stream_handle(config[2]) if n > 2 else 0, None, extra)
+                            stream_handle(config[2]) if n > 2 else 0, 0, extra)
         if code:
             self.refuse(plan, args, config, _error_name(code))
 
