@@ -81,6 +81,23 @@ def test_clip_grad_norm_edge_cases():
         tutils.get_total_norm([p.grad for p in theirs]).item(), rel=1e-6)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, math.inf, -math.inf])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_clip_grad_norm_of_a_nan_or_inf_gradient_like_torch(norm_type, bad):
+    """A NaN in one gradient makes the total NaN whatever the order of the gradients (the max of the norms
+    propagates it, as torch's); an inf makes it inf."""
+    for bad_first in (True, False):
+        ours, theirs = _params_with_grads([(3,), (4,)])
+        i = 0 if bad_first else 1
+        ours[i].grad[1] = bad
+        theirs[i].grad[1] = bad
+        total = clip_grad_norm_(ours, 1.0, norm_type=norm_type).item()
+        ttotal = tutils.clip_grad_norm_(theirs, 1.0, norm_type=norm_type).item()
+        np.testing.assert_equal(total, ttotal)
+        for p, tp in zip(ours, theirs):
+            np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6)
+
+
 def test_clip_grad_norm_under_autograd_does_not_record():
     m = nn.Linear(3, 3)
     m(fl.randn(2, 3)).sum().backward()

@@ -292,6 +292,53 @@ def test_recurrent_step_gemms_read_every_step_once_in_order():
     """))
 
 
+def test_clip_grad_norm_takes_three_launches_over_every_chunk():
+    """clip_grad_norm_ of many CUDA gradients (Note [Fused gradient clipping] in flambeau.nn): one launch of
+    per-chunk partial norms, one to finish, one to scale, the address table covering every gradient's chunks
+    once; gradients the fused path does not take (strided) go through the tensor operators."""
+    _run("""
+        import numpy as np
+        import flambeau.nn  # noqa: F401
+        from flambeau._kernels.cuda import _direct
+        from flambeau.nn.utils import _cuda_clip
+        from flambeau.optim import _cuda_kernels
+
+        launched, tables = [], []
+        real_launch, real_upload = _direct.Kernel.launch, _cuda_kernels._upload
+
+        def launch(self, config, plan, args):
+            launched.append(self.dispatcher.py_func.__name__)
+            return real_launch(self, config, plan, args)
+
+        def upload(host):
+            tables.append(host.copy())
+            return real_upload(host)
+
+        _direct.Kernel.launch = launch
+        _cuda_kernels._upload = upload
+        shapes = [(3, 4), (_cuda_clip.CHUNK + 5,), (1,), (7,), (2 * _cuda_clip.CHUNK,)] + [(5,)] * 7
+        params = [fl.empty(*s, device="cuda", requires_grad=True) for s in shapes]
+        for p in params:
+            p.grad = fl.empty(*p.shape, device="cuda")
+        total = fl.nn.utils.clip_grad_norm_(params, 1.0)
+        assert launched == ["partials", "finish", "scale"], launched
+        assert total.device.type == "cuda" and total.ndim == 0
+        rows = len(params)
+        for host in tables:  # norm and scale: the same table
+            ptrs, sizes = host[:rows], host[rows:2 * rows]
+            chunks = (len(host) - 2 * rows) // 2
+            chunk_row, chunk_start = host[2 * rows:2 * rows + chunks], host[2 * rows + chunks:]
+            assert list(ptrs) == [p.grad.data_ptr() for p in params] and list(sizes) == [p.numel() for p in params]
+            covered = sorted(zip(chunk_row, chunk_start))
+            want = sorted((r, s) for r, p in enumerate(params) for s in range(0, p.numel(), _cuda_clip.CHUNK))
+            assert covered == want
+        launched.clear()
+        params[0].grad = fl.empty(4, 3, device="cuda").t()  # strided: the tensor operators
+        fl.nn.utils.clip_grad_norm_(params, 1.0)
+        assert "partials" not in launched and "scale" not in launched and len(launched) > 3, launched
+    """)
+
+
 def test_gradients_become_grad_without_a_copy_when_nothing_else_holds_them():
     """The engine's AccumulateGrad takes a device gradient as ``.grad`` when no other array can reach its
     memory (``owns_memory_alone``), and copies it otherwise, as on the CPU."""

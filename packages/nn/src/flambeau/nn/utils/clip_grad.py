@@ -9,6 +9,7 @@ import numpy as np
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.nn.utils._cuda_clip import fused_scale_, fused_total_norm
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
 
@@ -38,8 +39,9 @@ def _norm_np(a: np.ndarray, norm_type: float) -> float:
 
 
 def _combine(norms: list, norm_type: float) -> float:
-    if math.isinf(norm_type):
-        return max(norms) if norm_type > 0 else min(norms)
+    if math.isinf(norm_type):  # (numpy's max and min propagate a NaN, as torch's do; Python's depend on the order)
+        values = np.asarray(norms, np.float64)
+        return float(values.max() if norm_type > 0 else values.min())
     if norm_type == 0:
         return float(sum(norms))
     return _norm_np(np.asarray(norms, np.float64), norm_type)
@@ -76,9 +78,11 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
 def _device_total_norm(tensors, norm_type: float, error_if_nonfinite: bool) -> Tensor:
     """The total norm computed on the tensors' device (a GPU): no value comes to the host, so the
     training step does not wait for the device (only ``error_if_nonfinite`` has to look, as in torch)."""
-    with fl.no_grad():
-        norms = fl.stack([fl.norm(t.detach().reshape(-1), norm_type) for t in tensors])
-        total = fl.norm(norms, norm_type)
+    total = fused_total_norm(tensors, norm_type)  # Note [Fused gradient clipping]
+    if total is None:
+        with fl.no_grad():
+            norms = fl.stack([fl.norm(t.detach().reshape(-1), norm_type) for t in tensors])
+            total = fl.norm(norms, norm_type)
     if error_if_nonfinite and not bool(total.isfinite().item()):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
                            "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
@@ -119,6 +123,8 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None,
     grads = parameters if _grads else [p.grad for p in _as_list(parameters) if p.grad is not None]
     if isinstance(total_norm, Tensor) and total_norm.device.type != "cpu":
         # on a GPU the factor stays there, clamped at 1, as torch does: no host synchronisation
+        if fused_scale_(grads, max_norm, total_norm):  # Note [Fused gradient clipping]
+            return
         with fl.no_grad():
             coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
             for g in grads:
