@@ -14,6 +14,7 @@ reduction and activation factories) is tested here with no change to this file.
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 
 import pytest
@@ -99,6 +100,37 @@ def test_against_torch(name, dtype):
         compare(got, want, rtol=info.rtol, atol=info.atol, dtype=d)
 
     run_checks(op, "ref", generate(op, "cpu", d), body, dtype)
+
+
+def _poisoned(x):
+    """A copy of a floating tensor of three or more elements with inf, NaN, -inf and a value near float32's
+    largest written in; anything else as it is."""
+    if not (isinstance(x, fl.Tensor) and x.dtype.is_floating_point and x.numel() >= 3 and x.is_contiguous()):
+        return x
+    y = x.detach().clone()
+    flat = y.view(-1)
+    flat[0], flat[1], flat[-1] = math.inf, math.nan, -math.inf
+    if flat.numel() > 3:
+        flat[2] = 3e38
+    return y.requires_grad_(x.requires_grad)
+
+
+@pytest.mark.parametrize("name, dtype", [p for p in ops_with_samples() if p.values[1] == "float32"])
+def test_non_finite_inputs_raise_no_numpy_warnings(name, dtype):
+    """torch warns about no overflow, inf - inf or NaN; numpy does unless told not to (Note [Quiet floating-point
+    errors] in the CPU elementwise kernels). Every operator's samples, with non-finite values written in, run
+    with RuntimeWarnings as errors. An operator may refuse such input with an error (torch's linalg does)."""
+    op = OPS[name]
+    call = flambeau_call(op)
+    for s in generate(op, "cpu", fl.float32):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            try:
+                call_sample(call, s, _poisoned)
+            except RuntimeWarning:
+                raise
+            except Exception:  # noqa: BLE001, S110 - refusing non-finite input is allowed; warning about it is not
+                pass
 
 
 def _gradcheck_cases():

@@ -26,7 +26,10 @@ from flambeau._kernels.cpu import (  # noqa: F401 - each module registers its fa
     special,
     spectral,
 )
+from flambeau._kernels.cpu._elementwise import quiet_kernels
 from flambeau._ops._registry import KERNELS
 
+# numpy's floating-point warnings off in every kernel, as torch warns about none (Note [Quiet floating-point errors]).
+quiet_kernels(KERNELS, "cpu")
 # bfloat16 computes in float32 in every kernel not marked as taking it itself (Note [bfloat16 through float32]).
 wrap_kernels(KERNELS, "cpu", HOST)

@@ -27,7 +27,7 @@ from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
 from flambeau._parallel import _state as _par_state
 from flambeau._parallel import run_chunks
 
-__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "wrap_scalar", "via_compute"]
+__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "quiet_kernels", "wrap_scalar", "via_compute"]
 
 _ndarray = np.ndarray
 _BF16 = dt.bfloat16.np
@@ -65,11 +65,11 @@ def wrap_scalar(x, npdt):
 _INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in dt.ALL_DTYPES if d._category == 1}
 
 
-def binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
+def binary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
     """A CPU kernel computing ``ufunc`` in the requested dtype.
 
-    ``quiet``: silence numpy's floating-point warnings (division by zero etc.), which torch
-    does not emit; it costs about 1 µs, so only operators that hit them routinely ask for it.
+    ``quiet``: silence numpy's floating-point warnings (overflow, inf - inf, division by zero),
+    which torch never emits (Note [Quiet floating-point errors]): about 0.1 µs a call.
     ``bool_out``: a comparison or logical ufunc; operands are compared in ``dtype``, as torch does.
     """
     if bool_out:
@@ -86,28 +86,25 @@ def binary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
                 r = _parallel_ufunc(ufunc, (a, b), npdt, out)
             if r is not None:
                 return r
+        token = _set_state(_IGNORE_ALL) if quiet else None
         try:
             if out is not None:
-                if quiet:
-                    quiet_call(ufunc, a, b, out=out, dtype=npdt, casting="unsafe")
-                else:
-                    ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
+                ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
                 return out
             if getattr(a, "dtype", None) is npdt and getattr(b, "dtype", None) is npdt:
-                if quiet:
-                    r = quiet_call(ufunc, a, b)
-                else:
-                    r = ufunc(a, b)  # the fast path: no dtype, no casting, no errstate
-            elif quiet:
-                r = quiet_call(ufunc, a, b, dtype=npdt, casting="unsafe")
+                r = ufunc(a, b)  # the fast path: no dtype, no casting
             else:
                 # casting="unsafe": torch's promotion chose ``npdt`` (uint8 tensor * int8 0-dim
                 # tensor is uint8, which numpy's "same_kind" refuses)
                 r = ufunc(a, b, dtype=npdt, casting="unsafe")
         except OverflowError:
             return kernel(wrap_scalar(a, npdt), wrap_scalar(b, npdt), dtype, out)
+        finally:
+            if token is not None:
+                _reset_state(token)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
+    kernel.quiet = quiet
     return takes_bfloat16(kernel)
 
 
@@ -170,29 +167,62 @@ def _numba_arith_call(ufunc, a, b, npdt, out):
     return out
 
 
-# Note [Quiet floating-point errors]: torch never warns about division by zero, log(0) or overflow;
-# numpy does unless its error state says "ignore". np.errstate costs about 1 µs per use (it builds
-# its state object each time), as much as the operation itself on small tensors. The state is a
-# context variable in numpy 2: setting a prebuilt "ignore" value costs about 0.1 µs.
+# Note [Quiet floating-point errors]: torch never warns about division by zero, log(0), overflow or
+# inf - inf; numpy does unless its error state says "ignore". Every CPU kernel runs with numpy's
+# warnings off: the elementwise kernels set the state themselves, every other kernel of the table is
+# wrapped once (:func:`quiet_kernels`). np.errstate costs about 1 µs per use (it builds its state
+# object each time), as much as the operation itself on small tensors. The state is a context variable
+# in numpy 2: setting a prebuilt "ignore" value and back costs about 0.25 µs. Worker threads have their own state
+# (``_parallel_ufunc`` quiets it there). The user's own numpy calls keep theirs.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR_STATE
     from numpy._core._ufunc_config import _make_extobj
 
     _IGNORE_ALL = _make_extobj(all="ignore")
-except ImportError:  # pragma: no cover - numpy internals moved: use the public API
-    _ERR_STATE = None
+    _set_state, _reset_state = _ERR_STATE.set, _ERR_STATE.reset
+except ImportError:  # pragma: no cover - numpy internals moved: the public API (about 1 µs a call)
+    _IGNORE_ALL = None
+
+    def _set_state(_):
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+
+    def _reset_state(state):
+        state.__exit__(None, None, None)
+
+
+def quiet_kernels(table: dict, device_type: str) -> None:
+    """Wrap every ``device_type`` kernel of ``table`` (operator name -> {device type -> kernel}) to run with
+    numpy's floating-point warnings off (Note [Quiet floating-point errors]), except those that quiet
+    themselves (``kernel.quiet``, the elementwise kernels). Run before the bfloat16 wrapping, which reads the
+    kernels' markers: the wrapper keeps them."""
+    for row in table.values():
+        k = row.get(device_type)
+        if k is not None and not getattr(k, "quiet", False):
+            row[device_type] = _quiet(k)
+
+
+def _quiet(fn):
+    def run(*args, **kwargs):
+        token = _set_state(_IGNORE_ALL)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _reset_state(token)
+
+    functools.update_wrapper(run, fn)  # (its markers too: takes_bfloat16 ...)
+    run.quiet = True
+    return run
 
 
 def quiet_call(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` with numpy's floating-point warnings off (Note [Quiet floating-point errors])."""
-    if _ERR_STATE is None:  # pragma: no cover
-        with np.errstate(all="ignore"):
-            return fn(*args, **kwargs)
-    token = _ERR_STATE.set(_IGNORE_ALL)
+    token = _set_state(_IGNORE_ALL)
     try:
         return fn(*args, **kwargs)
     finally:
-        _ERR_STATE.reset(token)
+        _reset_state(token)
 
 
 def _parallel_ufunc(ufunc, operands: tuple, npdt, out):
@@ -250,7 +280,7 @@ def _bool_kernel(ufunc):
     return takes_bfloat16(kernel)
 
 
-def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
+def unary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
     """A CPU kernel computing unary ``ufunc`` in the requested dtype (see :func:`binary_kernel`)."""
 
     def kernel(a, dtype, out=None):
@@ -265,7 +295,15 @@ def unary_kernel(ufunc, *, quiet: bool = False, bool_out: bool = False):
         if out is not None:
             kw["casting"] = "unsafe"
             kw["out"] = out
-        r = quiet_call(ufunc, a, **kw) if quiet else ufunc(a, **kw)
+        if not quiet:
+            r = ufunc(a, **kw)
+        else:
+            token = _set_state(_IGNORE_ALL)
+            try:
+                r = ufunc(a, **kw)
+            finally:
+                _reset_state(token)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
+    kernel.quiet = quiet
     return takes_bfloat16(kernel)
