@@ -454,6 +454,12 @@ def _vec_t(a, t):
     return backend.flat_view(out)
 
 
+def _vec_or(a, t, stand_in):
+    """:func:`_vec_t` of ``a``, or ``stand_in`` (a launch argument of ``t`` already made) where ``a`` is None: the
+    templates read a weight or bias only under its flag, so an absent one needs no allocation of its own."""
+    return stand_in if a is None else _vec_t(a, t)
+
+
 def _shaped(a, shape):
     """The C-contiguous array ``a`` viewed with ``shape`` (as many elements)."""
     return be().as_strided(be().flat_view(a), tuple(shape), c_elem_strides(tuple(shape)), 0)
@@ -515,8 +521,8 @@ def _affine(x, mean, rstd, w, b, index, t):
     out = backend.empty(x.shape, t)
     n = x.size
     grid, block = launch_1d(n, GROUP)
-    launch_keyed(_kernel("affine"), (grid, block, stream()), t, _flat(out), _flat(x), mean, rstd, _vec_t(w, t),
-                 _vec_t(b, t), w is not None, b is not None, *index, _same_index(index), n)
+    launch_keyed(_kernel("affine"), (grid, block, stream()), t, _flat(out), _flat(x), mean, rstd, _vec_or(w, t, mean),
+                 _vec_or(b, t, mean), w is not None, b is not None, *index, _same_index(index), n)
     return out
 
 
@@ -537,7 +543,7 @@ def _grad_sums(g, x, mean, rstd, w, rows, layout, stat_index, w_index, t):
         # batch_norm's and group_norm's channel sums over (N, C) inputs)
         _column_sums(g, x, mean, rstd, K, rows, (smul_k, sdiv_r), t, (s1, s2))
         return s1, s2
-    _split_launch("grad_sums", rows, layout[0], t, (s1, s2), (_flat(g), _flat(x), mean, rstd, _vec_t(w, t)),
+    _split_launch("grad_sums", rows, layout[0], t, (s1, s2), (_flat(g), _flat(x), mean, rstd, _vec_or(w, t, mean)),
                   (w is not None, *layout, *stat_index, *w_index), 2)
     return s1, s2
 
@@ -558,7 +564,7 @@ def _grad_input(g, x, mean, rstd, s1, s2, w, w_inside, c, index, t, back):
     n = x.size
     grid, block = launch_1d(n, GROUP)
     launch_keyed(_kernel("grad_input"), (grid, block, stream()), t, _flat(dx), _flat(g), _flat(x), mean, rstd, s1,
-                 s2, _vec_t(w, t), w is not None, bool(w_inside), t.type(c), *index, _same_index(index), n)
+                 s2, _vec_or(w, t, mean), w is not None, bool(w_inside), t.type(c), *index, _same_index(index), n)
     return cast_back(dx, back)
 
 
