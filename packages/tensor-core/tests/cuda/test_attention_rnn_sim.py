@@ -65,6 +65,45 @@ def test_sdpa_autograd(kw):
     _check_autograd(fl.scaled_dot_product_attention, (q, k, v), kw)
 
 
+@pytest.fixture(params=["fused", "composite"])
+def attention_path(request, monkeypatch):
+    """Both CUDA paths of unmasked attention without dropout (Note [Fused small attention]): the fused kernels,
+    and the GEMMs around the softmax kernel that longer sequences take (the limit lowered to 0); which ran is
+    checked by the kernels launched."""
+    from flambeau._kernels.cuda import attention
+
+    if request.param == "composite":
+        monkeypatch.setattr(attention, "FUSED_MAX_SCORES", 0)
+    launched = []
+    real = attention._kernel
+
+    def kernel(name, *args):
+        launched.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(attention, "_kernel", kernel)
+    yield request.param
+    fused = {"fused_forward", "fused_backward_q", "fused_backward_kv"}
+    assert (set(launched) <= fused) if request.param == "fused" else not (set(launched) & fused), launched
+    assert launched
+
+
+@pytest.mark.parametrize("kw", [{}, {"is_causal": True, "scale": 0.3}])
+def test_sdpa_paths_with_strided_heads(attention_path, kw):
+    """GPT's layout: the heads of one fused qkv projection, (batch, heads, seq, head dim) views whose batch dims
+    no one stride spans; keys longer than queries when not causal, a value dim of its own."""
+    nb, nh, L, S, E, Ev = 2, 3, 4, 4 if kw else 5, 2, 3
+    qk = _t((nb, L, nh * 2 * E), requires_grad=True)
+    k = _t((nb, S, nh, E), requires_grad=True)
+    v = _t((nb, nh, S, Ev), requires_grad=True)
+
+    def attend(qk, k, v):
+        q = qk.split(nh * E, dim=2)[0].view(nb, L, nh, E).transpose(1, 2)
+        return fl.scaled_dot_product_attention(q, k.transpose(1, 2), v, **kw)
+
+    _check_autograd(attend, (qk, k, v))
+
+
 def test_sdpa_float_mask_gradient_and_broadcast_batch():
     q, k, v = _t((1, 3, 2), requires_grad=True), _t((2, 1, 4, 2), requires_grad=True), _t((2, 1, 4, 3),
                                                                                            requires_grad=True)

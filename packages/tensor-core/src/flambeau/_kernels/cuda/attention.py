@@ -8,6 +8,18 @@ and sum by shared-memory trees, accumulating in float32, float64 for float64); r
 key is masked give zero weights, as torch's math backend. The backward runs the four gradient
 GEMMs around a fused softmax-backward row kernel over the saved weights. Dropout factors, when
 the front drew them, multiply the weights elementwise. float16 computes in float32.
+
+Note [Fused small attention]
+    At short sequences the two GEMMs and the softmax are launches more than work: a causal GPT block of
+    64 tokens ran nine launches forward (four cuBLAS calls per product: the heads of a fused qkv
+    projection are views that no one batch stride spans) and nineteen backward, for microseconds of
+    arithmetic each, while the GPU waited on the host. Where the scores of one (batch, head) are at most
+    :data:`FUSED_MAX_SCORES` and neither a mask nor dropout is given, one launch computes each query row
+    in one thread: its scores (causal ones up to the diagonal), their softmax into ``attn`` (saved for
+    the backward as before) and its output row. The backward is two launches: one thread per query row
+    (``dp``, ``ds``, ``dq``), then one per key row (``dv``, ``dk``). The operands may be strided views with
+    equal batch dims; the arithmetic is the composite's, accumulated in the compute dtype. Longer
+    sequences keep the GEMMs, whose work then dominates.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._index_math import device as index_device
-from flambeau._kernels.cuda._launch import be, bind_numba_cuda, jit, sim, stream, strides_for
+from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, sim, stream, strides_for
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul
@@ -31,6 +43,8 @@ __all__ = ["sdpa", "sdpa_backward", "ptx_cases"]
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
 _ROW_BLOCK = 128  # threads per score row (a power of two)
+FUSED_MAX_SCORES = 128 * 128  # the most scores per (batch, head) the fused kernels take (Note [Fused small attention])
+_FUSED_BLOCK = 64  # query (or key) rows per block of the fused kernels, a thread each
 
 
 def _block_reduce(buf, t, B, v, is_max):
@@ -141,12 +155,150 @@ def _softmax_backward_py(acc, B=_ROW_BLOCK):
     return softmax_backward
 
 
-@functools.cache
-def _kernel(name: str, acc: str, block: int, mask_bool: bool = False):
+def _fused_forward_py(acc):
+    """Thread ``i`` of block ``(z, y)`` takes query row ``y * blockDim + i`` of batch element ``z``: its scores, their
+    softmax (a row of ``attn``, contiguous ``(Z, L, S)``) and its output row (``out`` contiguous ``(Z, L, Ev)``).
+    ``q``, ``k``, ``v`` are strided: batch strides ``*b`` over ``bshape``, (row, column) strides ``*s``."""
     bind_numba_cuda(globals())
+    offset = index_device("row_offset")
+
+    def fused_forward(out, attn, q, qb, qs, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, causal, scale):
+        z = cuda.blockIdx.x
+        i = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        if i >= L:
+            return
+        qo = offset(z, bshape, qb) + i * qs[0]
+        ko = offset(z, bshape, kb)
+        vo = offset(z, bshape, vb)
+        ao = (z * L + i) * S
+        end = min(i + 1, S) if causal else S
+        ninf = acc(-math.inf)
+        m = ninf
+        for j in range(end):
+            dot = acc(0)
+            kj = ko + j * ks[0]
+            for e in range(E):
+                dot += q[qo + e * qs[1]] * k[kj + e * ks[1]]
+            sc = dot * scale
+            attn[ao + j] = sc
+            if sc > m:
+                m = sc
+        tot = acc(0)
+        if m != ninf:
+            for j in range(end):
+                tot += math.exp(attn[ao + j] - m)
+        for j in range(S):
+            w = acc(0)
+            if m != ninf and j < end:
+                w = math.exp(attn[ao + j] - m) / tot
+            attn[ao + j] = w
+        oo = (z * L + i) * Ev
+        for e in range(Ev):
+            o = acc(0)
+            for j in range(end):
+                o += attn[ao + j] * v[vo + j * vs[0] + e * vs[1]]
+            out[oo + e] = o
+
+    return fused_forward
+
+
+def _fused_backward_q_py(acc):
+    """Thread of query row ``i`` (as the forward's): the row of ``ds = p * (dp - sum(dp * p))`` with ``dp = g @ v^T``,
+    then of ``gq = scale * ds @ k``; ``g``, ``p``, ``ds`` and ``gq`` contiguous, ``k`` and ``v`` strided."""
+    bind_numba_cuda(globals())
+    offset = index_device("row_offset")
+
+    def fused_backward_q(ds, gq, g, p, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, scale):
+        z = cuda.blockIdx.x
+        i = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        if i >= L:
+            return
+        ko = offset(z, bshape, kb)
+        vo = offset(z, bshape, vb)
+        go = (z * L + i) * Ev
+        po = (z * L + i) * S
+        total = acc(0)
+        for j in range(S):
+            dp = acc(0)
+            vj = vo + j * vs[0]
+            for e in range(Ev):
+                dp += g[go + e] * v[vj + e * vs[1]]
+            ds[po + j] = dp
+            total += dp * p[po + j]
+        for j in range(S):
+            ds[po + j] = p[po + j] * (ds[po + j] - total)
+        qo = (z * L + i) * E
+        for e in range(E):
+            a = acc(0)
+            for j in range(S):
+                a += ds[po + j] * k[ko + j * ks[0] + e * ks[1]]
+            gq[qo + e] = a * scale
+
+    return fused_backward_q
+
+
+def _fused_backward_kv_py(acc):
+    """Thread of key row ``j``: its rows of ``gv = p^T @ g`` and ``gk = scale * ds^T @ q`` (``gk`` and ``gv``
+    contiguous ``(Z, S, E)`` and ``(Z, S, Ev)``; ``q`` strided)."""
+    bind_numba_cuda(globals())
+    offset = index_device("row_offset")
+
+    def fused_backward_kv(gk, gv, g, p, ds, q, qb, qs, bshape, L, S, E, Ev, scale):
+        z = cuda.blockIdx.x
+        j = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        if j >= S:
+            return
+        qo = offset(z, bshape, qb)
+        base = z * L * S + j
+        for e in range(Ev):
+            a = acc(0)
+            for i in range(L):
+                a += p[base + i * S] * g[(z * L + i) * Ev + e]
+            gv[(z * S + j) * Ev + e] = a
+        for e in range(E):
+            a = acc(0)
+            for i in range(L):
+                a += ds[base + i * S] * q[qo + i * qs[0] + e * qs[1]]
+            gk[(z * S + j) * E + e] = a * scale
+
+    return fused_backward_kv
+
+
+_FUSED = {"fused_forward": _fused_forward_py, "fused_backward_q": _fused_backward_q_py,
+          "fused_backward_kv": _fused_backward_kv_py}
+
+
+@functools.cache
+def _kernel(name: str, acc: str, block: int = 0, mask_bool: bool = False):
+    bind_numba_cuda(globals())
+    if name in _FUSED:
+        return jit(_FUSED[name](np.dtype(acc).type))
     if name == "softmax":
         return jit(_softmax_py(np.dtype(acc).type, block, mask_bool))
     return jit(_softmax_backward_py(np.dtype(acc).type, block))
+
+
+def _fused_geometry(q, k, v):
+    """``(bshape, qb, qs, kb, ks, vb, vs)`` of operands the fused kernels take (Note [Fused small attention]): the
+    batch shape (``(1,)`` for none) and each operand's batch and (row, column) element strides; None unless the
+    batch dims are equal and one batch element has at most :data:`FUSED_MAX_SCORES` scores."""
+    batch = tuple(q.shape[:-2])
+    if tuple(k.shape[:-2]) != batch or tuple(v.shape[:-2]) != batch:
+        return None
+    nl, ns = q.shape[-2], k.shape[-2]
+    if nl * ns > FUSED_MAX_SCORES or not (nl and ns and math.prod(batch)):
+        return None
+    geometry = [batch or (1,)]
+    for a in (q, k, v):
+        st = elem_strides(a)
+        geometry += [st[:-2] or (0,), st[-2:]]
+    return tuple(geometry)
+
+
+def _fused_grid(Z: int, rows: int) -> tuple:
+    """``(grid, block)`` of a fused launch: a thread per row, blocks of up to :data:`_FUSED_BLOCK` rows."""
+    block = min(4 if sim() else _FUSED_BLOCK, rows)
+    return (Z, (rows + block - 1) // block), block
 
 
 def _block() -> int:
@@ -171,6 +323,19 @@ def sdpa(q, k, v, mask, drop, is_causal, scale):
     if mask is not None and mask.dtype != np.bool_:
         mask = cast(mask, cdt)
     backend = be()
+    geometry = _fused_geometry(q, k, v) if mask is None and drop is None else None
+    if geometry is not None:  # Note [Fused small attention]
+        bshape, qb, qs, kb, ks, vb, vs = geometry
+        nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+        batch = tuple(q.shape[:-2])
+        out = backend.empty(batch + (nl, nev), cdt)
+        attn = backend.empty(batch + (nl, ns), cdt)
+        grid, block = _fused_grid(math.prod(bshape), nl)
+        flat = backend.flat_view
+        _kernel("fused_forward", np_name(cdt))[grid, block, stream()](
+            flat(out), flat(attn), flat(q), qb, qs, flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
+            bool(is_causal), cdt.type(scale))
+        return cast(out, dtype), cast(attn, dtype)
     s = matmul(q, mT(k))
     nl, ns = s.shape[-2:]
     batch = tuple(s.shape[:-2])
@@ -200,6 +365,10 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
     fdt = from_numpy_dtype(cdt)
     grad, q, k, v, attn = (cast(a, cdt) for a in (grad, q, k, v, attn))
     drop = cast(drop, cdt)
+    geometry = _fused_geometry(q, k, v) if drop is None else None
+    if geometry is not None and tuple(attn.shape) == tuple(q.shape[:-1]) + (k.shape[-2],) \
+            and tuple(grad.shape) == tuple(q.shape[:-1]) + (v.shape[-1],):  # Note [Fused small attention]
+        return tuple(cast(a, dtype) for a in _fused_backward(grad, q, k, v, attn, geometry, float(scale), cdt))
     p = attn if drop is None else _mul(attn, drop, fdt)
     gv = matmul(mT(p), grad)
     dp = matmul(grad, mT(v))
@@ -224,9 +393,32 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
     return tuple(cast(a, dtype) for a in (gq, gk, gv, ds))
 
 
+def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
+    """``(gq, gk, gv, ds)`` by the two fused backward launches (Note [Fused small attention])."""
+    backend = be()
+    bshape, qb, qs, kb, ks, vb, vs = geometry
+    nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    batch = tuple(q.shape[:-2])
+    g, p = contig(grad), contig(attn)
+    ds = backend.empty(batch + (nl, ns), cdt)
+    gq = backend.empty(batch + (nl, ne), cdt)
+    gk = backend.empty(batch + (ns, ne), cdt)
+    gv = backend.empty(batch + (ns, nev), cdt)
+    flat = backend.flat_view
+    sc = cdt.type(scale)
+    Z = math.prod(bshape)
+    grid, block = _fused_grid(Z, nl)
+    _kernel("fused_backward_q", np_name(cdt))[grid, block, stream()](
+        flat(ds), flat(gq), flat(g), flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev, sc)
+    grid, block = _fused_grid(Z, ns)
+    _kernel("fused_backward_kv", np_name(cdt))[grid, block, stream()](
+        flat(gk), flat(gv), flat(g), flat(p), flat(ds), flat(q), qb, qs, bshape, nl, ns, ne, nev, sc)
+    return gq, gk, gv, ds
+
+
 def ptx_cases(ndim: int = 2) -> list:
     """``(label, python_function, signature)`` of the softmax kernels per compute dtype (and mask dtype),
-    for a 3-d batch + row shape."""
+    for a 3-d batch + row shape, and of the fused kernels for a 2-d batch."""
     from numba import types
     from numba.np.numpy_support import from_dtype
 
@@ -243,4 +435,14 @@ def ptx_cases(ndim: int = 2) -> list:
             cases.append((f"attention:softmax:{dn}:mask_{mn}", py, sig))
         cases.append((f"attention:softmax_backward:{dn}", _softmax_backward_py(np.dtype(dn).type),
                       (arr, arr, r3, i64, arr, r3, i64)))
+        # the fused kernels over (batch, heads) views, as a GPT's (Note [Fused small attention])
+        b2 = types.UniTuple(i64, 2)
+        acc = np.dtype(dn).type
+        dims = (i64, i64, i64, i64)
+        cases.append((f"attention:fused_forward:{dn}", _fused_forward_py(acc),
+                      (arr, arr, arr, b2, b2, arr, b2, b2, arr, b2, b2, b2, *dims, types.boolean, t)))
+        cases.append((f"attention:fused_backward_q:{dn}", _fused_backward_q_py(acc),
+                      (arr, arr, arr, arr, arr, b2, b2, arr, b2, b2, b2, *dims, t)))
+        cases.append((f"attention:fused_backward_kv:{dn}", _fused_backward_kv_py(acc),
+                      (arr, arr, arr, arr, arr, arr, b2, b2, b2, *dims, t)))
     return cases
