@@ -264,6 +264,8 @@ def ffi_call_us() -> None:
         cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
         subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", lib_path], check=True)
         ffi = _direct._ffi()
+        if ffi is None:
+            raise SystemExit("--ffi needs cffi")
         via_cffi = ffi.dlopen(lib_path).cuLaunchKernel
         via_ctypes = ctypes.CDLL(lib_path).cuLaunchKernel
         via_ctypes.restype = ctypes.c_int
@@ -271,10 +273,11 @@ def ffi_call_us() -> None:
         plan = _direct.Plan.__new__(_direct.Plan)
         plan.nbytes, plan._local = 64, __import__("threading").local()
         _, extra = plan.slot()
-        _direct._FFI[:] = [None]
+        _direct._FFI[:] = [None]  # a ctypes slot for the ctypes call
         plan_c = _direct.Plan.__new__(_direct.Plan)
         plan_c.nbytes, plan_c._local = 64, __import__("threading").local()
         _, extra_c = plan_c.slot()
+        _direct._FFI[:] = [ffi]
         for name, fn, x in (("cffi", via_cffi, extra), ("ctypes", via_ctypes, extra_c)):
             call = functools.partial(fn, 0x7F00DEADBEEF, 100, 1, 1, 256, 1, 1, 0, 0x7F0012345678, 0, x)
             best = min(per_call_us(call, 100000) for _ in range(5))

@@ -263,6 +263,19 @@ def test_kernel_falls_back_to_the_dispatcher(fake_driver):
     assert len(old.compiled) == 1 and len(old.launched) == 2 and not fake_driver
 
 
+def test_a_geometry_no_unsigned_int_holds_goes_to_the_dispatcher(monkeypatch):
+    """cffi refuses a grid or shared size out of ``unsigned int`` range before the call (OverflowError): numba's
+    dispatcher then launches, and says what is wrong."""
+    def launch(*args):
+        raise OverflowError("integer 4294967296 does not fit 'unsigned int'")
+
+    monkeypatch.setattr(_direct, "_DRIVER", [(launch, None)])
+    monkeypatch.setattr(_direct, "_ARRAY_CLASSES", {FakeArray})
+    d = FakeDispatcher()
+    _direct.Kernel(d)[1 << 32, 32, 0](FakeArray((3,), (4,), np.float32, 8), 3)
+    assert len(d.launched) == 1 and d.launched[0][0] == (1 << 32, 32, 0)
+
+
 def test_refused_launch_goes_through_the_dispatcher_with_a_warning(fake_driver, monkeypatch):
     refused = []
     monkeypatch.setattr(_direct, "_DRIVER", [(lambda *a: refused.append(a) or 701, None)])

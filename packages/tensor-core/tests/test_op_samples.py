@@ -133,6 +133,22 @@ def test_non_finite_inputs_raise_no_numpy_warnings(name, dtype):
                 pass
 
 
+def test_kernels_split_over_threads_raise_no_numpy_warnings():
+    """The chunks a kernel hands to worker threads (``flambeau._parallel.run_chunks``) run in the caller's numpy
+    error state too: a batched matrix product and a convolution of overflowing values, on two threads."""
+    threads = fl.get_num_threads()
+    fl.set_num_threads(2)
+    try:
+        a = fl.full((64, 128, 128), 1e30)
+        x, w = fl.full((8, 16, 64, 64), 1e30), fl.full((16, 16, 3, 3), 1e30)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            assert math.isinf(fl.bmm(a, a)[0, 0, 0].item())
+            assert math.isinf(fl.conv2d(x, w)[0, 0, 0, 0].item())
+    finally:
+        fl.set_num_threads(threads)
+
+
 def _gradcheck_cases():
     def pred(op):
         g = op.info.gradcheck

@@ -80,3 +80,21 @@ def test_clip_of_gradients_the_fused_path_does_not_take():
     mixed = [arrays[0], arrays[1].astype(np.float64)]
     cpu, cuda = _clip_on("cpu", mixed, 0.5, 2.0), _clip_on("cuda", mixed, 0.5, 2.0)
     assert cuda[0] == pytest.approx(cpu[0], rel=1e-5)
+
+
+def test_fused_clip_of_a_gradient_listed_twice_scales_it_twice():
+    """The same parameter twice in the list: its norm counts twice and it is scaled twice, as by the CPU's mul_
+    (the fused scaling would race two blocks over one gradient: it leaves such lists to the tensor operators)."""
+    g = np.arange(1, 21, dtype=np.float32)
+    results = {}
+    for dev in ("cpu", "cuda"):
+        p = fl.zeros(20, device=dev, requires_grad=True)
+        p.grad = fl.tensor(g).to(dev)
+        total = fl.nn.utils.clip_grad_norm_([p, p], 1.0)
+        results[dev] = (float(total), p.grad.cpu().numpy())
+        if dev == "cuda":
+            from flambeau.nn.utils import _cuda_clip
+
+            assert not _cuda_clip.fused_scale_([p.grad, p.grad], 1.0, total)  # left to the tensor operators
+    assert results["cuda"][0] == pytest.approx(results["cpu"][0], rel=1e-6)
+    np.testing.assert_allclose(results["cuda"][1], results["cpu"][1], rtol=1e-6)

@@ -10,6 +10,7 @@ aborts the child), which is why tensor-core depends on ``tbb``.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -82,12 +83,15 @@ os.register_at_fork(after_in_child=_forget_pool_in_child)
 def run_chunks(work, n_items: int) -> None:
     """Call ``work(start, stop)`` over ``[0, n_items)`` split into one chunk per thread.
 
-    The calling thread computes the first chunk; exceptions of any chunk propagate.
+    The calling thread computes the first chunk; exceptions of any chunk propagate. Each worker's chunk runs in
+    a copy of the caller's context (its context variables: numpy's error state among them, which the CPU
+    kernels set to "ignore", Note [Quiet floating-point errors]); a pool thread's own context is not the
+    caller's.
     """
     n = _state["threads"]
     bounds = [n_items * i // n for i in range(n + 1)]
     pool = _pool()
-    futures = [pool.submit(work, bounds[i], bounds[i + 1]) for i in range(1, n)]
+    futures = [pool.submit(contextvars.copy_context().run, work, bounds[i], bounds[i + 1]) for i in range(1, n)]
     try:
         work(bounds[0], bounds[1])
     finally:

@@ -73,7 +73,7 @@ def attention_path(request, monkeypatch):
     from flambeau._kernels.cuda import attention
 
     if request.param == "composite":
-        monkeypatch.setattr(attention, "FUSED_MAX_SCORES", 0)
+        monkeypatch.setattr(attention, "FUSED_MAX_SEQ", 0)
     launched = []
     real = attention._kernel
 

@@ -264,6 +264,9 @@ def fused_scale_(grads: list, max_norm: float, total) -> bool:
     if dtype is None or total.device != grads[0].device or total._data.dtype != dtype or total.numel() != 1:
         return False
     be = _backends.backend("cuda")
+    ptrs = [be.data_ptr(g._data) for g in grads if g._data.size]
+    if len(set(ptrs)) != len(ptrs):  # one gradient listed twice: scaled twice, as mul_ would, not by racing blocks
+        return False
     stream = mt._stream()
     scalar = np.dtype(dtype).type
     args = (be.flat_view(total._data), scalar(max_norm), scalar(_EPS))

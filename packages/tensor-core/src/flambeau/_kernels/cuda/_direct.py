@@ -409,8 +409,12 @@ class Kernel:
         except AttributeError:
             buf, extra = plan.slot()
         plan.pack(buf, *args)
-        code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, config[3] if n > 3 else 0,
-                            stream_handle(config[2]) if n > 2 else 0, 0, extra)
+        try:
+            code = _driver()[0](plan.func, gx, gy, gz, bx, by, bz, config[3] if n > 3 else 0,
+                                stream_handle(config[2]) if n > 2 else 0, 0, extra)
+        except OverflowError:  # a geometry no unsigned int holds (cffi checks): numba's dispatcher says what is wrong
+            self.dispatcher[config](*_views(args))
+            return
         if code:
             self.refuse(plan, args, config, _error_name(code))
 

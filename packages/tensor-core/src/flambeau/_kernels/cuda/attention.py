@@ -13,10 +13,11 @@ Note [Fused small attention]
     At short sequences the two GEMMs and the softmax are launches more than work: a causal GPT block of
     64 tokens ran nine launches forward (four cuBLAS calls per product: the heads of a fused qkv
     projection are views that no one batch stride spans) and nineteen backward, for microseconds of
-    arithmetic each, while the GPU waited on the host. Where the scores of one (batch, head) are at most
-    :data:`FUSED_MAX_SCORES` and neither a mask nor dropout is given, one launch computes each query row
-    in one thread: its scores (causal ones up to the diagonal), their softmax into ``attn`` (saved for
-    the backward as before) and its output row. The backward is two launches: one thread per query row
+    arithmetic each, while the GPU waited on the host. Where queries and keys are at most
+    :data:`FUSED_MAX_SEQ` long and head dims at most :data:`FUSED_MAX_HEAD_DIM` (a thread walks a whole
+    row, so both bound its serial work), and neither a mask nor dropout is given, one launch computes each
+    query row in one thread: its scores (causal ones up to the diagonal), their softmax into ``attn`` (saved
+    for the backward as before) and its output row. The backward is two launches: one thread per query row
     (``dp``, ``ds``, ``dq``), then one per key row (``dv``, ``dk``). The operands may be strided views with
     equal batch dims; the arithmetic is the composite's, accumulated in the compute dtype. Longer
     sequences keep the GEMMs, whose work then dominates.
@@ -43,7 +44,9 @@ __all__ = ["sdpa", "sdpa_backward", "ptx_cases"]
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
 _ROW_BLOCK = 128  # threads per score row (a power of two)
-FUSED_MAX_SCORES = 128 * 128  # the most scores per (batch, head) the fused kernels take (Note [Fused small attention])
+# the longest sequences (queries and keys) and head dims the fused kernels take (Note [Fused small attention])
+FUSED_MAX_SEQ = 128
+FUSED_MAX_HEAD_DIM = 128
 _FUSED_BLOCK = 64  # query (or key) rows per block of the fused kernels, a thread each
 
 
@@ -281,12 +284,14 @@ def _kernel(name: str, acc: str, block: int = 0, mask_bool: bool = False):
 def _fused_geometry(q, k, v):
     """``(bshape, qb, qs, kb, ks, vb, vs)`` of operands the fused kernels take (Note [Fused small attention]): the
     batch shape (``(1,)`` for none) and each operand's batch and (row, column) element strides; None unless the
-    batch dims are equal and one batch element has at most :data:`FUSED_MAX_SCORES` scores."""
+    batch dims are equal and the sequences and head dims are at most :data:`FUSED_MAX_SEQ` and
+    :data:`FUSED_MAX_HEAD_DIM`."""
     batch = tuple(q.shape[:-2])
     if tuple(k.shape[:-2]) != batch or tuple(v.shape[:-2]) != batch:
         return None
     nl, ns = q.shape[-2], k.shape[-2]
-    if nl * ns > FUSED_MAX_SCORES or not (nl and ns and math.prod(batch)):
+    if max(nl, ns) > FUSED_MAX_SEQ or max(q.shape[-1], v.shape[-1]) > FUSED_MAX_HEAD_DIM \
+            or not (nl and ns and math.prod(batch)):
         return None
     geometry = [batch or (1,)]
     for a in (q, k, v):
