@@ -292,6 +292,23 @@ def test_recurrent_step_gemms_read_every_step_once_in_order():
     """))
 
 
+def test_recurrent_step_launchers_check_the_arrays_their_keys_rest_on():
+    """A layer's step launcher works its launch key out once (Note [Step GEMMs]): it checks first that every array
+    its loop passes has the layer's dtype, and refuses otherwise."""
+    _run("""
+        import numpy as np
+        import pytest
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda import rnn
+
+        be = backend("cuda")
+        f32, f64 = be.empty((6,), np.float32), be.empty((6,), np.float64)
+        rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, (f32, f32))
+        with pytest.raises(RuntimeError, match="expected arrays of float32, got one of float64"):
+            rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, (f32, f64))
+    """)
+
+
 def test_clip_grad_norm_takes_three_launches_over_every_chunk():
     """clip_grad_norm_ of many CUDA gradients (Note [Fused gradient clipping] in flambeau.nn): one launch of
     per-chunk partial norms, one to finish, one to scale, the address table covering every gradient's chunks
