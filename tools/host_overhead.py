@@ -15,6 +15,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
                                                    # (benchmarks/paper/models.py)
     python tools/host_overhead.py --ffi            # a launch's driver call alone, through cffi and ctypes
                                                    # (a C stub of cuLaunchKernel's prototype: needs a compiler)
+    ... --caching-allocator                        # allocations through flambeau-cuda-alloc's caching allocator
+                                                   # (over a simulated device), not a counter
 
 Copies to and from the fake device move nothing (a read gives zeros). cuBLAS and cuDNN are fake
 libraries whose every call returns success at once, so matrix products and convolutions take the host
@@ -36,7 +38,9 @@ import time
 import numpy as np
 
 
-def fake_device(libraries: bool = True):
+def fake_device(libraries: bool = True, caching_allocator: bool = False):
+    """The fake device installed in this process; returns flambeau. ``caching_allocator``: allocations go through
+    flambeau-cuda-alloc's caching allocator over a simulated device (its real host path), not a counter."""
     import flambeau as fl
     from flambeau._backends import backend
     from flambeau._kernels.cuda import _direct
@@ -86,7 +90,16 @@ def fake_device(libraries: bool = True):
     _streams._set_driver(Driver())
     fl.cuda._available[:] = [True]
     fl.cuda.device_count = lambda: 1
-    fl.cuda.set_allocator(Allocator(), 0)
+    if caching_allocator:
+        from flambeau.cuda_alloc import CachingAllocator, SimulatedDevice
+
+        class Device(SimulatedDevice):  # every fake stream is the simulated device's default one
+            def stream_key(self, stream):
+                return 0
+
+        fl.cuda.set_allocator(CachingAllocator(Device(capacity=1 << 40)), 0)
+    else:
+        fl.cuda.set_allocator(Allocator(), 0)
     be = backend("cuda")
     be._context = lambda index: None
 
@@ -288,7 +301,7 @@ def main():
     if "--ffi" in sys.argv:
         ffi_call_us()
         return
-    fl = fake_device(libraries="--no-libraries" not in sys.argv)
+    fl = fake_device(libraries="--no-libraries" not in sys.argv, caching_allocator="--caching-allocator" in sys.argv)
     for flag, make in (("--model", train_step), ("--paper", paper_step)):
         if flag in sys.argv:
             name = sys.argv[sys.argv.index(flag) + 1]
