@@ -277,6 +277,45 @@ def test_cublas_calls_against_a_model(monkeypatch):
     assert fake.streams_set == 1  # one stream all along: set once (cuBLAS resets its workspace on each set)
 
 
+@pytest.mark.cudasim  # the fake cuBLAS reads the operands' memory on the host (a real GPU: segfault)
+@pytest.mark.parametrize("layer", ["LSTM", "GRU", "RNN"])
+def test_recurrent_step_gemms_through_cublas_against_the_cpu(monkeypatch, layer):
+    """The recurrent layers' prepared step GEMMs (Note [Step GEMMs]: one ``_cublas.Gemm`` per layer call, one
+    reused product buffer) run by the host-memory model of cuBLAS: outputs and every gradient equal the CPU's,
+    both directions of a bidirectional layer, two layers."""
+    from flambeau._kernels.cuda import _cublas, rnn
+
+    fake = _FakeCublas()
+    monkeypatch.setattr(rnn, "sim", lambda: False)  # the step GEMMs as on a GPU; other products stay numba's
+    monkeypatch.setattr(_cublas, "available", lambda: True)
+    monkeypatch.setattr(_cublas, "_lib", lambda: (_FakeFFI(), fake))
+    monkeypatch.setattr(_cublas, "_handle", lambda i: 0)
+    import threading
+
+    monkeypatch.setattr(_cublas, "_tls", threading.local())
+    import flambeau.nn  # noqa: F401
+
+    fl.manual_seed(0)
+    make = getattr(fl.nn, layer)
+    cpu = make(3, 4, num_layers=2, bidirectional=True).double()
+    dev = make(3, 4, num_layers=2, bidirectional=True).double()
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("cuda")
+    x, xc = _pair(5, 2, 3, dtype=fl.float64)
+    x.requires_grad_()
+    xc.requires_grad_()
+    out, outc = cpu(x)[0], dev(xc)[0]
+    g, gc = _pair(*out.shape, dtype=fl.float64)
+    (out * g).sum().backward()
+    (outc * gc).sum().backward()
+    _check(outc.detach(), out.detach(), rtol=1e-12, atol=1e-12)
+    _check(xc.grad, x.grad, rtol=1e-10, atol=1e-12)
+    for (name, p), pc in zip(cpu.named_parameters(), dev.parameters()):
+        _check(pc.grad, p.grad, rtol=1e-10, atol=1e-12)
+    steps = 5 * 2 * 2 * 2  # time steps x layers x directions x (forward, backward)
+    assert sum(1 for c in fake.calls if c[-1] == 1 and c[4] == 2) >= steps, fake.calls  # (n = batch 2)
+
+
 # --- cuBLAS (tier 3) ------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_cublas_products_match_cpu(monkeypatch):
