@@ -310,7 +310,7 @@ def test_recurrent_step_gemms_through_cublas_against_the_cpu(monkeypatch, layer)
     (outc * gc).sum().backward()
     _check(outc.detach(), out.detach(), rtol=1e-12, atol=1e-12)
     _check(xc.grad, x.grad, rtol=1e-10, atol=1e-12)
-    for (name, p), pc in zip(cpu.named_parameters(), dev.parameters()):
+    for p, pc in zip(cpu.parameters(), dev.parameters()):
         _check(pc.grad, p.grad, rtol=1e-10, atol=1e-12)
     steps = 5 * 2 * 2 * 2  # time steps x layers x directions x (forward, backward)
     assert sum(1 for c in fake.calls if c[-1] == 1 and c[4] == 2) >= steps, fake.calls  # (n = batch 2)

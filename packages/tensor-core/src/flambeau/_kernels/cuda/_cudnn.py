@@ -63,9 +63,9 @@ int cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDesc
 int cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
     cudnnFilterDescriptor_t wDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t yDesc, int algo,
     size_t *sizeInBytes);
-int cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc, const void *x,
-    cudnnFilterDescriptor_t wDesc, const void *w, cudnnConvolutionDescriptor_t convDesc, int algo, void *workSpace,
-    size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t yDesc, void *y);
+int cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc, uintptr_t x,
+    cudnnFilterDescriptor_t wDesc, uintptr_t w, cudnnConvolutionDescriptor_t convDesc, int algo, uintptr_t workSpace,
+    size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t yDesc, uintptr_t y);
 int cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc,
     cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t dxDesc,
     int requestedAlgoCount, int *returnedAlgoCount, bwdDataPerf_t *perfResults);
@@ -73,8 +73,8 @@ int cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, cudnnFilt
     cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnTensorDescriptor_t dxDesc, int algo,
     size_t *sizeInBytes);
 int cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
-    const void *w, cudnnTensorDescriptor_t dyDesc, const void *dy, cudnnConvolutionDescriptor_t convDesc, int algo,
-    void *workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx);
+    uintptr_t w, cudnnTensorDescriptor_t dyDesc, uintptr_t dy, cudnnConvolutionDescriptor_t convDesc, int algo,
+    uintptr_t workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnTensorDescriptor_t dxDesc, uintptr_t dx);
 int cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc,
     cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnFilterDescriptor_t dwDesc,
     int requestedAlgoCount, int *returnedAlgoCount, bwdFilterPerf_t *perfResults);
@@ -82,8 +82,8 @@ int cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, cudnnTe
     cudnnTensorDescriptor_t dyDesc, cudnnConvolutionDescriptor_t convDesc, cudnnFilterDescriptor_t gradDesc,
     int algo, size_t *sizeInBytes);
 int cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
-    const void *x, cudnnTensorDescriptor_t dyDesc, const void *dy, cudnnConvolutionDescriptor_t convDesc, int algo,
-    void *workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw);
+    uintptr_t x, cudnnTensorDescriptor_t dyDesc, uintptr_t dy, cudnnConvolutionDescriptor_t convDesc, int algo,
+    uintptr_t workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnFilterDescriptor_t dwDesc, uintptr_t dw);
 """
 
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
@@ -342,11 +342,11 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     dev = _streams.current_device()
     h = _handle(ffi, lib, _launch.stream())
     one, zero = _scalars(ffi, dtype)
-    cast, data_ptr = ffi.cast, backend.data_ptr
+    data_ptr = backend.data_ptr
     math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
     key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
            dev)
-    pa, pb, pout = cast("void *", data_ptr(a)), cast("void *", data_ptr(b)), cast("void *", data_ptr(out))
+    pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
         if plan is None:
@@ -364,7 +364,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
                 raise
             algo, nbytes = plan.algo, plan.nbytes = plan.lean  # for this call and the later ones
             ws = backend.empty((nbytes,), np.uint8) if nbytes else None
-        pws = cast("void *", 0 if ws is None else data_ptr(ws))
+        pws = 0 if ws is None else data_ptr(ws)
         if kind == "forward":
             rc = lib.cudnnConvolutionForward(h, one, d.x, pa, d.w, pb, d.conv, algo, pws, nbytes, zero, d.y, pout)
         elif kind == "data":
