@@ -275,7 +275,11 @@ def ffi_call_us() -> None:
         src.write_text("int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, "
                        "unsigned g, unsigned h, void *s, void **p, void **x) { return 0; }\n")
         cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", lib_path], check=True)
+        try:
+            subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", lib_path], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"--ffi needs a C compiler ({cc}): {e}")
+            return
         ffi = _direct._ffi()
         if ffi is None:
             raise SystemExit("--ffi needs cffi")
