@@ -27,7 +27,7 @@ from flambeau._parallel import PARALLEL_MIN_ELEMENTS as _PAR_MIN
 from flambeau._parallel import _state as _par_state
 from flambeau._parallel import run_chunks
 
-__all__ = ["binary_kernel", "unary_kernel", "quiet_call", "quiet_kernels", "wrap_scalar", "via_compute"]
+__all__ = ["binary_kernel", "unary_kernel", "quiet_kernels", "wrap_scalar", "via_compute"]
 
 _ndarray = np.ndarray
 _BF16 = dt.bfloat16.np
@@ -65,11 +65,10 @@ def wrap_scalar(x, npdt):
 _INT_BOUNDS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in dt.ALL_DTYPES if d._category == 1}
 
 
-def binary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
-    """A CPU kernel computing ``ufunc`` in the requested dtype.
+def binary_kernel(ufunc, *, bool_out: bool = False):
+    """A CPU kernel computing ``ufunc`` in the requested dtype, with numpy's floating-point warnings off
+    (Note [Quiet floating-point errors]).
 
-    ``quiet``: silence numpy's floating-point warnings (overflow, inf - inf, division by zero),
-    which torch never emits (Note [Quiet floating-point errors]): about 0.1 µs a call.
     ``bool_out``: a comparison or logical ufunc; operands are compared in ``dtype``, as torch does.
     """
     if bool_out:
@@ -79,15 +78,15 @@ def binary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
         npdt = dtype.np
         if npdt is _BF16:
             return via_compute(kernel, (a, b), dtype, out)
-        if ((a.__class__ is _ndarray and a.size >= _PAR_MIN) or (b.__class__ is _ndarray and b.size >= _PAR_MIN)) \
-                and _par_state["threads"] > 1:
-            r = _numba_arith_call(ufunc, a, b, npdt, out) if ufunc in _NUMBA_ARITH_UFUNCS else None
-            if r is None:
-                r = _parallel_ufunc(ufunc, (a, b), npdt, out)
-            if r is not None:
-                return r
-        token = _set_state(_IGNORE_ALL) if quiet else None
+        token = _set_state(_IGNORE_ALL)
         try:
+            if ((a.__class__ is _ndarray and a.size >= _PAR_MIN) or (b.__class__ is _ndarray and b.size >= _PAR_MIN)) \
+                    and _par_state["threads"] > 1:
+                r = _numba_arith_call(ufunc, a, b, npdt, out) if ufunc in _NUMBA_ARITH_UFUNCS else None
+                if r is None:
+                    r = _parallel_ufunc(ufunc, (a, b), npdt, out)
+                if r is not None:
+                    return r
             if out is not None:
                 ufunc(a, b, out=out, dtype=npdt, casting="unsafe")
                 return out
@@ -100,11 +99,10 @@ def binary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
         except OverflowError:
             return kernel(wrap_scalar(a, npdt), wrap_scalar(b, npdt), dtype, out)
         finally:
-            if token is not None:
-                _reset_state(token)
+            _reset_state(token)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
-    kernel.quiet = quiet
+    kernel.quiet = True
     return takes_bfloat16(kernel)
 
 
@@ -172,8 +170,9 @@ def _numba_arith_call(ufunc, a, b, npdt, out):
 # warnings off: the elementwise kernels set the state themselves, every other kernel of the table is
 # wrapped once (:func:`quiet_kernels`). np.errstate costs about 1 µs per use (it builds its state
 # object each time), as much as the operation itself on small tensors. The state is a context variable
-# in numpy 2: setting a prebuilt "ignore" value and back costs about 0.25 µs. Worker threads have their own state
-# (``_parallel_ufunc`` quiets it there). The user's own numpy calls keep theirs.
+# in numpy 2: setting a prebuilt "ignore" value and back costs about 0.25 µs. Chunks on worker threads run
+# in a copy of the caller's context (``flambeau._parallel.run_chunks``), so in its state too. The user's own
+# numpy calls keep theirs.
 try:
     from numpy._core._ufunc_config import _extobj_contextvar as _ERR_STATE
     from numpy._core._ufunc_config import _make_extobj
@@ -216,15 +215,6 @@ def _quiet(fn):
     return run
 
 
-def quiet_call(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with numpy's floating-point warnings off (Note [Quiet floating-point errors])."""
-    token = _set_state(_IGNORE_ALL)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _reset_state(token)
-
-
 def _parallel_ufunc(ufunc, operands: tuple, npdt, out):
     """``ufunc(*operands)`` computed in chunks by several threads, or None if the layout doesn't allow it.
 
@@ -250,10 +240,9 @@ def _parallel_ufunc(ufunc, operands: tuple, npdt, out):
     flat_out = out.reshape(-1)
     kw = {"casting": "unsafe"} if npdt is None else {"dtype": npdt, "casting": "unsafe"}
 
-    def work(start, stop):
+    def work(start, stop):  # (in the caller's numpy error state: run_chunks runs it in a copy of its context)
         args = [x[start:stop] if x.__class__ is _ndarray else x for x in flat_ops]
-        # each thread has its own error state: quiet it there too (torch warns about nothing)
-        quiet_call(ufunc, *args, out=flat_out[start:stop], **kw)
+        ufunc(*args, out=flat_out[start:stop], **kw)
 
     run_chunks(work, flat_out.size)
     return out
@@ -280,30 +269,27 @@ def _bool_kernel(ufunc):
     return takes_bfloat16(kernel)
 
 
-def unary_kernel(ufunc, *, quiet: bool = True, bool_out: bool = False):
+def unary_kernel(ufunc, *, bool_out: bool = False):
     """A CPU kernel computing unary ``ufunc`` in the requested dtype (see :func:`binary_kernel`)."""
 
     def kernel(a, dtype, out=None):
         npdt = dtype.np
         if npdt is _BF16:
             return via_compute(kernel, (a,), dtype, out)
-        if a.size >= _PAR_MIN and _par_state["threads"] > 1:
-            r = _parallel_ufunc(ufunc, (a,), None if bool_out else npdt, out)
-            if r is not None:
-                return r
-        kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt, "casting": "unsafe"}
-        if out is not None:
-            kw["casting"] = "unsafe"
-            kw["out"] = out
-        if not quiet:
+        token = _set_state(_IGNORE_ALL)
+        try:
+            if a.size >= _PAR_MIN and _par_state["threads"] > 1:
+                r = _parallel_ufunc(ufunc, (a,), None if bool_out else npdt, out)
+                if r is not None:
+                    return r
+            kw = {} if (bool_out or a.dtype is npdt) else {"dtype": npdt, "casting": "unsafe"}
+            if out is not None:
+                kw["casting"] = "unsafe"
+                kw["out"] = out
             r = ufunc(a, **kw)
-        else:
-            token = _set_state(_IGNORE_ALL)
-            try:
-                r = ufunc(a, **kw)
-            finally:
-                _reset_state(token)
+        finally:
+            _reset_state(token)
         return r if r.__class__ is _ndarray else np.asarray(r)
 
-    kernel.quiet = quiet
+    kernel.quiet = True
     return takes_bfloat16(kernel)

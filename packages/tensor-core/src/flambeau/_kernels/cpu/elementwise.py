@@ -36,7 +36,7 @@ _BF16 = dt.bfloat16.np
 add_kernel = kernel("add", "cpu")(binary_kernel(np.add))
 sub_kernel = kernel("sub", "cpu")(binary_kernel(np.subtract))
 kernel("mul", "cpu")(binary_kernel(np.multiply))
-kernel("div", "cpu")(binary_kernel(np.true_divide, quiet=True))
+kernel("div", "cpu")(binary_kernel(np.true_divide))
 
 
 def _nonzero_divisor(b) -> bool:
@@ -54,9 +54,9 @@ def _int_div_checked(k):
     return checked
 
 
-kernel("floor_divide", "cpu")(_int_div_checked(binary_kernel(np.floor_divide, quiet=True)))
-kernel("remainder", "cpu")(_int_div_checked(binary_kernel(np.remainder, quiet=True)))
-kernel("fmod", "cpu")(_int_div_checked(binary_kernel(np.fmod, quiet=True)))
+kernel("floor_divide", "cpu")(_int_div_checked(binary_kernel(np.floor_divide)))
+kernel("remainder", "cpu")(_int_div_checked(binary_kernel(np.remainder)))
+kernel("fmod", "cpu")(_int_div_checked(binary_kernel(np.fmod)))
 
 
 @kernel("pow", "cpu")
@@ -91,7 +91,7 @@ def _cpu_pow(a, b, dtype, out=None):
 
 
 _pow_float = binary_kernel(np.power)
-kernel("float_power", "cpu")(binary_kernel(np.power, quiet=True))
+kernel("float_power", "cpu")(binary_kernel(np.power))
 
 
 # --- unary arithmetic ----------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def _sign_kernel(a, dtype, out=None):
 
 kernel("neg", "cpu")(unary_kernel(np.negative))
 kernel("abs", "cpu")(unary_kernel(np.abs))
-kernel("reciprocal", "cpu")(unary_kernel(np.reciprocal, quiet=True))
+kernel("reciprocal", "cpu")(unary_kernel(np.reciprocal))
 kernel("sign", "cpu")(_sign_kernel)
 
 
@@ -232,7 +232,7 @@ def _exp_kernel(default):
 
 
 for _name, _ufunc in _FLOAT_MATH.items():
-    _k = unary_kernel(_ufunc, quiet=True)
+    _k = unary_kernel(_ufunc)
     kernel(_name, "cpu")(_exp_kernel(_k) if _name == "exp" else _k)
 for _name, _f in {"rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": _sigmoid, "erf": _special("erf"),
                   "erfc": _special("erfc"), "erfinv": _special("erfinv")}.items():
@@ -341,10 +341,10 @@ def _xlogy(a, b, dtype, out=None):
     return r
 
 
-kernel("atan2", "cpu")(binary_kernel(np.arctan2, quiet=True))
-kernel("hypot", "cpu")(binary_kernel(np.hypot, quiet=True))
-kernel("logaddexp", "cpu")(binary_kernel(np.logaddexp, quiet=True))
-kernel("logaddexp2", "cpu")(binary_kernel(np.logaddexp2, quiet=True))
+kernel("atan2", "cpu")(binary_kernel(np.arctan2))
+kernel("hypot", "cpu")(binary_kernel(np.hypot))
+kernel("logaddexp", "cpu")(binary_kernel(np.logaddexp))
+kernel("logaddexp2", "cpu")(binary_kernel(np.logaddexp2))
 kernel("copysign", "cpu")(binary_kernel(np.copysign))
 kernel("maximum", "cpu")(binary_kernel(np.maximum))
 kernel("minimum", "cpu")(binary_kernel(np.minimum))

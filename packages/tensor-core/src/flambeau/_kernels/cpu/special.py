@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._kernels.cpu._elementwise import binary_kernel, quiet_call, unary_kernel
+from flambeau._kernels.cpu._elementwise import binary_kernel, unary_kernel
 from flambeau._ops._registry import kernel
 
 __all__ = ["FORMULAS", "jitable"]
@@ -583,7 +583,7 @@ def _in_float64(k, args: tuple, dtype, out):
     """``k(*args, dtype, out=out)`` computed in float64 whatever ``dtype`` is, rounded to it."""
     if dtype is dt.float64:
         return k(*args, dt.float64, out=out)
-    r = quiet_call(k(*args, dt.float64).astype, dtype.np)  # out-of-range values become inf
+    r = k(*args, dt.float64).astype(dtype.np)  # out-of-range values become inf (this kernel runs quietly)
     if out is None:
         return r
     np.copyto(out, r, casting="unsafe")
@@ -591,7 +591,7 @@ def _in_float64(k, args: tuple, dtype, out):
 
 
 def _unary(name: str):
-    k = unary_kernel(_lazy_ufunc(name), quiet=True)
+    k = unary_kernel(_lazy_ufunc(name))
 
     def special(a, dtype, out=None):
         return _in_float64(k, (a,), dtype, out)
@@ -600,7 +600,7 @@ def _unary(name: str):
 
 
 def _binary(name: str):
-    k = binary_kernel(_lazy_ufunc(name), quiet=True)
+    k = binary_kernel(_lazy_ufunc(name))
 
     def special(a, b, dtype, out=None):
         return _in_float64(k, (a, b), dtype, out)
@@ -613,7 +613,7 @@ for _name, (_fn, _arity) in FORMULAS.items():
         kernel(_name, "cpu")((_unary if _arity == 1 else _binary)(_name))
 del _name, _fn, _arity
 
-_polygamma_kernel = binary_kernel(_lazy_ufunc("polygamma"), quiet=True)
+_polygamma_kernel = binary_kernel(_lazy_ufunc("polygamma"))
 
 
 @kernel("polygamma", "cpu")
