@@ -296,6 +296,8 @@ def test_recurrent_step_launchers_check_the_arrays_their_keys_rest_on():
     """A layer's step launcher works its launch key out once (Note [Step GEMMs]): it checks first that every array
     its loop passes has the layer's dtype, and refuses otherwise."""
     _run("""
+        import types
+
         import numpy as np
         import pytest
         from flambeau._backends import backend
@@ -303,9 +305,10 @@ def test_recurrent_step_launchers_check_the_arrays_their_keys_rest_on():
 
         be = backend("cuda")
         f32, f64 = be.empty((6,), np.float32), be.empty((6,), np.float64)
-        rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, (f32, f32))
+        prepared = types.SimpleNamespace(flat_out=f32)  # a step GEMM writing one product buffer
+        rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, prepared, (f32, f32))
         with pytest.raises(RuntimeError, match="expected arrays of float32, got one of float64"):
-            rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, (f32, f64))
+            rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, prepared, (f32, f64))
     """)
 
 

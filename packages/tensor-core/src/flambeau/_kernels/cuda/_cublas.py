@@ -260,7 +260,7 @@ class Gemm:
     ``b``'s (``K x N``) and ``c``'s (``M x N``, C-contiguous).
     """
 
-    __slots__ = ("fn", "h", "args_b", "args_a", "args_c", "mnk", "pal", "pbe")
+    __slots__ = ("fn", "h", "ldb", "lda", "ldc", "mnk", "pal", "pbe")
 
     def __init__(self, ffi, lib, h, dtype, la, lb, M: int, N: int, K: int):
         double = dtype == _F64
@@ -270,11 +270,10 @@ class Gemm:
         self.pal, self.pbe = _scalar(ffi, ctype, 1.0), _scalar(ffi, ctype, 0.0)
         # column-major: C^T (N x M) = B^T (N x K) @ A^T (K x M), one product (strides 0, count 1)
         self.mnk = (lb[0], la[0], N, M, K)
-        self.args_b, self.args_a, self.args_c = lb[1], la[1], N
+        self.ldb, self.lda, self.ldc = lb[1], la[1], N
 
     def __call__(self, pa: int, pb: int, pc: int) -> None:
-        rc = self.fn(self.h, *self.mnk, self.pal, pb, self.args_b, 0, pa, self.args_a, 0, self.pbe, pc, self.args_c, 0,
-                     1)
+        rc = self.fn(self.h, *self.mnk, self.pal, pb, self.ldb, 0, pa, self.lda, 0, self.pbe, pc, self.ldc, 0, 1)
         if rc != 0:
             raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
 

@@ -240,31 +240,38 @@ def _kernel(name: str, dtype: str):
     return jit(_TEMPLATES[name](np.dtype(dtype).type))
 
 
-def _stepper(name: str, dtype, n: int, arrays=None):
+def _stepper(name: str, dtype, n: int, hw: _StepGemm, arrays: tuple):
     """The launcher of step kernel ``name`` over ``n`` elements, worked out once per layer call: ``launch(*args)``.
     The arguments are flat views and Python ints and bools, in an order each kernel fixes: the arrays' dtypes
     fix the argument types, and key the launch (``launch_keyed``), which spares typing a dozen arguments at
-    every time step. ``arrays``: every array the launches will pass, where the caller knows them all (its
-    loop passes no other); they must be of ``dtype``, and the key is then worked out on the first launch only."""
+    every time step. ``arrays``: every array the loop passes but ``hw``'s products. Where ``hw`` writes them all
+    into one buffer, they are checked once to be of ``dtype`` and the key is worked out on the first launch
+    only; otherwise (a new product array every step) at every launch."""
     if not n:
         return lambda *args: None
     kernel = _kernel(name, np_name(dtype))
     grid, block = launch_1d(n)
     config = (grid, block, stream())
-    if arrays is not None:
-        for a in arrays:
-            if a.dtype != dtype:  # (the fronts check this: a kernel's keys must not rest on it unchecked)
-                raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {a.dtype}")
-    fixed: list = []
 
-    def launch(*args) -> None:
-        key = fixed[0] if fixed else tuple([a.dtype for a in args if a.__class__ is not int
-                                            and a.__class__ is not bool])
-        if arrays is not None and not fixed:
-            fixed.append(key)
-        launch_keyed(kernel, config, key, *args, n)
+    def key_of(args) -> tuple:
+        return tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
 
-    return launch
+    if hw.flat_out is None:
+        def launch(*args) -> None:
+            launch_keyed(kernel, config, key_of(args), *args, n)
+
+        return launch
+    for a in (*arrays, hw.flat_out):
+        if a.dtype != dtype:  # (the fronts check this: a kernel's keys must not rest on it unchecked)
+            raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {a.dtype}")
+    keys: list = []
+
+    def launch_fixed(*args) -> None:
+        if not keys:
+            keys.append(key_of(args))
+        launch_keyed(kernel, config, keys[0], *args, n)
+
+    return launch_fixed
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -371,8 +378,7 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     n = nb * H
     f_gates, f_out, f_cells, f_tcs, f_c0, f_h0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0), flat(h0)
     hw = _StepGemm(mT(w_hh), nb, dtype)
-    step = _stepper("lstm_fwd", dtype, n, None if hw.flat_out is None else
-                    (f_gates, bih, bhh, f_c0, f_cells, f_out, f_tcs, hw.flat_out))
+    step = _stepper("lstm_fwd", dtype, n, hw, (f_gates, bih, bhh, f_c0, f_cells, f_out, f_tcs))
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
@@ -407,8 +413,7 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
     f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
     hw = _StepGemm(w_hh, nb, dtype)
     f_mm = flat(mm)
-    step = _stepper("lstm_bwd", dtype, n, None if hw.flat_out is None else
-                    (f_gates, f_tcs, f_c0, f_cells, f_mm, hw.flat_out, f_g_out, f_dc, f_dg))
+    step = _stepper("lstm_bwd", dtype, n, hw, (f_gates, f_tcs, f_c0, f_cells, f_mm, f_g_out, f_dc, f_dg))
     for t in reversed(list(_steps(nt, reverse))):
         p = _prev(t, nt, reverse)
         cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
@@ -436,8 +441,7 @@ def gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gx)
     f_gx, f_out, f_acts, f_h0 = flat(gx), flat(out), flat(acts), flat(h0)
     hw = _StepGemm(mT(w_hh), nb, dtype)
-    step = _stepper("gru_fwd", dtype, n, None if hw.flat_out is None else
-                    (f_gx, hw.flat_out, bih, bhh, f_h0, f_out, f_acts))
+    step = _stepper("gru_fwd", dtype, n, hw, (f_gx, bih, bhh, f_h0, f_out, f_acts))
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         hprev, hpoff = (f_h0, 0) if p is None else (f_out, p * n)
@@ -468,8 +472,7 @@ def gru_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, acts, reverse, has_bi
     f_acts, f_hprev, f_g_out, f_dz, f_dgx, f_dgh = (flat(a) for a in (acts, hprev, g_out, dz, dgx, dgh))
     hw = _StepGemm(w_hh, nb, dtype)
     f_mm = flat(mm)
-    step = _stepper("gru_bwd", dtype, n, None if hw.flat_out is None else
-                    (f_acts, f_hprev, f_g_out, f_dz, f_mm, hw.flat_out, f_dgx, f_dgh))
+    step = _stepper("gru_bwd", dtype, n, hw, (f_acts, f_hprev, f_g_out, f_dz, f_mm, f_dgx, f_dgh))
     for t in reversed(list(_steps(nt, reverse))):
         step(f_acts, t * 4 * n, f_hprev, f_g_out, t * n, f_dz, f_mm, f_dgx, f_dgh, t * 3 * n, H)
         mm, f_mm = hw(f_dgh, t * 3 * n)
@@ -495,7 +498,7 @@ def rnn_layer(x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
     relu = nonlinearity == "relu"
     f_pre, f_h0 = flat(pre), flat(h0)
     hw = _StepGemm(mT(w_hh), nb, dtype)
-    step = _stepper("rnn_fwd", dtype, n, None if hw.flat_out is None else (f_pre, hw.flat_out, bih, bhh))
+    step = _stepper("rnn_fwd", dtype, n, hw, (f_pre, bih, bhh))
     for t in _steps(nt, reverse):
         p = _prev(t, nt, reverse)
         _, f_mm = hw(f_h0, 0) if p is None else hw(f_pre, p * n)
@@ -519,7 +522,7 @@ def rnn_layer_backward(g_out, g_h, x, h0, w_ih, w_hh, out, nonlinearity, reverse
     f_out, f_g_out, f_dp = flat(out), flat(g_out), flat(dp)
     hw = _StepGemm(w_hh, nb, dtype)
     f_mm = flat(mm)
-    step = _stepper("rnn_bwd", dtype, n, None if hw.flat_out is None else (f_out, f_mm, hw.flat_out, f_g_out, f_dp))
+    step = _stepper("rnn_bwd", dtype, n, hw, (f_out, f_mm, f_g_out, f_dp))
     for t in reversed(list(_steps(nt, reverse))):
         step(f_out, t * n, f_mm, f_g_out, relu, f_dp)
         mm, f_mm = hw(f_dp, t * n)
