@@ -32,7 +32,7 @@ import numpy as np
 
 from flambeau import _backends
 
-__all__ = ["CHUNK", "ELEMENTS", "add", "flush", "is_cuda_param", "ptx_cases"]
+__all__ = ["CHUNK", "ELEMENTS", "add", "chunk_table", "flush", "is_cuda_param", "ptx_cases"]
 
 CHUNK = 16384  # elements per block of the multi-tensor kernel
 _BLOCK = 256
@@ -373,12 +373,22 @@ def _launch_each(family, rows, sc, flags, stream) -> None:
 def _launch_multi(family, rows, sc, flags, stream, be) -> None:
     # Python lists, made one array at the end: numpy's per-element stores cost more than the lists' appends
     ptr = be.data_ptr
-    table, sizes, chunk_row, chunk_start = [], [], [], []
-    for r, (p, g, bufs) in enumerate(rows):
-        n = p.size
-        sizes.append(n)
+    table, sizes = [], []
+    for p, g, bufs in rows:
+        sizes.append(p.size)
         table += [ptr(p), ptr(g), *[0 if a is None else ptr(a) for a in bufs]]
-        if n <= CHUNK:  # (most parameters: one chunk)
+    arrays, chunks = chunk_table(table, sizes, 2 + _NBUF, be)
+    if chunks:
+        _kernel(family, True)[chunks, _BLOCK, stream](*arrays, sc, *flags)
+
+
+def chunk_table(table: list, sizes: list, width: int, be) -> tuple:
+    """The address table of a multi-tensor launch (Note [Multi-tensor CUDA updates]) on the device, in one upload:
+    ``((table, sizes, chunk_row, chunk_start), chunks)`` for rows of ``width`` addresses (``table``, row after row)
+    and ``sizes`` elements, a chunk of up to :data:`CHUNK` elements per block (none for an empty row)."""
+    chunk_row, chunk_start = [], []
+    for r, n in enumerate(sizes):
+        if n <= CHUNK:  # (most rows: one chunk)
             if n:
                 chunk_row.append(r)
                 chunk_start.append(0)
@@ -386,16 +396,14 @@ def _launch_multi(family, rows, sc, flags, stream, be) -> None:
         for start in range(0, n, CHUNK):
             chunk_row.append(r)
             chunk_start.append(start)
-    if not chunk_row:
-        return
-    k = _kernel(family, True)
-    rows_n, chunks_n = len(rows), len(chunk_row)
+    rows, chunks = len(sizes), len(chunk_row)
+    if not chunks:
+        return (), 0
     packed = _upload(np.array(table + sizes + chunk_row + chunk_start, np.int64))
-    width = 2 + _NBUF
-    k[chunks_n, _BLOCK, stream](be.as_strided(packed, (rows_n, width), (width, 1), 0),
-                                be.as_strided(packed, (rows_n,), (1,), rows_n * width),
-                                be.as_strided(packed, (chunks_n,), (1,), rows_n * (width + 1)),
-                                be.as_strided(packed, (chunks_n,), (1,), rows_n * (width + 1) + chunks_n), sc, *flags)
+    after = rows * (width + 1)
+    return (be.as_strided(packed, (rows, width), (width, 1), 0), be.as_strided(packed, (rows,), (1,), rows * width),
+            be.as_strided(packed, (chunks,), (1,), after),
+            be.as_strided(packed, (chunks,), (1,), after + chunks)), chunks
 
 
 def ptx_cases() -> list:

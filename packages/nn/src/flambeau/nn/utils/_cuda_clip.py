@@ -103,7 +103,7 @@ def _partials_multi_py(acc, block: int):
         c = cuda.blockIdx.x
         r = chunk_row[c]
         n = sizes[r]
-        g = carray(ptr(table[r], partial), n)
+        g = carray(ptr(table[r, 0], partial), n)
         start = chunk_start[c]
         v = reduce(g, start, min(start + chunk, n), is_max, True)
         if cuda.threadIdx.x == 0:
@@ -157,7 +157,7 @@ def _scale_multi_py(acc, block: int):
         c = cuda.blockIdx.x
         r = chunk_row[c]
         n = sizes[r]
-        g = carray(ptr(table[r], total), n)
+        g = carray(ptr(table[r, 0], total), n)
         k = coef(total[0], max_norm, eps, acc(1))
         i = chunk_start[c] + cuda.threadIdx.x
         end = min(chunk_start[c] + chunk, n)
@@ -206,20 +206,9 @@ def _fusable(grads) -> np.dtype | None:
 
 
 def _table(grads) -> tuple:
-    """``(table, sizes, chunk_row, chunk_start)`` device arrays of the multi-tensor kernels, and the chunk count."""
+    """``((table, sizes, chunk_row, chunk_start), chunks)`` of the multi-tensor kernels: one address per row."""
     be = _backends.backend("cuda")
-    table, sizes, chunk_row, chunk_start = [], [], [], []
-    for r, g in enumerate(grads):
-        n = g._data.size
-        table.append(be.data_ptr(g._data))
-        sizes.append(n)
-        for start in range(0, n, CHUNK):
-            chunk_row.append(r)
-            chunk_start.append(start)
-    rows, chunks = len(grads), len(chunk_row)
-    packed = mt._upload(np.array(table + sizes + chunk_row + chunk_start, np.int64))
-    view = lambda first, n: be.as_strided(packed, (n,), (1,), first)  # noqa: E731
-    return (view(0, rows), view(rows, rows), view(2 * rows, chunks), view(2 * rows + chunks, chunks)), chunks
+    return mt.chunk_table([be.data_ptr(g._data) for g in grads], [g._data.size for g in grads], 1, be)
 
 
 def fused_total_norm(grads: list, norm_type: float):
@@ -296,7 +285,7 @@ def ptx_cases() -> list:
     for t in (types.float32, types.float64):
         acc = np.dtype(str(t)).type
         arr = types.Array(t, 1, "C")
-        table = (vec, vec, vec, vec)
+        table = (types.Array(i64, 2, "C"), vec, vec, vec)
         sigs = {"partials_multi": (*table, arr, b), "partials_each": (arr, arr, i64, b), "finish": (arr, i64, arr, b),
                 "scale_multi": (*table, arr, t, t), "scale_each": (arr, arr, t, t)}
         for name, sig in sigs.items():
