@@ -72,7 +72,7 @@ def worker(library: str, name: str, steps: int) -> None:
         if world > 1:
             dist.init_process_group("mpi")
     lib.manual_seed(0)
-    module = spec.builder(lib)
+    module = spec.build(lib)
     model = module
     if world > 1:
         ddp = lib.nn.parallel.DistributedDataParallel

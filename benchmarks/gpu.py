@@ -9,6 +9,12 @@ notes give throughput and the allocators' statistics over the timed steps: raw d
 
     python benchmarks/gpu.py            # all models, RESULTS.md section "gpu" rewritten
     python benchmarks/gpu.py --quick --only resnet18
+    python benchmarks/gpu.py --size gpu # the models at the sizes one trains them at on a GPU
+                                        # (train.GPU_MODELS; RESULTS.md section "gpu_size")
+
+train.py's sizes suit two CPU cores: on a GPU their steps are too small to keep the device busy, so
+they time each library's host path per operator. ``--size gpu`` times the same models at their usual
+GPU configurations, where the device's work counts.
 
 Needs a CUDA GPU, numba-cuda and a CUDA build of torch; otherwise it prints why and measures nothing.
 """
@@ -35,9 +41,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats, RESULTS.md untouched")
     parser.add_argument("--only", choices=sorted(train.MODELS), action="append", help="run only these models")
+    parser.add_argument("--size", choices=("cpu", "gpu"), default="cpu",
+                        help="train.py's sizes (cpu, the default) or train.GPU_MODELS's (gpu)")
     args = parser.parse_args()
-    r = _harness.Report("gpu", "Training steps on a GPU (benchmarks/gpu.py)", repeat=3 if args.quick else 7,
-                        target=0.3)
+    models = train.GPU_MODELS if args.size == "gpu" else train.MODELS
+    section, title = (("gpu_size", "Training steps on a GPU at GPU sizes (benchmarks/gpu.py --size gpu)")
+                      if args.size == "gpu" else ("gpu", "Training steps on a GPU (benchmarks/gpu.py)"))
+    r = _harness.Report(section, title, repeat=3 if args.quick else 7, target=0.3)
     torch = _harness.cuda_torch(r)
     if torch is None:
         return
@@ -46,17 +56,18 @@ def main() -> None:
     r.header()
     for name in args.only or train.MODELS:
         try:
-            _measure(r, torch, name)
+            _measure(r, torch, name, models)
         except Exception:  # one model's failure must not hide the others' figures (a lent GPU is scarce)
             print(f"benchmarks/gpu.py: {name} failed:\n{traceback.format_exc()}", flush=True)
     if not args.quick:
         r.finish()
 
 
-def _measure(r, torch, name: str) -> None:
-    """Check that the losses agree, then time ``name``'s training step on both sides and add its row."""
-    spec = train.MODELS[name]
-    fl_model, th_model, fl_step, th_step = train.build_pair(torch, name, device="cuda")
+def _measure(r, torch, name: str, models: dict) -> None:
+    """Check that the losses agree, then time ``name``'s training step of ``models`` (train.MODELS or
+    train.GPU_MODELS) on both sides and add its row."""
+    spec = models[name]
+    fl_model, th_model, fl_step, th_step = train.build_pair(torch, name, device="cuda", models=models)
     train.check_same_loss(fl_model, th_model, fl_step, th_step)
 
     def fl_call(step=fl_step):

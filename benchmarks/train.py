@@ -232,6 +232,11 @@ class Spec:
     optimizer: str = "SGD"
     optimizer_args: dict = dataclasses.field(default_factory=lambda: {"lr": 0.01, "momentum": 0.9})
     clip_norm: float | None = None
+    sizes: dict = dataclasses.field(default_factory=dict)  # the builder's keyword arguments (none: its defaults)
+
+    def build(self, lib):
+        """The model in ``lib`` (torch or flambeau), on the CPU."""
+        return self.builder(lib, **self.sizes)
 
 
 def _images(batch, *shape):
@@ -265,6 +270,34 @@ MODELS = {
 }
 
 
+def _at_gpu_size(name: str, title: str, sizes: dict, batch: int, make_batch, setup: str) -> Spec:
+    return dataclasses.replace(MODELS[name], title=title, sizes=sizes, batch=batch, make_batch=make_batch, setup=setup)
+
+
+# The same seven models at sizes one trains them at on a GPU (``benchmarks/gpu.py --size gpu``). The sizes
+# above suit two CPU cores; on a GPU their steps leave the device idle, and time the host path of both
+# libraries rather than training. These are the models' usual configurations: the full ResNet-18 on CIFAR
+# images, MobileNetV2 at width 1.0, the "medium" LSTM language model of Zaremba et al. (2 x 650), NCF over
+# MovieLens-20M's users and items, and the character-level GPT of nanoGPT's Shakespeare configuration.
+GPU_MODELS = {
+    "mlp": _at_gpu_size("mlp", "MLP 784-4096-4096-10", {"sizes": (784, 4096, 4096, 10)}, 1024, _images(1024, 784),
+                        "batch 1024, SGD momentum"),
+    "lenet": _at_gpu_size("lenet", "LeNet-style CNN, 1x28x28", {}, 1024, _images(1024, 1, 28, 28),
+                          "batch 1024, SGD momentum"),
+    "resnet18": _at_gpu_size("resnet18", "ResNet-18 (64-128-256-512), 3x32x32", {"widths": (64, 128, 256, 512)},
+                             128, _images(128, 3, 32, 32), "batch 128, SGD momentum"),
+    "mobilenet_v2": _at_gpu_size("mobilenet_v2", "MobileNetV2 x1.0, 3x96x96", {"width": 1.0}, 128,
+                                 _images(128, 3, 96, 96), "batch 128, SGD momentum"),
+    "lstm_lm": _at_gpu_size("lstm_lm", "LSTM LM, 2x650, vocab 10k", {"hidden": 650}, 64, _tokens((35, 64), 10_000),
+                            "seq 35, batch 64, SGD, clip 0.25"),
+    "ncf": _at_gpu_size("ncf", "NCF, 138k users, 27k items, dim 64", {"users": 138_493, "items": 26_744}, 65_536,
+                        _pairs(65_536, 138_493, 26_744), "batch 65536, Adam"),
+    "gpt": _at_gpu_size("gpt", "GPT 6x6 heads, d 384, ctx 256, vocab 65",
+                        {"vocab": 65, "context": 256, "d_model": 384, "heads": 6, "layers": 6}, 64,
+                        _tokens((64, 256), 65), "batch 64, AdamW"),
+}
+
+
 def train_step(lib, spec: Spec, model, optimizer, x, y):
     """One optimizer step of ``spec``; returns the loss tensor."""
     loss_fn = getattr(lib.nn.functional, spec.loss)
@@ -281,13 +314,14 @@ def train_step(lib, spec: Spec, model, optimizer, x, y):
     return step
 
 
-def build_pair(torch, name: str, seed: int = 0, device: str = "cpu"):
+def build_pair(torch, name: str, seed: int = 0, device: str = "cpu", models: dict = MODELS):
     """The model in torch and in flambeau with the same parameters and buffers, and their step functions,
-    each library's model and batch on ``device`` ("cpu" or "cuda")."""
-    spec = MODELS[name]
+    each library's model and batch on ``device`` ("cpu" or "cuda"); ``models``: :data:`MODELS` or
+    :data:`GPU_MODELS`."""
+    spec = models[name]
     torch.manual_seed(seed)
-    th_model = spec.builder(torch)
-    fl_model = spec.builder(fl)
+    th_model = spec.build(torch)
+    fl_model = spec.build(fl)
     fl_model.load_state_dict({k: fl.from_numpy(v.detach().numpy().copy()) for k, v in th_model.state_dict().items()})
     th_model, fl_model = th_model.to(device), fl_model.to(device)
     x, y = spec.make_batch(np.random.default_rng(seed))

@@ -10,7 +10,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
     python tools/host_overhead.py --model resnet18 # host time of training steps of benchmarks/train.py
                                                    # models (add --profile for cProfile of them,
                                                    # --sort cumtime to order it so, --count for the
-                                                   # kernel launches and library calls of one step)
+                                                   # kernel launches and library calls of one step;
+                                                   # --gpu-size: their sizes of gpu.py --size gpu)
     python tools/host_overhead.py --paper resnet50 # likewise Table 1's models at the paper's sizes
                                                    # (benchmarks/paper/models.py)
     python tools/host_overhead.py --ffi            # a launch's driver call alone, through cffi and ctypes
@@ -183,8 +184,8 @@ def train_step(fl, name: str):
     sys.path.insert(0, str(_ROOT / "benchmarks"))
     import train
 
-    spec = train.MODELS[name]
-    model = spec.builder(fl).to("cuda")
+    spec = (train.GPU_MODELS if "--gpu-size" in sys.argv else train.MODELS)[name]
+    model = spec.build(fl).to("cuda")
     x, y = spec.make_batch(np.random.default_rng(0))
     optimizer = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
     return train.train_step(fl, spec, model, optimizer, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))

@@ -6,8 +6,8 @@ this small amplify float32 rounding (torch's own float32 gradients of the tiny R
 ~0.3% of their scale from float64 ones), so the gradient tolerance adds twice torch's own float32 error,
 measured against a float64 copy of the torch model, to the usual float32 tolerance.
 
-torch runs on one thread here: these models are tiny, and on a busy 2-core machine torch's two OpenMP
-threads next to numba's made a tiny MobileNet step take seconds instead of milliseconds.
+torch runs on one thread here (the one_torch_thread fixture of conftest.py): these models are tiny, and on a
+busy 2-core machine torch's two OpenMP threads next to numba's made a tiny MobileNet step take seconds.
 """
 
 from __future__ import annotations
@@ -39,14 +39,6 @@ def _float64_grads(model, module, inputs, targets) -> dict[str, np.ndarray]:
     targets = targets.double() if targets.is_floating_point() else targets
     getattr(torch.nn.functional, model.loss)(ref(*inputs), targets).backward()
     return {k: p.grad.numpy() for k, p in ref.named_parameters()}
-
-
-@pytest.fixture
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("name", sorted(models.MODELS))

@@ -498,7 +498,7 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
 
         _direct.Kernel.launch_keyed = launch_keyed
         for name, spec in train.MODELS.items():
-            model = spec.builder(fl).to("cuda")
+            model = spec.build(fl).to("cuda")
             x, y = spec.make_batch(np.random.default_rng(0))
             opt = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
             step = train.train_step(fl, spec, model, opt, fl.from_numpy(x).to("cuda"), fl.from_numpy(y).to("cuda"))
