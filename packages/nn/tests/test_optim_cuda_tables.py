@@ -54,7 +54,7 @@ def test_launch_multi_passes_the_table_sizes_and_chunks(monkeypatch):
     assert len(uploads) == 1 and uploads[0].dtype == np.int64
 
 
-def test_uploads_are_reused_for_the_same_bytes(monkeypatch):
+def test_uploads_are_reused_for_the_same_bytes_and_replaced_for_new_ones(monkeypatch):
     import flambeau.cuda
     from flambeau import _backends
 
@@ -70,6 +70,11 @@ def test_uploads_are_reused_for_the_same_bytes(monkeypatch):
     stream.cuda_stream = 0x50  # another stream: its own copy (nothing orders it after the first one's)
     assert ck._upload(np.array([1, 2, 3])) is not a and len(copies) == 3
     stream.cuda_stream = 0
+    # new bytes of the same slot (a table of gradients allocated anew) replace its copy: nothing piles up
+    b = ck._upload(np.array([4, 5, 6]))
+    assert b is not a and len(copies) == 4 and len(ck._UPLOADS) == 3
+    assert all(entry[1] is not a for entry in ck._UPLOADS.values())
+    assert ck._upload(np.array([4, 5, 6])) is b and len(copies) == 4
     for i in range(ck._MAX_UPLOADS + 1):
-        ck._upload(np.array([i + 10]))
+        ck._upload(np.arange(i + 1))
     assert len(ck._UPLOADS) <= ck._MAX_UPLOADS

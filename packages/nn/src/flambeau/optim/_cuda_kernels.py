@@ -19,8 +19,9 @@ Note [Multi-tensor CUDA updates]
 
 The table, the sizes and the chunks travel as one int64 array, uploaded with the scalars on the current
 stream (asynchronous copies of small host arrays) and reused while a step's are the last step's
-(:func:`_upload`); nothing waits for the device. The kernel launches through the driver directly, as
-tensor-core's kernels do (Note [Direct kernel launches] in ``flambeau._kernels.cuda._direct``).
+(:func:`_upload`, which keeps each slot's last copy only); nothing waits for the device. The kernel
+launches through the driver directly, as tensor-core's kernels do (Note [Direct kernel launches] in
+``flambeau._kernels.cuda._direct``).
 """
 
 from __future__ import annotations
@@ -334,24 +335,34 @@ def _stream():
     return current_stream().numba
 
 
-_UPLOADS: dict = {}  # (device, dtype, bytes) -> device copy: the same tables and scalars step after step
+_UPLOADS: dict = {}  # (device, stream, dtype, shape) -> (bytes, device copy): each slot's last upload
 _MAX_UPLOADS = 32
 
 
 def _upload(host: np.ndarray):
-    """A device copy of small host array ``host``, reused while the same bytes come again: a step's
-    parameter table (addresses, sizes, chunks) and scalars are usually the last step's, and each copy
-    costs a driver call. The copies are never written."""
+    """A device copy of small host array ``host``, reused while a slot's bytes come again: a step's scalars
+    and parameter tables (addresses, sizes, chunks) are usually the last step's, and each copy costs a
+    driver call. The copies are never written.
+
+    A slot (device, stream, dtype and shape) keeps its last copy only. A table holds the gradients'
+    addresses, which change whenever the gradients are allocated anew; kept by content, the old tables
+    stayed allocated, one more each step, and the cache's blocks never settled: the caching allocator then
+    made a raw device allocation now and then in the middle of training. Replacing a slot's copy frees the
+    old one at once, safely: it goes back to its stream's pool, and a kernel queued before reads it before
+    any later allocation on that stream can write it (Note [One pool per stream] in flambeau-cuda-alloc)."""
     from flambeau.cuda import current_stream
 
     # by stream too: a copy queued on one stream must not be read by a kernel on another (nothing orders them)
     stream = current_stream()
-    key = (stream.device_index, stream.cuda_stream, host.dtype.str, host.shape, host.tobytes())
-    dev = _UPLOADS.get(key)
-    if dev is None:
-        if len(_UPLOADS) >= _MAX_UPLOADS:
-            _UPLOADS.clear()
-        dev = _UPLOADS[key] = _backends.backend("cuda").from_numpy(host)
+    key = (stream.device_index, stream.cuda_stream, host.dtype.str, host.shape)
+    data = host.tobytes()
+    entry = _UPLOADS.get(key)
+    if entry is not None and entry[0] == data:
+        return entry[1]
+    if entry is None and len(_UPLOADS) >= _MAX_UPLOADS:
+        _UPLOADS.clear()
+    dev = _backends.backend("cuda").from_numpy(host)
+    _UPLOADS[key] = (data, dev)
     return dev
 
 

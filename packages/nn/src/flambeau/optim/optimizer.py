@@ -21,6 +21,7 @@ from typing import Any
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.optim._functional import check_grad
+from flambeau.optim._state_memory import state_memory
 
 __all__ = ["Optimizer", "required"]
 
@@ -400,7 +401,8 @@ class Optimizer:
                 grads.append(g)
                 state = state_of[p]
                 if init_state is not None and len(state) == 0:
-                    init_state(state, p, group)
+                    with state_memory(self, (p,)):  # Note [Optimizer state in a memory pool of its own]
+                        init_state(state, p, group)
                 states.append(state)
         return (params, grads, *([s[k] for s in states] if k is not None else [] for k in keys))
 

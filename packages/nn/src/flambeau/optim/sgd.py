@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import flambeau as fl
 from flambeau import Tensor
 from flambeau._sparse import _linear_index
 from flambeau.optim import _kernels as K
+from flambeau.optim._state_memory import state_memory
 from flambeau.optim.optimizer import Optimizer, _check_flags, _check_lr, _to_scalar
 
 __all__ = ["SGD", "sgd"]
@@ -81,9 +84,12 @@ class SGD(Optimizer):
                 grads.append(g)
                 if use_momentum:  # (no state at all without momentum, as torch)
                     bufs.append(self.state[p].get("momentum_buffer"))
-        sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"], lr=group["lr"],
-            dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
-            fused=group["fused"])
+        # the first step makes the momentum buffers (Note [Optimizer state in a memory pool of its own])
+        new = [p for p, buf in zip(params, bufs) if buf is None] if use_momentum else ()
+        with state_memory(self, new) if new else contextlib.nullcontext():
+            sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"], lr=group["lr"],
+                dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
+                fused=group["fused"])
         if use_momentum:
             for p, buf in zip(params, bufs):
                 self.state[p]["momentum_buffer"] = buf
