@@ -81,8 +81,11 @@ def _mentions_bfloat16(values) -> bool:
                 return True
             continue
         if c is list or c is tuple:
-            if _mentions_bfloat16(v):
-                return True
+            for x in v:  # most are ints (strides, paddings, shapes): no recursive call for those
+                if x.__class__ not in _PLAIN:
+                    if _mentions_bfloat16(v):
+                        return True
+                    break
             continue
         if v is _FL_BF16 or v is BF16 or v is _BF16_T:  # the dtype, as a kernel may be handed it
             return True
