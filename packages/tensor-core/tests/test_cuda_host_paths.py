@@ -263,9 +263,12 @@ def test_prepared_gemms_call_cublas_as_gemm_does():
 
 def test_recurrent_step_gemms_read_every_step_once_in_order():
     """Each time step's GEMM of an LSTM, GRU and Elman layer (Note [Step GEMMs] in the CUDA rnn kernels)
-    reads that step's rows, in the direction's order, forward and backward, and the recurrent weight."""
+    reads that step's rows, in the direction's order, forward and backward, and the recurrent weight (LSTM's
+    step loop: its hidden sizes above Note [Whole-sequence LSTM kernels]'s limit)."""
     _run(_RECORD_SGEMM + textwrap.dedent("""
         import flambeau.nn  # noqa: F401
+        from flambeau._kernels.cuda import rnn
+        rnn.SEQ_MAX_HIDDEN = 0
         T, B, I, H = 4, 3, 7, 5
         x = fl.empty(T, B, I, device="cuda", requires_grad=True)
         for make, gates in ((fl.nn.LSTM, 4), (fl.nn.GRU, 3), (fl.nn.RNN, 1)):
@@ -312,6 +315,9 @@ def test_recurrent_step_launchers_check_the_arrays_their_keys_rest_on():
         rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, prepared, (f32, f32))
         with pytest.raises(RuntimeError, match="expected arrays of float32, got one of float64"):
             rnn._stepper("rnn_fwd", np.dtype(np.float32), 6, prepared, (f32, f64))
+        # the whole-sequence kernels' launches are keyed by their arrays' dtypes too (checked at every launch)
+        with pytest.raises(RuntimeError, match="expected arrays of float32, got one of float64"):
+            rnn._launch_sequence("lstm_seq_fwd", np.dtype(np.float32), 1, 6, f32, f64, 3, True)
     """)
 
 

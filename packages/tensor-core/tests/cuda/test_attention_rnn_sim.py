@@ -65,6 +65,19 @@ def test_sdpa_autograd(kw):
     _check_autograd(fl.scaled_dot_product_attention, (q, k, v), kw)
 
 
+def _record_kernels(module, monkeypatch) -> list:
+    """The names of the kernels ``module._kernel`` builds from now on, in order (a path's launches)."""
+    launched = []
+    real = module._kernel
+
+    def kernel(name, *args):
+        launched.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(module, "_kernel", kernel)
+    return launched
+
+
 @pytest.fixture(params=["fused", "composite"])
 def attention_path(request, monkeypatch):
     """Both CUDA paths of unmasked attention without dropout (Note [Fused small attention]): the fused kernels,
@@ -74,14 +87,7 @@ def attention_path(request, monkeypatch):
 
     if request.param == "composite":
         monkeypatch.setattr(attention, "FUSED_MAX_SEQ", 0)
-    launched = []
-    real = attention._kernel
-
-    def kernel(name, *args):
-        launched.append(name)
-        return real(name, *args)
-
-    monkeypatch.setattr(attention, "_kernel", kernel)
+    launched = _record_kernels(attention, monkeypatch)
     yield request.param
     fused = {"fused_forward", "fused_backward_q", "fused_backward_kv"}
     assert (set(launched) <= fused) if request.param == "fused" else not (set(launched) & fused), launched
@@ -150,11 +156,40 @@ def _weights(gates, bias=True):
     return w + ([_t((gates * H,), requires_grad=True), _t((gates * H,), requires_grad=True)] if bias else [None, None])
 
 
+@pytest.fixture(params=["sequence", "steps", "sequence in warps"])
+def lstm_path(request, monkeypatch):
+    """Both CUDA paths of an LSTM layer: the whole-sequence kernels (Note [Whole-sequence LSTM kernels]), in
+    blocks of the hidden size or, as on a GPU, of whole warps (idle threads past the hidden units), and the
+    step loop that larger hidden sizes take (the limit lowered to 0); which ran is checked by the kernels
+    launched."""
+    from flambeau._kernels.cuda import rnn
+
+    if request.param == "steps":
+        monkeypatch.setattr(rnn, "SEQ_MAX_HIDDEN", 0)
+    if request.param == "sequence in warps":
+        monkeypatch.setattr(rnn, "sim", lambda: False)  # 32 threads a block (the step GEMMs stay unused)
+    launched = _record_kernels(rnn, monkeypatch)
+    yield request.param
+    seq = {"lstm_seq_fwd", "lstm_seq_bwd"}
+    if request.param == "steps":
+        assert launched and not set(launched) & seq, launched
+    else:
+        assert "lstm_seq_fwd" in launched and set(launched) <= seq, launched
+
+
 @pytest.mark.parametrize("reverse", [False, True])
-def test_lstm_layer_autograd(reverse):
+def test_lstm_layer_autograd(lstm_path, reverse):
     x = _t((T, B, I), requires_grad=True)
     h0, c0 = _t((B, H), requires_grad=True), _t((B, H), requires_grad=True)
     _check_autograd(fl._lstm_layer, (x, h0, c0, *_weights(4), reverse), n_out=3)
+
+
+def test_lstm_layer_without_bias_longer_and_odd_sized(lstm_path):
+    """A hidden size that fills no warp, more steps and rows, no biases, gradients of h_n and c_n only."""
+    x = _t((6, 3, I), requires_grad=True)
+    h0, c0 = _t((3, 5), requires_grad=True), _t((3, 5), requires_grad=True)
+    w = [_t((20, I), requires_grad=True), _t((20, 5), requires_grad=True)]
+    _check_autograd(lambda *a: fl._lstm_layer(*a)[1:3], (x, h0, c0, *w, None, None, True), n_out=2)
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -169,7 +204,7 @@ def test_rnn_layer_autograd(nonlinearity):
     _check_autograd(fl._rnn_layer, (x, h0, *_weights(1), nonlinearity, True), n_out=2)
 
 
-def test_strided_sequence_and_weights():
+def test_strided_sequence_and_weights(lstm_path):
     xb = _t((B, T, I))  # batch-first storage: the (T, B, I) input is a transposed view
     w_ih, w_hh = _t((I, 4 * H)), _t((H, 4 * H))
     h0, c0 = _t((B, H)), _t((B, H))

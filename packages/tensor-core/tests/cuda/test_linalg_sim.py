@@ -287,6 +287,7 @@ def test_recurrent_step_gemms_through_cublas_against_the_cpu(monkeypatch, layer)
 
     fake = _FakeCublas()
     monkeypatch.setattr(rnn, "sim", lambda: False)  # the step GEMMs as on a GPU; other products stay numba's
+    monkeypatch.setattr(rnn, "SEQ_MAX_HIDDEN", 0)  # LSTM's steps too, not its whole-sequence kernels
     monkeypatch.setattr(_cublas, "available", lambda: True)
     monkeypatch.setattr(_cublas, "_lib", lambda: (_FakeFFI(), fake))
     monkeypatch.setattr(_cublas, "_handle", lambda i: 0)

@@ -404,9 +404,9 @@ def chunk_table(table: list, sizes: list, width: int, be) -> tuple:
                 chunk_row.append(r)
                 chunk_start.append(0)
             continue
-        for start in range(0, n, CHUNK):
-            chunk_row.append(r)
-            chunk_start.append(start)
+        starts = range(0, n, CHUNK)  # (a large row: its chunks in two list operations, not a loop)
+        chunk_start += starts
+        chunk_row += [r] * len(starts)
     rows, chunks = len(sizes), len(chunk_row)
     if not chunks:
         return (), 0

@@ -230,8 +230,147 @@ def _rnn_bwd_py(acc):
     return rnn_bwd
 
 
+# Note [Whole-sequence LSTM kernels]
+#     With a small hidden size a step's work is a few microseconds of GPU time, and the step loop's host
+#     time (a GEMM and a kernel launch per step, tens of microseconds each from Python) is what a training
+#     step takes: an LSTM language model of hidden size 256 waited for the host 4x longer than torch's step,
+#     which runs the sequence through cuDNN in a few calls. Where the hidden size is at most SEQ_MAX_HIDDEN,
+#     one launch runs a layer's whole sequence, forward or backward: block ``b`` owns batch row ``b`` and
+#     thread ``j`` hidden unit ``j``; the row's state stays in shared memory (``h``, or ``dh`` and the step's
+#     gate gradients) and registers (``c``, ``dc``), and the recurrent product is computed in the block, each
+#     thread's dot products reading a column of the recurrent weights (coalesced across the block's threads:
+#     the forward reads ``W_hh^T``, the backward ``W_hh``, both C-contiguous). The rows never meet, so no block
+#     waits for another. The input projection and the weight gradients stay one batched GEMM each, and the
+#     arithmetic and what is saved for the backward are the step kernels': the backward of either path takes
+#     the other's saved tensors. Every block reads the recurrent weights once per time step (1 MiB at hidden
+#     size 256, mostly from L2) where the step loop's GEMM reads them once per step for all rows: a block's step
+#     lasts at least as long as one multiprocessor takes to read them, which bounds the hidden size this suits.
+SEQ_MAX_HIDDEN = 256  # hidden sizes up to which a layer's sequence runs in one launch (tests lower it: 0, the steps)
+_SEQ_SHARED = 256  # the hidden size the kernels' shared arrays hold (fixed when compiled: SEQ_MAX_HIDDEN stays below)
+
+
+def _row_start(shared, s_src, r_src, b, j, H, zero):
+    """Thread ``j``'s start of batch row ``b``: unit ``j`` of ``s_src`` into ``shared``; returns that of ``r_src``
+    (``zero`` for the threads past the hidden units)."""
+    if j < H:
+        shared[j] = s_src[b * H + j]
+        return r_src[b * H + j]
+    return zero
+
+
+@functools.cache
+def _row_start_fn():
+    bind_numba_cuda(globals())
+    return cuda.jit(device=True)(_row_start)
+
+
+def _lstm_seq_fwd_py(acc):
+    """The whole sequence of an LSTM layer (Note [Whole-sequence LSTM kernels]): ``gates`` holds the input
+    projection of every step and becomes the activated i, f, g, o; writes ``out``, ``cells``, ``tcs``."""
+    bind_numba_cuda(globals())
+    _, get4, _, put4, sigmoid = _device_fns()
+    row_start = _row_start_fn()
+    M = _SEQ_SHARED
+
+    def lstm_seq_fwd(gates, bih, bhh, has_bias, wt, h0, c0, out, cells, tcs, T, B, H, reverse):
+        b = cuda.blockIdx.x
+        j = cuda.threadIdx.x
+        hs = cuda.shared.array(M, acc)
+        one = acc(1)
+        G = 4 * H
+        c = row_start(hs, h0, c0, b, j, H, acc(0))
+        cuda.syncthreads()
+        for s in range(T):
+            t = T - 1 - s if reverse else s
+            hn = acc(0)
+            if j < H:
+                gb = (t * B + b) * G + j
+                v0, v1, v2, v3 = get4(gates, gb, H)
+                if has_bias:
+                    b0, b1, b2, b3 = get4(bih, j, H)
+                    c0_, c1, c2, c3 = get4(bhh, j, H)
+                    v0, v1, v2, v3 = v0 + (b0 + c0_), v1 + (b1 + c1), v2 + (b2 + c2), v3 + (b3 + c3)
+                s0 = s1 = s2 = s3 = acc(0)
+                for k in range(H):
+                    hk = hs[k]
+                    w0, w1, w2, w3 = get4(wt, k * G + j, H)
+                    s0 += hk * w0
+                    s1 += hk * w1
+                    s2 += hk * w2
+                    s3 += hk * w3
+                i = sigmoid(v0 + s0, one)
+                f = sigmoid(v1 + s1, one)
+                g = math.tanh(v2 + s2)
+                o = sigmoid(v3 + s3, one)
+                c = f * c + i * g
+                tc = math.tanh(c)
+                put4(gates, gb, H, i, f, g, o)
+                oi = (t * B + b) * H + j
+                cells[oi] = c
+                tcs[oi] = tc
+                hn = o * tc
+                out[oi] = hn
+            cuda.syncthreads()  # every thread has read h_{t-1}
+            if j < H:
+                hs[j] = hn
+            cuda.syncthreads()
+
+    return lstm_seq_fwd
+
+
+def _lstm_seq_bwd_py(acc):
+    """The backward of :func:`_lstm_seq_fwd_py` over the whole sequence: writes the pre-activation gradients
+    ``dg`` of every step, and the gradients of ``h0`` and ``c0`` from ``g_h`` and ``g_c`` (those of h_n, c_n)."""
+    bind_numba_cuda(globals())
+    _, get4, _, put4, _ = _device_fns()
+    row_start = _row_start_fn()
+    M, M4 = _SEQ_SHARED, 4 * _SEQ_SHARED  # (constants: shared arrays' sizes are fixed when compiled)
+
+    def lstm_seq_bwd(gates, tcs, cells, c0, gout, g_h, g_c, w, dg, gh0, gc0, T, B, H, reverse):
+        b = cuda.blockIdx.x
+        j = cuda.threadIdx.x
+        dgs = cuda.shared.array(M4, acc)
+        dhs = cuda.shared.array(M, acc)
+        one = acc(1)
+        G = 4 * H
+        dc = row_start(dhs, g_h, g_c, b, j, H, acc(0))
+        cuda.syncthreads()
+        for s in range(T):
+            t = s if reverse else T - 1 - s  # the forward's steps, last first
+            p = t + 1 if reverse else t - 1  # the step before t in the forward's order
+            if j < H:
+                oi = (t * B + b) * H + j
+                gb = (t * B + b) * G + j
+                i, f, g, o = get4(gates, gb, H)
+                tt = tcs[oi]
+                dh = dhs[j] + gout[oi]
+                dct = dc + dh * o * (one - tt * tt)
+                cprev = c0[b * H + j] if p < 0 or p >= T else cells[(p * B + b) * H + j]
+                d0 = dct * g * i * (one - i)
+                d1 = dct * cprev * f * (one - f)
+                d2 = dct * i * (one - g * g)
+                d3 = dh * tt * o * (one - o)
+                put4(dg, gb, H, d0, d1, d2, d3)
+                put4(dgs, j, H, d0, d1, d2, d3)
+                dc = dct * f
+            cuda.syncthreads()  # the step's gate gradients are all in dgs
+            m = acc(0)
+            if j < H:
+                for r in range(G):
+                    m += dgs[r] * w[r * H + j]
+            cuda.syncthreads()  # every thread has read dgs
+            if j < H:
+                dhs[j] = m
+        if j < H:
+            gh0[b * H + j] = dhs[j]
+            gc0[b * H + j] = dc
+
+    return lstm_seq_bwd
+
+
 _TEMPLATES = {"lstm_fwd": _lstm_fwd_py, "lstm_bwd": _lstm_bwd_py, "gru_fwd": _gru_fwd_py, "gru_bwd": _gru_bwd_py,
-              "rnn_fwd": _rnn_fwd_py, "rnn_bwd": _rnn_bwd_py}
+              "rnn_fwd": _rnn_fwd_py, "rnn_bwd": _rnn_bwd_py, "lstm_seq_fwd": _lstm_seq_fwd_py,
+              "lstm_seq_bwd": _lstm_seq_bwd_py}
 
 
 @functools.cache
@@ -275,6 +414,22 @@ def _stepper(name: str, dtype, n: int, hw: _StepGemm, arrays: tuple):
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
+def _whole_sequence(nt: int, nb: int, H: int) -> bool:
+    """Whether an LSTM layer's sequence runs in one launch (Note [Whole-sequence LSTM kernels])."""
+    return nt > 0 and nb > 0 and 0 < H <= min(SEQ_MAX_HIDDEN, _SEQ_SHARED)
+
+
+def _launch_sequence(name: str, dtype, nb: int, H: int, *args) -> None:
+    """Launch whole-sequence kernel ``name``: a block per batch row, a thread per hidden unit (whole warps on a
+    GPU). The arguments are flat views of ``dtype`` and Python ints and bools: their dtypes key the launch."""
+    for a in args:
+        if a.__class__ is not int and a.__class__ is not bool and a.dtype != dtype:
+            raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {a.dtype}")
+    block = H if sim() else (H + 31) // 32 * 32
+    key = tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
+    launch_keyed(_kernel(name, np_name(dtype)), (nb, block, stream()), key, *args)
+
+
 class _StepGemm:
     """``h @ w`` of every step of a layer (Note [Step GEMMs]): ``h`` the ``(nb, K)`` C-contiguous rows at an
     element offset of a flat array, ``w`` a fixed ``(K, N)`` device array (any strides). A call with ``(flat, offset)``
@@ -377,14 +532,18 @@ def lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse):
     bih, bhh, has_bias = _bias_args(b_ih, b_hh, gates)
     n = nb * H
     f_gates, f_out, f_cells, f_tcs, f_c0, f_h0 = flat(gates), flat(out), flat(cells), flat(tcs), flat(c0), flat(h0)
-    hw = _StepGemm(mT(w_hh), nb, dtype)
-    step = _stepper("lstm_fwd", dtype, n, hw, (f_gates, bih, bhh, f_c0, f_cells, f_out, f_tcs))
-    for t in _steps(nt, reverse):
-        p = _prev(t, nt, reverse)
-        cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
-        _, f_gh = hw(f_h0, 0) if p is None else hw(f_out, p * n)
-        step(f_gates, t * 4 * n, f_gh, bih, bhh, has_bias, cprev, cpoff,
-              f_out, f_cells, f_tcs, t * n, H)
+    if _whole_sequence(nt, nb, H):  # Note [Whole-sequence LSTM kernels]
+        _launch_sequence("lstm_seq_fwd", dtype, nb, H, f_gates, bih, bhh, has_bias, flat(contig(mT(w_hh))), f_h0,
+                         f_c0, f_out, f_cells, f_tcs, nt, nb, H, bool(reverse))
+    else:
+        hw = _StepGemm(mT(w_hh), nb, dtype)
+        step = _stepper("lstm_fwd", dtype, n, hw, (f_gates, bih, bhh, f_c0, f_cells, f_out, f_tcs))
+        for t in _steps(nt, reverse):
+            p = _prev(t, nt, reverse)
+            cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
+            _, f_gh = hw(f_h0, 0) if p is None else hw(f_out, p * n)
+            step(f_gates, t * 4 * n, f_gh, bih, bhh, has_bias, cprev, cpoff,
+                 f_out, f_cells, f_tcs, t * n, H)
     if nt == 0:
         return out, _copy(h0), _copy(c0), gates, cells, tcs
     last = 0 if reverse else nt - 1
@@ -408,17 +567,23 @@ def lstm_layer_backward(g_out, g_h, g_c, x, h0, c0, w_ih, w_hh, out, gates, cell
     g_out, gates, cells, tcs = contig(g_out), contig(gates), contig(cells), contig(tcs)
     c0 = contig(c0)
     dg = backend.empty((nt, nb, 4 * H), dtype)
-    mm = contig(g_h)
-    dc = _copy(g_c)
-    f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
-    hw = _StepGemm(w_hh, nb, dtype)
-    f_mm = flat(mm)
-    step = _stepper("lstm_bwd", dtype, n, hw, (f_gates, f_tcs, f_c0, f_cells, f_mm, f_g_out, f_dc, f_dg))
-    for t in reversed(list(_steps(nt, reverse))):
-        p = _prev(t, nt, reverse)
-        cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
-        step(f_gates, t * 4 * n, f_tcs, cprev, cpoff, f_mm, f_g_out, t * n, f_dc, f_dg, H)
-        mm, f_mm = hw(f_dg, t * 4 * n)
+    if _whole_sequence(nt, nb, H):  # Note [Whole-sequence LSTM kernels]
+        mm, dc = backend.empty((nb, H), dtype), backend.empty((nb, H), dtype)
+        _launch_sequence("lstm_seq_bwd", dtype, nb, H, *(flat(a) for a in (gates, tcs, cells, c0, g_out)),
+                         flat(contig(g_h)), flat(contig(g_c)), flat(contig(w_hh)), flat(dg), flat(mm), flat(dc),
+                         nt, nb, H, bool(reverse))
+    else:
+        mm = contig(g_h)
+        dc = _copy(g_c)
+        f_gates, f_tcs, f_cells, f_c0, f_g_out, f_dc, f_dg = (flat(a) for a in (gates, tcs, cells, c0, g_out, dc, dg))
+        hw = _StepGemm(w_hh, nb, dtype)
+        f_mm = flat(mm)
+        step = _stepper("lstm_bwd", dtype, n, hw, (f_gates, f_tcs, f_c0, f_cells, f_mm, f_g_out, f_dc, f_dg))
+        for t in reversed(list(_steps(nt, reverse))):
+            p = _prev(t, nt, reverse)
+            cprev, cpoff = (f_c0, 0) if p is None else (f_cells, p * n)
+            step(f_gates, t * 4 * n, f_tcs, cprev, cpoff, f_mm, f_g_out, t * n, f_dc, f_dg, H)
+            mm, f_mm = hw(f_dg, t * 4 * n)
     gx = matmul(dg, w_ih)
     gw_ih, gw_hh, gb_ih, gb_hh = _weight_grads(dg, dg, x, _previous_states(contig(h0), out, reverse), has_bias)
     return gx, mm if nt else _copy(mm), dc, gw_ih, gw_hh, gb_ih, gb_hh
@@ -545,7 +710,9 @@ def ptx_cases(ndim: int = 2) -> list:
                 "gru_fwd": (a, i64, a, a, a, b, a, i64, a, i64, a, i64, i64, i64),
                 "gru_bwd": (a, i64, a, a, i64, a, a, a, a, i64, i64, i64),
                 "rnn_fwd": (a, i64, a, a, a, b, b, i64, i64),
-                "rnn_bwd": (a, i64, a, a, b, a, i64)}
+                "rnn_bwd": (a, i64, a, a, b, a, i64),
+                "lstm_seq_fwd": (a, a, a, b, a, a, a, a, a, a, i64, i64, i64, b),
+                "lstm_seq_bwd": (a, a, a, a, a, a, a, a, a, a, a, i64, i64, i64, b)}
         for name, sig in sigs.items():
             cases.append((f"rnn:{name}:{dn}", _TEMPLATES[name](np.dtype(dn).type), sig))
     return cases
