@@ -36,11 +36,11 @@ PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
-# STAGES picks stages by name (default: smoke host bench scale tests rest table1, about 450 s): smoke kernels probe
-# ktimes devtime profile host bench scale tests rest table1 paper nccl models extra
+# STAGES picks stages by name (default: smoke host bench scale lstm tests rest table1, about 500 s): smoke kernels
+# probe ktimes devtime profile host bench scale lstm tests rest table1 paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
-STAGES=" ${STAGES:-smoke host bench scale tests rest table1} "
+STAGES=" ${STAGES:-smoke host bench scale lstm tests rest table1} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 
 {
@@ -76,6 +76,11 @@ want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only
 # 1b. the seven models at their GPU sizes (train.GPU_MODELS), where the device's work counts, to the same file
 want scale && { timeout ${SCALE_LIMIT:-120} $PY benchmarks/gpu.py --quick --size gpu >> "$OUT/gpu_bench.txt" 2>&1
     echo "exit $?" >> "$OUT/gpu_bench.txt"; }
+
+# 1c. the device time of the LSTM LM's step, kernel by kernel, both libraries (the whole-sequence LSTM kernels, not
+# yet timed on a GPU, against cuDNN's RNN), to ktimes.txt
+want lstm && { timeout ${LSTM_LIMIT:-60} $PY tools/gpu_kernel_times.py model:train:lstm_lm >> "$OUT/ktimes.txt" 2>&1
+    echo "exit $?" >> "$OUT/ktimes.txt"; }
 
 # 2. the CUDA tier on the device (tests marked gpu run only here), compiling in parallel workers
 want tests && { timeout ${TEST_LIMIT:-180} $PY -m pytest -q -ra --tb=short -p no:cacheprovider -n "$WORKERS" \
