@@ -50,7 +50,8 @@ PHASES = ("forward", "backward", "optimizer")
 PHASE_COLOURS = {"forward": "#1f77b4", "backward": "#d62728", "optimizer": "#2ca02c"}
 # Operator families, coloured alike on the device row (first match of a substring of the name wins).
 FAMILIES = [("conv", "convolution", "#4c72b0"), ("norm", "batch norm", "#dd8452"), ("relu", "ReLU", "#55a868"),
-            ("hardtanh", "ReLU", "#55a868"), ("pool", "pooling", "#8172b3"), ("addmm", "linear / matmul", "#937860"),
+            ("hardtanh", "ReLU", "#55a868"), ("pool", "pooling", "#8172b3"), ("linear", "linear / matmul", "#937860"),
+            ("addmm", "linear / matmul", "#937860"),
             ("matmul", "linear / matmul", "#937860"), ("add", "add", "#c44e52"), ("entropy", "loss", "#da8bc3"),
             ("optimizer", "optimizer", "#bcbd22")]
 OTHER = ("other", "#8c8c8c")

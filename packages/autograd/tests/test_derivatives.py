@@ -154,6 +154,8 @@ CASES = {
     "dot": (lambda a, b: fl.dot(a, b), (t(3), t(3))),
     "outer": (lambda a, b: fl.outer(a, b), (t(3), t(2))),
     "addmm": (lambda c, a, b: fl.addmm(c, a, b, beta=0.5, alpha=2.0), (t(2), t(3, 4), t(4, 2))),
+    "linear": (lambda x, w, b: OPS["linear"].fn(x, w, b), (t(2, 3, 4), t(5, 4), t(5))),
+    "linear#matrix bias": (lambda x, w, b: OPS["linear"].fn(x, w, b), (t(3, 4), t(2, 4), t(3, 2))),
     "baddbmm": (lambda c, a, b: fl.baddbmm(c, a, b), (t(2, 3, 2), t(2, 3, 4), t(2, 4, 2))),
     "einsum": (lambda a, b: fl.einsum("ij,jk->ik", a, b), (t(2, 3), t(3, 2))),
     "einsum#reduce": (lambda a, b: fl.einsum("bij,bj->b", a, b), (t(2, 3, 4), t(2, 4))),

@@ -4,6 +4,7 @@ weights copied into ours), train/eval behaviour, options, reprs, and initial dis
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -71,6 +72,27 @@ def test_linear(dtype, bias, shape):
     _copy_params(o, t)
     _check(o, t, _arr(*shape, dtype=dtype), dtype=dtype)
     assert repr(o) == repr(t)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,b_shape", [
+    ((2, 3, 4), (5, 4), (3, 5)),  # a bias of more than one dim broadcasts to the result
+    ((2, 3, 4), (5, 4), (2, 1, 5)),
+    ((3, 4), (5, 4), (1,)),
+    ((4,), (5, 4), (5,)),
+    ((2, 3, 4), (4,), None),
+])
+def test_functional_linear_biases_and_shapes(x_shape, w_shape, b_shape):
+    arrays = [_arr(*x_shape), _arr(*w_shape)] + ([] if b_shape is None else [_arr(*b_shape)])
+    _check(F.linear, TF.linear, *arrays)
+
+
+def test_functional_linear_errors_are_torchs():
+    for args in (((2, 3, 3), (4, 5), None), ((2, 3), (4, 3), (5,)), ((2, 3, 3), (4, 3), (2, 2, 4))):
+        x, w, b = (None if s is None else _arr(*s) for s in args)
+        with pytest.raises(RuntimeError) as theirs:
+            TF.linear(*(torch.from_numpy(a) for a in (x, w, b) if a is not None))
+        with pytest.raises(RuntimeError, match=re.escape(str(theirs.value).splitlines()[0])):
+            F.linear(*(fl.from_numpy(a) for a in (x, w, b) if a is not None))
 
 
 def test_linear_init_distribution():

@@ -30,7 +30,7 @@ def test_layers_record_their_operators_forward_and_backward():
         nn.functional.cross_entropy(model(fl.randn(2, 1, 6, 6)), fl.tensor([0, 1])).backward()
     top = [e.name for e in prof.events() if e.cpu_parent is None]
     for name in ("flambeau::conv2d", "flambeau::batch_norm", "flambeau::relu", "flambeau::max_pool2d",
-                 "flambeau::addmm", "flambeau::cross_entropy"):
+                 "flambeau::linear", "flambeau::cross_entropy"):
         assert name in top, name
     children = {e.name.split(": ")[-1]: [c.name for c in e.cpu_children] for e in prof.events()
                 if e.kind == "autograd"}

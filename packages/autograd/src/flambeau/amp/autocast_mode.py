@@ -63,11 +63,11 @@ def _policy(**groups: str) -> dict:
 
 
 # torch's lists (aten/src/ATen/autocast_mode.{h,cpp}): CUDA uses the generic AT_FORALL_* lists, CPU its own.
-# Only names of flambeau operators; linear and bilinear are composites of addmm/matmul/mul here.
+# Only names of flambeau operators; bilinear is a composite of matmul/mul here (linear is an operator).
 _POLICIES = {
     "cuda": _policy(
         lower="conv1d conv2d conv_transpose1d conv_transpose2d convolution prelu addmm addmv matmul einsum mm mv "
-              "addbmm baddbmm bmm lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell scaled_dot_product_attention",
+              "linear addbmm baddbmm bmm lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell scaled_dot_product_attention",
         fp32="acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow softplus "
              "layer_norm group_norm nll_loss cross_entropy kl_div l1_loss smooth_l1_loss huber_loss mse_loss "
              "binary_cross_entropy_with_logits logsumexp upsample_nearest1d upsample_nearest2d "
@@ -77,7 +77,7 @@ _POLICIES = {
         banned="binary_cross_entropy",
     ),
     "cpu": _policy(
-        lower="conv1d conv2d bmm mm baddbmm addmm addbmm matmul conv_transpose1d conv_transpose2d prelu "
+        lower="conv1d conv2d bmm mm baddbmm addmm addbmm matmul linear conv_transpose1d conv_transpose2d prelu "
               "scaled_dot_product_attention",
         fp32="binary_cross_entropy prod trace mse_loss nll_loss smooth_l1_loss cross_entropy l1_loss huber_loss "
              "kl_div binary_cross_entropy_with_logits",

@@ -139,6 +139,14 @@ def _is_transposed(m) -> bool:
     return m.dim() == 2 and m.stride(0) == 1 and m.stride(1) == m.shape[0] and m.shape[0] > 1 and m.shape[1] > 1
 
 
+def _linear_weight_grad(g, x):
+    """``g2.T @ x2`` over the rows of ``g`` ``(*, out)`` and ``x`` ``(*, in)`` (their leading dims folded)."""
+    if g.ndim == 2:
+        return g.t().mm(x)
+    rows = math.prod(g.shape[:-1])
+    return g.reshape(rows, g.shape[-1]).t().mm(x.reshape(rows, x.shape[-1]))
+
+
 def _mm_grad(g, mat1, mat2, which: int):
     """Gradient of ``mat1 @ mat2`` w.r.t. ``mat1`` (``which=0``) or ``mat2`` (1), in that input's layout.
 
@@ -379,6 +387,11 @@ TABLE: dict[str, D] = {
                 "mat1": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 0), s.get("alpha", 1)),
                 "mat2": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 1), s.get("alpha", 1))},
                save=("mat1", "mat2")),
+    # Note [Linear as one operator]: the input's gradient is one product over its leading dims, the weight's
+    # one over the folded rows, the bias's the engine's reduction of g to its shape
+    "linear": D({"input": lambda g, s: g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight)),
+                 "weight": lambda g, s: _linear_weight_grad(g, _c(s.input)),
+                 "bias": lambda g, s: g}, save=("input", "weight")),
     "baddbmm": D({"input": lambda g, s: g * s.get("beta", 1),
                   "batch1": lambda g, s: s.get("alpha", 1) * (g @ s.batch2.mT),
                   "batch2": lambda g, s: s.get("alpha", 1) * (s.batch1.mT @ g)}, save=("batch1", "batch2")),

@@ -249,6 +249,19 @@ def _bilinear(fn):
     return rule
 
 
+def _linear_layer(op, inputs, attrs, outputs, tangents, names):
+    """Tangent of ``linear(x, w, b)``: ``linear(dx, w) + linear(x, dw) + db``."""
+    x, w = inputs[:2]
+    total = fl.zeros_like(outputs)
+    if 0 in tangents:
+        total = total + op.fn(tangents[0], w)
+    if 1 in tangents:
+        total = total + op.fn(x, tangents[1])
+    if 2 in tangents and tangents[2] is not None:
+        total = total + tangents[2]
+    return total
+
+
 def _addmm_like(mul):
     def rule(op, inputs, attrs, outputs, tangents, names):
         c, a, b = inputs[:3]
@@ -416,7 +429,7 @@ TANGENTS: dict = {
     "median": _select_by_indices, "mode": _select_by_indices,
     "matmul": _bilinear(fl.matmul), "mm": _bilinear(fl.mm), "bmm": _bilinear(fl.bmm), "mv": _bilinear(fl.mv),
     "dot": _bilinear(fl.dot), "outer": _bilinear(fl.outer),
-    "addmm": _addmm_like(fl.mm), "baddbmm": _addmm_like(fl.bmm), "einsum": _einsum,
+    "addmm": _addmm_like(fl.mm), "baddbmm": _addmm_like(fl.bmm), "einsum": _einsum, "linear": _linear_layer,
     "softmax": _softmax, "log_softmax": _log_softmax, "logsumexp": _logsumexp,
     "max": _select_by_indices, "min": _select_by_indices, "sort": _select_by_indices, "topk": _select_by_indices,
 }

@@ -567,6 +567,15 @@ def _addmm(op, fn, level, args, kwargs):
     return prod if beta == 0 else _scaled(c, beta) + prod
 
 
+@rule("linear")
+def _linear(op, fn, level, args, kwargs):
+    """``input @ weight.mT + bias`` of the logical tensors (Note [Linear as one operator] in tensor-core)."""
+    ba = bound(fn, args, kwargs)
+    x, w, b = ba.arguments["input"], ba.arguments["weight"], ba.arguments["bias"]
+    out = _call("matmul", x, _call("t", w))
+    return out if b is None else _call("add", out, b)
+
+
 @rule("einsum")
 def _einsum(op, fn, level, args, kwargs):
     equation, operands = args[0], list(args[1:])

@@ -19,8 +19,8 @@ __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize",
            "cosine_similarity", "pairwise_distance"]
 
-_addmm = fl.addmm
 _matmul = fl.matmul
+_linear = get_op("linear").fn
 _pad = get_op("pad").fn
 _one_hot = get_op("one_hot").fn
 _dropout = fl.dropout
@@ -37,16 +37,11 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     Returns:
         ``(*, out_features)``.
     """
-    if input.ndim == 2 and weight.ndim == 2:
-        if bias is not None:
-            return _addmm(bias, input, weight.t())
-        return _matmul(input, weight.t())
-    if input.ndim > 2 and weight.ndim == 2:
-        # (*, in) as one (rows, in) matrix: one GEMM with the bias fused, and mm's backward
-        # (a single weight-gradient product) instead of a batched one summed over the batch.
-        rows = math.prod(input.shape[:-1])
-        out = linear(input.reshape(rows, input.shape[-1]), weight, bias)
-        return out.view(*input.shape[:-1], weight.shape[0])
+    if input.ndim >= 2 and weight.ndim == 2 and (bias is None or bias.ndim <= 1 or input.ndim == 2):
+        # one operator: (*, in) folded into the rows of one GEMM with the bias fused, one autograd node
+        # (Note [Linear as one operator] in flambeau-tensor-core)
+        return _linear(input, weight, bias)
+    # a 1-D input or weight, or a bias of more than one dim, which broadcasts to the product as torch's does
     out = _matmul(input, weight.t() if weight.ndim == 2 else weight)
     return out if bias is None else out + bias
 

@@ -195,6 +195,16 @@ def addmm(input, a, b, beta, alpha):
     return _axpby(input, matmul(a, b), beta, alpha)
 
 
+@kernel("linear", "cpu")
+@_through_float32
+def linear(x, w, b):
+    """``x @ w.T + b``: the leading dims of ``x`` folded into the rows of one GEMM, the bias added to them as
+    addmm adds its ``input`` (Note [Linear as one operator])."""
+    shape = (*x.shape[:-1], w.shape[0])
+    x2 = x.reshape(-1, x.shape[-1]) if x.shape[-1] else np.zeros((math.prod(x.shape[:-1]), 0), x.dtype)
+    return (matmul(x2, w.T) if b is None else addmm(b, x2, w.T, 1, 1)).reshape(shape)
+
+
 @kernel("addbmm", "cpu")
 @_through_float32
 def addbmm(input, a, b, beta, alpha):

@@ -564,6 +564,24 @@ def addmm(input, a, b, beta, alpha):
     return _add_product(input, a, b, beta, alpha, False)
 
 
+@kernel("linear", "cuda")
+def linear(x, w, b):
+    """``x @ w.T + b`` in one GEMM over the rows of ``x``'s folded leading dims (a strided ``x`` is copied
+    contiguous first), the bias in its epilogue as addmm's ``input`` (Note [Linear as one operator])."""
+    out_f, k = w.shape
+    sw = _est(w)
+    wt = _view(w, (k, out_f), (sw[1], sw[0]))
+    if x.ndim == 2:  # (a strided x too: the GEMM reads it as it is)
+        return matmul(x, wt) if b is None else _add_product(b, x, wt, 1, 1, False)
+    shape = (*x.shape[:-1], out_f)
+    rows = math.prod(x.shape[:-1])
+    if not be().is_c_contiguous(x):
+        x = contiguous(x)
+    x2 = _view(x, (rows, k), (k, 1))
+    p = matmul(x2, wt) if b is None else _add_product(b, x2, wt, 1, 1, False)
+    return _view(p, shape, c_elem_strides(shape))
+
+
 @kernel("addbmm", "cuda")
 def addbmm(input, a, b, beta, alpha):
     """``beta * input + alpha * sum_i a[i] @ b[i]``: the GEMM sums the batches in its K loop."""
