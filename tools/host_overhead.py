@@ -34,6 +34,7 @@ import itertools
 import pathlib
 import pstats
 import sys
+import threading
 import time
 
 import numpy as np
@@ -288,13 +289,15 @@ def ffi_call_us() -> None:
         via_ctypes = ctypes.CDLL(lib_path).cuLaunchKernel
         via_ctypes.restype = ctypes.c_int
         via_ctypes.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        plan = _direct.Plan.__new__(_direct.Plan)
-        plan.nbytes, plan._local = 64, __import__("threading").local()
-        _, extra = plan.slot()
+
+        def extra_of_a_plan():  # the ``extra`` argument of a 64-byte parameter buffer, as launches pass it
+            plan = _direct.Plan.__new__(_direct.Plan)
+            plan.nbytes, plan._local = 64, threading.local()
+            return plan.slot()[1]
+
+        extra = extra_of_a_plan()
         _direct._FFI[:] = [None]  # a ctypes slot for the ctypes call
-        plan_c = _direct.Plan.__new__(_direct.Plan)
-        plan_c.nbytes, plan_c._local = 64, __import__("threading").local()
-        _, extra_c = plan_c.slot()
+        extra_c = extra_of_a_plan()
         _direct._FFI[:] = [ffi]
         for name, fn, x in (("cffi", via_cffi, extra), ("ctypes", via_ctypes, extra_c)):
             call = functools.partial(fn, 0x7F00DEADBEEF, 100, 1, 1, 256, 1, 1, 0, 0x7F0012345678, 0, x)

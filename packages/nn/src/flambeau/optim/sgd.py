@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import flambeau as fl
 from flambeau import Tensor
 from flambeau._sparse import _linear_index
@@ -86,7 +84,7 @@ class SGD(Optimizer):
                     bufs.append(self.state[p].get("momentum_buffer"))
         # the first step makes the momentum buffers (Note [Optimizer state in a memory pool of its own])
         new = [p for p, buf in zip(params, bufs) if buf is None] if use_momentum else ()
-        with state_memory(self, new) if new else contextlib.nullcontext():
+        with state_memory(self, new):
             sgd(params, grads, bufs, weight_decay=group["weight_decay"], momentum=group["momentum"], lr=group["lr"],
                 dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
                 fused=group["fused"])

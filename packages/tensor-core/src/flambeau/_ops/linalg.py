@@ -56,6 +56,13 @@ def _same_dtype(a: Tensor, b: Tensor) -> None:
                            f"{_C_NAME[b.dtype]}")
 
 
+def _same_dtype_as_addend(addend: Tensor, mat: Tensor) -> None:
+    """torch's message for the added tensor of addmm and its relatives (linear's bias) of another dtype."""
+    if addend.dtype is not mat.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {addend.dtype.scalar_name} and "
+                           f"{mat.dtype.scalar_name}")
+
+
 def _no_bool(name: str, d) -> None:
     if d is dt.bool:
         raise RuntimeError(f'"{name}" not implemented for \'Bool\'')
@@ -317,9 +324,7 @@ def _add_product_op(signature: str, check, shape_of, doc: str):
         for t, arg in zip((input, a, b), argnames):
             check_tensor(t, arg, name)
         check(a, b)
-        if input.dtype is not a.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got {input.dtype.scalar_name} and "
-                               f"{a.dtype.scalar_name}")
+        _same_dtype_as_addend(input, a)
         target = shape_of(a, b)
         _check_expandable(input.shape, target)
         dev = common_device(input, a, b)
@@ -388,9 +393,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     _same_dtype(input, weight)
     _no_bool("addmm_impl_cpu_", input.dtype)
     if bias is not None:
-        if bias.dtype is not input.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got {bias.dtype.scalar_name} and "
-                               f"{input.dtype.scalar_name}")
+        _same_dtype_as_addend(bias, input)
         if bias.ndim > 1 and input.ndim > 2:
             raise RuntimeError(f"linear: expected a bias of at most one dim for an input of {input.ndim} dims, got "
                                f"bias of size {list(bias.shape)}")

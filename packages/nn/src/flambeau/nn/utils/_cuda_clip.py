@@ -205,10 +205,14 @@ def _fusable(grads) -> np.dtype | None:
     return dtype
 
 
-def _table(grads) -> tuple:
-    """``((table, sizes, chunk_row, chunk_start), chunks)`` of the multi-tensor kernels: one address per row."""
+def _addresses(grads) -> list:
     be = _backends.backend("cuda")
-    return mt.chunk_table([be.data_ptr(g._data) for g in grads], [g._data.size for g in grads], 1, be)
+    return [be.data_ptr(g._data) for g in grads]
+
+
+def _table(grads, addresses: list) -> tuple:
+    """``((table, sizes, chunk_row, chunk_start), chunks)`` of the multi-tensor kernels: one address per row."""
+    return mt.chunk_table(addresses, [g._data.size for g in grads], 1, _backends.backend("cuda"))
 
 
 def fused_total_norm(grads: list, norm_type: float):
@@ -236,7 +240,7 @@ def fused_total_norm(grads: list, norm_type: float):
             first += n
         _kernel("finish", name, _SIM_BLOCK)[1, _SIM_BLOCK, stream](partial, first, out, is_max)
         return total
-    arrays, chunks = _table(grads)
+    arrays, chunks = _table(grads, _addresses(grads))
     partial = be.empty((max(chunks, 1),), dtype)
     if chunks:
         _kernel("partials_multi", name, _BLOCK)[chunks, _BLOCK, stream](*arrays, partial, is_max)
@@ -253,8 +257,9 @@ def fused_scale_(grads: list, max_norm: float, total) -> bool:
     if dtype is None or total.device != grads[0].device or total._data.dtype != dtype or total.numel() != 1:
         return False
     be = _backends.backend("cuda")
-    ptrs = [be.data_ptr(g._data) for g in grads if g._data.size]
-    if len(set(ptrs)) != len(ptrs):  # one gradient listed twice: scaled twice, as mul_ would, not by racing blocks
+    addresses = _addresses(grads)
+    live = [a for a, g in zip(addresses, grads) if g._data.size]
+    if len(set(live)) != len(live):  # one gradient listed twice: scaled twice, as mul_ would, not by racing blocks
         return False
     stream = mt._stream()
     scalar = np.dtype(dtype).type
@@ -266,7 +271,7 @@ def fused_scale_(grads: list, max_norm: float, total) -> bool:
                 n = g._data.size
                 _kernel("scale_each", name, _SIM_BLOCK)[min(2, n), _SIM_BLOCK, stream](be.flat_view(g._data), *args)
     else:
-        arrays, chunks = _table(grads)
+        arrays, chunks = _table(grads, addresses)
         if chunks:
             _kernel("scale_multi", name, _BLOCK)[chunks, _BLOCK, stream](*arrays, *args)
     for g in grads:

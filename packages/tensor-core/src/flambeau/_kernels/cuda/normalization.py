@@ -440,13 +440,12 @@ def _copied(a, t) -> bool:
 
 def _vec_t(a, t):
     """``a`` as a 1-D contiguous array of dtype ``t`` for a launch (its flat view when it is one: writes go
-    through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU), or a dummy of one element if None.
-    Idempotent: the ops convert a weight once and hand it to several launchers, which convert again."""
-    if a.__class__ is FlatArg:
+    through; Note [Direct kernel launches]'s ``FlatArg`` on a GPU); None stays None (:func:`_vec_or` gives
+    launches a stand-in). Idempotent: the ops convert a weight once and hand it to several launchers, which
+    convert again."""
+    if a is None or a.__class__ is FlatArg:
         return a
     backend = be()
-    if a is None:
-        return backend.empty((1,), t)
     if not _copied(a, t):
         return backend.flat_arg(a)
     out = backend.empty(a.shape, t)
@@ -604,11 +603,11 @@ def batch_norm(x, running_mean, running_var, weight, bias, training, momentum, e
     t = xc.dtype
     if x.size == 0:
         return be().empty(x.shape, x.dtype), _zeros((C,), t), _zeros((C,), t)
-    w = None if weight is None else _vec_t(weight, t)
-    b = None if bias is None else _vec_t(bias, t)
+    w = _vec_t(weight, t)
+    b = _vec_t(bias, t)
     if training:
-        rm = None if running_mean is None else _vec_t(running_mean, t)
-        rv = None if running_var is None else _vec_t(running_var, t)
+        rm = _vec_t(running_mean, t)
+        rv = _vec_t(running_var, t)
         mean, invstd = _stats(xc, C, (N * L, L, C * L, L), eps, t,
                               None if rm is None and rv is None else (rm, rv, momentum))
         for orig, upd in ((running_mean, rm), (running_var, rv)):
@@ -633,7 +632,7 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, mask)
         return empty
     xc, gc, t, back = inputs
     mean, invstd = _vec_t(save_mean, t), _vec_t(save_invstd, t)
-    w = None if weight is None else _vec_t(weight, t)
+    w = _vec_t(weight, t)
     s1 = s2 = None
     if mask[1] or mask[2] or (mask[0] and training):  # sum(g), sum(g * xhat) per channel
         s1, s2 = _grad_sums(gc, xc, mean, invstd, None, C, (N * L, L, C * L, L), (N * L, 0, 1), (1, 1, 1, 0), t)
@@ -673,7 +672,7 @@ def layer_norm_backward(grad, x, k, mean, rstd, weight, mask):
         return empty
     xc, gc, t, back = inputs
     mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
-    w = None if weight is None else _vec_t(weight, t)
+    w = _vec_t(weight, t)
     dx = dw = db = None
     if mask[0]:
         s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (n, n, 0, n), (n, 0, 1), (1, n, 1, 0), t)
@@ -696,8 +695,8 @@ def group_norm(x, groups, weight, bias, eps):
     K = (C // groups) * L
     rows = N * groups
     mean, rstd = _stats(xc, rows, (K, K, 0, K), eps, t)
-    w = None if weight is None else _vec_t(weight, t)
-    b = None if bias is None else _vec_t(bias, t)
+    w = _vec_t(weight, t)
+    b = _vec_t(bias, t)
     out = _affine(xc, mean, rstd, w, b, (K, rows, L, C), t)
     return cast_back(out, back), _shaped(mean, (N, groups)), _shaped(rstd, (N, groups))
 
@@ -713,7 +712,7 @@ def group_norm_backward(grad, x, groups, mean, rstd, weight, mask):
     K = per * L
     rows = N * groups
     mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
-    w = None if weight is None else _vec_t(weight, t)
+    w = _vec_t(weight, t)
     dx = dw = db = None
     if mask[0]:
         s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (K, K, 0, K), (K, 0, 1), (L, per, groups, per), t)

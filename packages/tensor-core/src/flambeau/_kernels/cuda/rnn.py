@@ -391,23 +391,18 @@ def _stepper(name: str, dtype, n: int, hw: _StepGemm, arrays: tuple):
     kernel = _kernel(name, np_name(dtype))
     grid, block = launch_1d(n)
     config = (grid, block, stream())
-
-    def key_of(args) -> tuple:
-        return tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
-
     if hw.flat_out is None:
         def launch(*args) -> None:
-            launch_keyed(kernel, config, key_of(args), *args, n)
+            launch_keyed(kernel, config, _launch_key(args), *args, n)
 
         return launch
-    for a in (*arrays, hw.flat_out):
-        if a.dtype != dtype:  # (the fronts check this: a kernel's keys must not rest on it unchecked)
-            raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {a.dtype}")
+    # (the fronts check the dtypes: a kernel's keys must not rest on that unchecked)
+    _check_dtypes(name, dtype, [a.dtype for a in (*arrays, hw.flat_out)])
     keys: list = []
 
     def launch_fixed(*args) -> None:
         if not keys:
-            keys.append(key_of(args))
+            keys.append(_launch_key(args))
         launch_keyed(kernel, config, keys[0], *args, n)
 
     return launch_fixed
@@ -422,12 +417,23 @@ def _whole_sequence(nt: int, nb: int, H: int) -> bool:
 def _launch_sequence(name: str, dtype, nb: int, H: int, *args) -> None:
     """Launch whole-sequence kernel ``name``: a block per batch row, a thread per hidden unit (whole warps on a
     GPU). The arguments are flat views of ``dtype`` and Python ints and bools: their dtypes key the launch."""
-    for a in args:
-        if a.__class__ is not int and a.__class__ is not bool and a.dtype != dtype:
-            raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {a.dtype}")
+    key = _launch_key(args)
+    _check_dtypes(name, dtype, key)
     block = H if sim() else (H + 31) // 32 * 32
-    key = tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
     launch_keyed(_kernel(name, np_name(dtype)), (nb, block, stream()), key, *args)
+
+
+def _launch_key(args) -> tuple:
+    """The launch key of a recurrent kernel's arguments (flat views, Python ints and bools, in an order the
+    kernel fixes): the arrays' dtypes."""
+    return tuple([a.dtype for a in args if a.__class__ is not int and a.__class__ is not bool])
+
+
+def _check_dtypes(name: str, dtype, dtypes) -> None:
+    """RuntimeError unless every one of ``dtypes`` (a launch's arrays') is ``dtype``."""
+    for d in dtypes:
+        if d != dtype:
+            raise RuntimeError(f"{name}: expected arrays of {np.dtype(dtype)}, got one of {d}")
 
 
 class _StepGemm:
