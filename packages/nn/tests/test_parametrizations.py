@@ -207,8 +207,10 @@ def test_householder_product_matches_torch(shape):
     g = RNG.standard_normal(shape)
     q.backward(fl.from_numpy(g))
     tq.backward(torch.from_numpy(g))
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-11)
-    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-10, atol=1e-11)
+    # rounding differs from LAPACK's by up to ~3e-10 of the gradient's largest entry (300 random draws), so small
+    # entries are compared against that scale, not their own
+    for ours, ref in ((x.grad, tx.grad), (t.grad, tt.grad)):
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-10, atol=1e-9 * np.abs(ref.numpy()).max())
 
 
 @pytest.mark.parametrize("n,norm", [(1, 0.3), (3, 0.1), (6, 2.0), (10, 9.0), (20, 40.0)])

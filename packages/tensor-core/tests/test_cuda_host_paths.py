@@ -583,4 +583,13 @@ def test_optimizer_state_lives_in_a_pool_of_its_own():
                 assert len(state_pools) == 1 and (0, 0) not in state_pools, state_pools
                 pools.append(state_pools.pop())
         assert len(set(pools)) == 2, pools  # one pool per optimizer
+
+        # inside a pool of the caller's the state goes there, as every allocation of the step does (and torch's)
+        mine = fl.cuda.MemPool()
+        model = fl.nn.Linear(300, 200).to("cuda")
+        opt = fl.optim.Adam(model.parameters())
+        model(fl.empty(8, 300, device="cuda")).sum().backward()
+        with fl.cuda.use_mem_pool(mine):
+            opt.step()
+        assert {pool_of(opt.state[p][k]) for p in model.parameters() for k in ("exp_avg", "exp_avg_sq")} == {mine.id}
     """, caching_allocator=True)

@@ -236,6 +236,7 @@ def _record_columns(monkeypatch) -> list:
         return kernel(name, acc, mode, two, tile)
 
     monkeypatch.setattr(reduction, "columns_kernel", recording)
+    monkeypatch.setattr(reduction, "_PLANS", {})  # plans made before kept their kernels: Note [Reduction plans]
     return modes
 
 
@@ -284,6 +285,7 @@ def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
     ci, di = _pair(RNG.integers(-3, 4, (70, 3)))
     for bound, want in ((6, [(2, 2), (2, 1)]), (3, [(2, 1)])):
         monkeypatch.setattr(_launch, "MAX_PARTIALS", bound)
+        reduction._PLANS.clear()  # (a plan keeps the split it was made with)
         grids.clear()
         _same(d.sum(0), c.sum(0))
         assert grids == want, (bound, grids)  # 2 tiles of 2 columns; 2 parts, then 1 (5 without the bound)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 
 import flambeau as fl
+from flambeau._ops import OPS
+from flambeau.autograd._formulas_norm import _fused
 from flambeau.autograd._opnode import Derivative as D
 
 __all__ = ["TABLE"]
@@ -139,6 +141,24 @@ def _is_transposed(m) -> bool:
     return m.dim() == 2 and m.stride(0) == 1 and m.stride(1) == m.shape[0] and m.shape[0] > 1 and m.shape[1] > 1
 
 
+def _linear(name):
+    """The formula of ``linear``'s ``name`` (Note [Linear as one operator]): its part of one ``linear_backward``
+    call for all three gradients; differentiable products under ``create_graph``. A bias other than a
+    ``(out,)`` vector (a matrix bias of a 2-D input) gets ``g``, which the engine reduces to its shape."""
+    def formula(g, s):
+        metas = s._node._metas  # (shape, dtype, device) of each tensor input: read directly, once
+        bias = metas.get("bias")
+        plain_bias = bias is not None and len(bias[0]) == 1 and bias[0][0] == metas["weight"][0][0]
+        if name == "bias" and not plain_bias:
+            return g
+        if fl.is_grad_enabled():
+            if name == "input":
+                return g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight))
+            return _linear_weight_grad(g, _c(s.input)) if name == "weight" else g
+        return _fused(g, s, name, lambda mask: OPS["linear_backward"].fn(g, s.input, s.weight, mask), plain_bias)
+    return formula
+
+
 def _linear_weight_grad(g, x):
     """``g2.T @ x2`` over the rows of ``g`` ``(*, out)`` and ``x`` ``(*, in)`` (their leading dims folded)."""
     if g.ndim == 2:
@@ -260,8 +280,9 @@ def _relu_grad(g, s):
 
 TABLE: dict[str, D] = {
     # --- arithmetic -----------------------------------------------------------------------------
-    "add": D({"input": lambda g, s: g, "other": lambda g, s: g * s.get("alpha", 1)}),
-    "sub": D({"input": lambda g, s: g, "other": lambda g, s: -g * s.get("alpha", 1)}),
+    # (alpha 1: ``other`` gets ``g`` itself, as torch's maybe_multiply gives it; no pass over g)
+    "add": D({"input": lambda g, s: g, "other": lambda g, s: _scaled(g, s.get("alpha", 1))}),
+    "sub": D({"input": lambda g, s: g, "other": lambda g, s: _scaled(-g, s.get("alpha", 1))}),
     "mul": D({"input": lambda g, s: g * _c(s.other), "other": lambda g, s: g * _c(s.input)}, save=("input", "other")),
     "div": D({"input": lambda g, s: g / _c(s.other) if s.get("rounding_mode") is None else g * 0,
               "other": lambda g, s: -g * _c(s.input / (s.other * s.other)) if s.get("rounding_mode") is None
@@ -387,11 +408,8 @@ TABLE: dict[str, D] = {
                 "mat1": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 0), s.get("alpha", 1)),
                 "mat2": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 1), s.get("alpha", 1))},
                save=("mat1", "mat2")),
-    # Note [Linear as one operator]: the input's gradient is one product over its leading dims, the weight's
-    # one over the folded rows, the bias's the engine's reduction of g to its shape
-    "linear": D({"input": lambda g, s: g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight)),
-                 "weight": lambda g, s: _linear_weight_grad(g, _c(s.input)),
-                 "bias": lambda g, s: g}, save=("input", "weight")),
+    "linear": D({"input": _linear("input"), "weight": _linear("weight"), "bias": _linear("bias")},
+                save=("input", "weight")),
     "baddbmm": D({"input": lambda g, s: g * s.get("beta", 1),
                   "batch1": lambda g, s: s.get("alpha", 1) * (g @ s.batch2.mT),
                   "batch2": lambda g, s: s.get("alpha", 1) * (s.batch1.mT @ g)}, save=("batch1", "batch2")),

@@ -33,13 +33,16 @@ def _needed(node) -> tuple:
     return tuple(need.get(n, False) for n in _NAMES)
 
 
-def _fused(g, s, name: str, compute):
-    """``name``'s part of ``compute(mask) -> (dx, dw, db)``, run once per node and incoming gradient."""
+def _fused(g, s, name: str, compute, fused_bias: bool = True):
+    """``name``'s part of ``compute(mask) -> (dx, dw, db)``, run once per node and incoming gradient
+    (``fused_bias`` False: the bias's formula does not ask for its part, which ``compute`` then skips)."""
     node = s._node
     values = node._values
     entry = values.get("_fused_grads")
     if entry is None or entry[0] is not g:
         mask = _needed(node)
+        if not fused_bias:
+            mask = (mask[0], mask[1], False)
         entry = (g, compute(mask), max(i for i, m in enumerate(mask) if m))
         values["_fused_grads"] = entry
     i = _NAMES.index(name)

@@ -17,7 +17,9 @@ Note [Optimizer state in a memory pool of its own]
     optimizer does; state tensors still referenced then keep their memory until they are freed.
 
     Without flambeau-cuda-alloc's caching allocator there are no pools, and the state comes from the
-    device's allocator as any tensor does. CPU parameters are not concerned.
+    device's allocator as any tensor does. CPU parameters are not concerned. Where the step runs inside a
+    pool of the caller's (``use_mem_pool``, ``MemPoolContext``) on the parameter's device, the state goes
+    to that pool, as every other allocation there does: the caller chose where the step's memory lives.
 """
 
 from __future__ import annotations
@@ -46,11 +48,20 @@ def state_memory(optimizer, params) -> contextlib.AbstractContextManager:
         pools = _POOLS[optimizer] = {}
     stack = contextlib.ExitStack()
     for index in sorted(indices):
+        if _in_callers_pool(index):
+            continue
         if index not in pools:
             pools[index] = _new_pool(index)
         if pools[index] is not None:
             stack.enter_context(fl.cuda.use_mem_pool(pools[index], index))
     return stack
+
+
+def _in_callers_pool(index: int) -> bool:
+    """Whether the calling thread allocates from a memory pool on CUDA device ``index`` already (the caching
+    allocator's ``current_pool``)."""
+    current = getattr(fl.cuda.get_allocator(index), "current_pool", None)
+    return current is not None and current() is not None
 
 
 def _new_pool(index: int):

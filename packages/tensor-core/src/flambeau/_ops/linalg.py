@@ -10,6 +10,9 @@ Kernel convention (every device; arrays in, array out):
     addmm, addmv, baddbmm, addbmm: ``kernel(input, a, b, beta, alpha) -> array``.
     linear: ``kernel(input, weight, bias) -> array``: ``input`` ``(*, in)`` (any strides), ``weight``
         ``(out, in)``, ``bias`` None or broadcastable to the ``(rows, out)`` matrix of the result.
+    linear_backward: ``kernel(grad, input, weight, output_mask) -> (grad_input, grad_weight, grad_bias)``:
+        ``grad`` ``(*, out)`` and ``input`` ``(*, in)`` of one leading shape (any strides), ``weight``
+        ``(out, in)``; ``grad_bias`` is ``(out,)``; None where ``output_mask`` is False.
     einsum: ``kernel(equation, *arrays) -> array``; tensordot: ``kernel(a, b, axes_a, axes_b)``.
     trace: ``kernel(a) -> 0-dim array``; diag: ``kernel(a, diagonal) -> array`` (a copy);
     diagonal: ``kernel(a, offset, dim1, dim2) -> writable view``; diag_embed: ``kernel(a,
@@ -406,6 +409,45 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out
 
 
+LINEAR_BACKWARD = declare("linear_backward(Tensor grad_output, Tensor input, Tensor weight, bool[3] output_mask) "
+                          "-> (Tensor, Tensor, Tensor)", category="linalg", method=False, function=False,
+                          differentiable=False)
+
+
+@LINEAR_BACKWARD.front
+def linear_backward(grad_output: Tensor, input: Tensor, weight: Tensor, output_mask=(True, True, True)) -> tuple:
+    """Gradients of :func:`linear` w.r.t. ``input``, ``weight`` and a ``(out,)`` bias, in one operator call
+    (Note [Linear as one operator]; not differentiable: double backward goes through differentiable products).
+
+    Args:
+        grad_output: ``(*, out)``, the gradient of linear's result.
+        input: ``(*, in)`` with ``grad_output``'s leading dims.
+        weight: ``(out, in)``.
+        output_mask: which of the three gradients to compute.
+
+    Returns:
+        ``(grad_input (*, in), grad_weight (out, in), grad_bias (out,))``, None where ``output_mask`` is False;
+        all of ``input``'s dtype.
+    """
+    op = "linear_backward"
+    for t, name in ((grad_output, "grad_output"), (input, "input"), (weight, "weight")):
+        check_tensor(t, name, op)
+        if t.dtype is not input.dtype or not t.dtype.is_floating_point:
+            raise RuntimeError(f"{op}(): expected {name} of input's floating point dtype {input.dtype}, got "
+                               f"{t.dtype}")
+    if weight.ndim != 2 or input.ndim < 2 or input.shape[-1] != weight.shape[1] \
+            or tuple(grad_output.shape) != (*input.shape[:-1], weight.shape[0]):
+        raise RuntimeError(f"{op}(): expected input (*, in), weight (out, in) and grad_output (*, out) with input's "
+                           f"leading dims, got input {list(input.shape)}, weight {list(weight.shape)} and "
+                           f"grad_output {list(grad_output.shape)}")
+    mask = tuple(bool(m) for m in output_mask)
+    if len(mask) != 3:
+        raise RuntimeError(f"{op}(): expected output_mask of 3 booleans, got {list(output_mask)}")
+    dev = common_device(grad_output, input, weight)
+    res = LINEAR_BACKWARD.kernel(dev.type)(grad_output._data, input._data, weight._data, mask)
+    return tuple(None if r is None else _wrap(r, dev) for r in res)
+
+
 # --- einsum, tensordot -----------------------------------------------------------------------------
 EINSUM = declare("einsum(str equation, Tensor[] tensors) -> Tensor", category="linalg", method=False)
 
@@ -584,6 +626,17 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 
 
 # --- sample inputs (Note [Sample inputs] in _registry) -------------------------------------------------
+def _linear_backward_reference(grad_output, input, weight, output_mask):
+    """torch's gradients of ``linear(input, weight, bias)`` for ``grad_output`` (its autograd: an independent
+    reference), None where ``output_mask`` is False."""
+    import torch
+
+    x, w = input.detach().requires_grad_(), weight.detach().requires_grad_()
+    b = torch.zeros(weight.shape[0], dtype=weight.dtype, requires_grad=True)
+    grads = torch.autograd.grad(torch.nn.functional.linear(x, w, b), (x, w, b), grad_output)
+    return tuple(g if m else None for g, m in zip(grads, output_mask))
+
+
 def _declare_samples():
     from flambeau._ops._registry import OPS
     from flambeau._ops._samples import FLOAT, FLOAT_INT, cases
@@ -613,6 +666,16 @@ def _declare_samples():
         lambda mk, mki: S(mk((3, 4), noncontiguous=True), mk((5, 4))).named("strided matrix"),
         lambda mk, mki: S(mk((3, 4)), mk((5, 4), noncontiguous=True), mk((3, 5))).named("matrix bias"),
         lambda mk, mki: S(mk((2, 0, 4)), mk((3, 4)), mk((3,))).named("empty"), dtypes=FLOAT_INT)
+    everything = (True, True, True)
+    add("linear_backward", lambda mk, mki: S(mk((3, 5)), mk((3, 4)), mk((5, 4)), everything),
+        lambda mk, mki: S(mk((2, 3, 5)), mk((2, 3, 4)), mk((5, 4)), everything).named("3-d"),
+        lambda mk, mki: S(mk((2, 3, 5), noncontiguous=True), mk((2, 3, 4), noncontiguous=True),
+                          mk((5, 4), noncontiguous=True), everything).named("strided"),
+        lambda mk, mki: S(mk((3, 5), noncontiguous=True), mk((3, 4), noncontiguous=True), mk((5, 4)),
+                          (True, False, True)).named("strided matrices, no weight"),
+        lambda mk, mki: S(mk((2, 3, 5)), mk((2, 3, 4)), mk((5, 4)), (False, True, False)).named("weight only"),
+        lambda mk, mki: S(mk((2, 0, 5)), mk((2, 0, 4)), mk((5, 4)), everything).named("no rows"),
+        ref=_linear_backward_reference, gradcheck=False)
     add("baddbmm", lambda mk, mki: S(mk((2, 3, 2)), mk((2, 3, 4)), mk((2, 4, 2)), beta=0.5, alpha=2), dtypes=FLOAT)
     add("addbmm", lambda mk, mki: S(mk((3, 2)), mk((2, 3, 4)), mk((2, 4, 2)), beta=0.5, alpha=2), dtypes=FLOAT)
     add("einsum", lambda mk, mki: S("ij,jk->ik", mk((3, 4)), mk((4, 2))), lambda mk, mki: S("bij->bji", mk((2, 3, 4))),

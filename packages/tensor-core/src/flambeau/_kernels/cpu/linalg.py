@@ -205,6 +205,20 @@ def linear(x, w, b):
     return (matmul(x2, w.T) if b is None else addmm(b, x2, w.T, 1, 1)).reshape(shape)
 
 
+@kernel("linear_backward", "cpu")
+def linear_backward(g, x, w, mask):
+    """``(g2 @ w, g2.T @ x2, g2's column sums)`` over the folded rows ``g2`` of ``g`` and ``x2`` of ``x``; float16
+    sums in float32 (the products do: :data:`matmul`)."""
+    rows = math.prod(x.shape[:-1])
+    g2, x2 = g.reshape(rows, g.shape[-1]), x.reshape(rows, x.shape[-1])
+    gi = matmul(g2, w).reshape(x.shape) if mask[0] else None
+    gw = matmul(g2.T, x2) if mask[1] else None
+    gb = None
+    if mask[2]:
+        gb = g2.sum(0, dtype=np.float32 if g.dtype == np.float16 else None).astype(g.dtype, copy=False)
+    return gi, gw, gb
+
+
 @kernel("addbmm", "cpu")
 @_through_float32
 def addbmm(input, a, b, beta, alpha):

@@ -169,8 +169,24 @@ def _layout(rs: int, cs: int, rows: int, cols: int):
     return None
 
 
+_PLANS: dict = {}  # the arguments of _plan -> its result (a training step asks for the same few dozen each step)
+
+
 def _plan(dtype, ars, acs, brs, bcs, M, N, K):
     """The (op, ld) layouts of both operands for :func:`gemm`, or None when cuBLAS cannot take them."""
+    key = (dtype, ars, acs, brs, bcs, M, N, K)
+    plan = _PLANS.get(key, _NO_PLAN)
+    if plan is _NO_PLAN:
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        plan = _PLANS[key] = _layouts(dtype, ars, acs, brs, bcs, M, N, K)
+    return plan
+
+
+_NO_PLAN = object()
+
+
+def _layouts(dtype, ars, acs, brs, bcs, M, N, K):
     if (dtype not in _FLOATS and np.dtype(dtype) not in _FLOATS) or max(M, N, K) > _INT_MAX:
         return None
     la = _layout(ars, acs, M, K)
@@ -219,14 +235,13 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         Z, sa, sb, sc = (batch[0], abst[0], bbst[0], M * N) if nb else (1, 0, 0, 0)
         offsets = _ONE_CALL
     else:
-        cbst = [math.prod(batch[d + 1:]) * M * N for d in range(nb)]
-        # cuBLAS batches over one dim of uniform strides: the longest, so that fewest calls loop over the
-        # rest (attention's (batch, heads) views of a fused qkv projection do not merge into one dim)
-        zd = max(range(nb), key=batch.__getitem__)
-        Z, sa, sb, sc = batch[zd], abst[zd], bbst[zd], cbst[zd]
-        rest = [d for d in range(nb) if d != zd]
-        offsets = [tuple(sum(i * st[d] for i, d in zip(idx, rest)) for st in (abst, bbst, cbst))
-                   for idx in np.ndindex(*(batch[d] for d in rest))]
+        key = (tuple(batch), tuple(abst), tuple(bbst), M * N)
+        loop = _LOOPS.get(key)
+        if loop is None:
+            if len(_LOOPS) >= 1024:
+                _LOOPS.clear()
+            loop = _LOOPS[key] = _batch_loop(batch, abst, bbst, M * N)
+        Z, sa, sb, sc, offsets = loop
     ffi, lib = _lib()
     h = _handle_on(ffi, lib, stream)
     half = dt == _F16
@@ -248,6 +263,24 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         if rc != 0:
             raise RuntimeError(f"cuBLAS gemm failed with status {rc}")
     return True
+
+
+_LOOPS: dict = {}  # (batch, a's and b's batch strides, M * N) -> _batch_loop's result
+
+
+def _batch_loop(batch, abst, bbst, mn: int) -> tuple:
+    """``(Z, sa, sb, sc, offsets)`` of a GEMM over more than one batch dim: cuBLAS batches over one dim of uniform
+    strides (``Z`` products, strides ``sa``, ``sb``, ``sc``), the longest, so that fewest calls loop over the rest
+    (attention's (batch, heads) views of a fused qkv projection do not merge into one dim); ``offsets`` are the
+    element offsets of a, b and out of each call. Worked out once per geometry: a long attention's step asks
+    for the same few dozen."""
+    nb = len(batch)
+    cbst = [math.prod(batch[d + 1:]) * mn for d in range(nb)]
+    zd = max(range(nb), key=batch.__getitem__)
+    rest = [d for d in range(nb) if d != zd]
+    offsets = tuple(tuple(sum(i * st[d] for i, d in zip(idx, rest)) for st in (abst, bbst, cbst))
+                    for idx in np.ndindex(*(batch[d] for d in rest)))
+    return batch[zd], abst[zd], bbst[zd], cbst[zd], offsets
 
 
 class Gemm:

@@ -1030,6 +1030,14 @@ _WIDE = np.dtype(np.int64)
 _UNIT, _NONE = (1,), (0,)
 
 
+# Note [Strided launch geometry]: the broadcast strides and coalesced dims of a strided launch depend only on the
+# operands' shapes, strides and item sizes, and a training step repeats the same few dozen of them every step
+# (a bias broadcast over a batch, a transposed view): worked out once per geometry (about a third of such a
+# launch's host time), kept up to _STRIDED_MAX of them.
+_STRIDED: dict = {}
+_STRIDED_MAX = 4096
+
+
 def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple:
     """``(kshape, fo, ost, [(flat, strides), ...])``: the launch geometry of ``out[...] = f(*operands)`` over
     ``shape``, the flat views of ``out`` and of each operand with their element strides. A scalar operand
@@ -1054,9 +1062,16 @@ def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple
             if ref is None:
                 ref = fo
             return (out.size,), fo, _UNIT, [(ref, _NONE) if f is None else (f, _UNIT) for f in flats]
-    zeros = (0,) * len(shape)
-    kshape, ost, *strides = coalesce(shape, strides_for(out, shape),
-                                     *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
+    key = (shape, out.strides, out.dtype.itemsize,
+           *[(x.shape, x.strides, x.dtype.itemsize) if a else None for x, a in zip(operands, is_arr)])
+    geometry = _STRIDED.get(key)
+    if geometry is None:
+        if len(_STRIDED) >= _STRIDED_MAX:
+            _STRIDED.clear()
+        zeros = (0,) * len(shape)
+        geometry = _STRIDED[key] = coalesce(shape, strides_for(out, shape),
+                                            *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
+    kshape, ost, *strides = geometry
     if fo is None:
         fo = backend.flat_arg(out)
     flats = [backend.flat_arg(x) if a else None for x, a in zip(operands, is_arr)]

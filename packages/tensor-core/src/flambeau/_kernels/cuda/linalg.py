@@ -44,6 +44,7 @@ from flambeau._kernels.cuda._launch import (
 from flambeau._kernels.cuda.complex import conj_physical
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
 from flambeau._kernels.cuda.elementwise import binary_launcher
+from flambeau._kernels.cuda.reduction import _reduce_sum
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
@@ -566,20 +567,57 @@ def addmm(input, a, b, beta, alpha):
 
 @kernel("linear", "cuda")
 def linear(x, w, b):
-    """``x @ w.T + b`` in one GEMM over the rows of ``x``'s folded leading dims (a strided ``x`` is copied
-    contiguous first), the bias in its epilogue as addmm's ``input`` (Note [Linear as one operator])."""
+    """``x @ w.T + b`` in one GEMM over the rows of ``x``'s folded leading dims (a strided ``x`` of more than two
+    dims is copied contiguous first), the bias in its epilogue as addmm's ``input`` (Note [Linear as one
+    operator]). The operands go to the GEMM as memory and strides: no view is made of them."""
     out_f, k = w.shape
     sw = _est(w)
-    wt = _view(w, (k, out_f), (sw[1], sw[0]))
     if x.ndim == 2:  # (a strided x too: the GEMM reads it as it is)
-        return matmul(x, wt) if b is None else _add_product(b, x, wt, 1, 1, False)
-    shape = (*x.shape[:-1], out_f)
+        A = ([], *_est(x))
+    else:
+        if not be().is_c_contiguous(x):
+            x = contiguous(x)
+        A = ([], k, 1)
     rows = math.prod(x.shape[:-1])
-    if not be().is_c_contiguous(x):
-        x = contiguous(x)
-    x2 = _view(x, (rows, k), (k, 1))
-    p = matmul(x2, wt) if b is None else _add_product(b, x2, wt, 1, 1, False)
-    return _view(p, shape, c_elem_strides(shape))
+    out = be().empty((*x.shape[:-1], out_f), _product_dtype(np.dtype(x.dtype)))
+    if out.size:
+        W = ([], sw[1], sw[0])  # w.T
+        if b is None:
+            _gemm(out, x, A, w, W, [], rows, out_f, k)
+        else:
+            xs = _x_strides(b, (rows, out_f))
+            _gemm(out, x, A, w, W, [], rows, out_f, k, b, ([], xs[0], xs[1]), 1, 1)
+    return out
+
+
+@kernel("linear_backward", "cuda")
+def linear_backward(g, x, w, mask):
+    """``(g2 @ w, g2.T @ x2, g2's column sums)`` over the folded rows ``g2`` of ``g`` and ``x2`` of ``x``: two GEMMs
+    (cuBLAS on a GPU) reading the operands in place where they are matrices or C-contiguous, and one column
+    reduction (Note [Linear as one operator])."""
+    backend = be()
+    out_f, k = w.shape
+    rows = math.prod(x.shape[:-1])
+    compute = np.dtype(g.dtype)
+    gi = gw = gb = None
+    if g.ndim > 2 and not backend.is_c_contiguous(g):
+        g = contiguous(g)
+    gr, gc = _est(g)[-2:] if g.ndim == 2 else (out_f, 1)  # g2's row and column strides
+    if mask[0]:
+        gi = backend.empty(tuple(x.shape), compute)
+        if gi.size:
+            sw = _est(w)
+            _gemm(gi, g, ([], gr, gc), w, ([], sw[0], sw[1]), [], rows, k, out_f)
+    if mask[1]:
+        if x.ndim > 2 and not backend.is_c_contiguous(x):
+            x = contiguous(x)
+        xr, xc = _est(x)[-2:] if x.ndim == 2 else (k, 1)
+        gw = backend.empty((out_f, k), compute)
+        if gw.size:
+            _gemm(gw, g, ([], gc, gr), x, ([], xr, xc), [], out_f, k, rows)  # g2.T @ x2
+    if mask[2]:
+        gb = _reduce_sum(g, tuple(range(g.ndim - 1)), False, compute)
+    return gi, gw, gb
 
 
 @kernel("addbmm", "cuda")

@@ -909,6 +909,53 @@ def _geometry(a, dims, keepdim: bool):
     return out_shape, kshape, kst, rshape, rst, math.prod(kshape), math.prod(rshape)
 
 
+# Note [Reduction plans]: which launches a reduction makes (one row or column pass, or partial states then
+# their combination), its geometry and its kernels depend only on the operation, the dtypes, the input's shape
+# and strides and the reduced dims; a training step repeats the same few dozen reductions every step (a loss's
+# mean, broadcast gradients summed back, a bias's gradient). They are worked out once per such key (about half
+# of a reduction's host time), kept up to _PLANS_MAX of them.
+_PLANS: dict = {}
+_PLANS_MAX = 4096
+
+
+def _plan(name: str, a, dims, keepdim: bool, out_dtype: np.dtype, acc_dtype, two: bool) -> tuple:
+    """``(out_shape, M, K, launches)`` of a reduction (Note [Reduction plans]); ``launches`` is ``(mode, kernels,
+    config(s), key, geometry, P)`` with ``mode`` one of "rows", "final", "split", "columns", "columns split"."""
+    kind = _table()[name][1]
+    acc = np.dtype(acc_dtype) if acc_dtype is not None else _acc(out_dtype if kind == "out" else a.dtype, kind, name)
+    out_shape, kshape, kst, rshape, rst, M, K = _geometry(a, dims, keepdim)
+    geometry = (kshape, kst, rshape, rst)
+    acc_name = np_name(acc)
+    key = (out_dtype, np.dtype(np.int64) if two else out_dtype, a.dtype, len(kshape), len(rshape))
+    B = _block()
+    P = row_parts(K, B)
+    short = K <= (4 if sim() else _SHORT_ROW)
+    # many outputs adjacent in memory: one per thread reads coalesced (each block strides otherwise)
+    columns = kst[-1] == 1 and M >= (4 if sim() else _MANY_COLUMNS)
+    if not M:
+        launch = None
+    elif short or columns:
+        launch = ("rows", rows_kernel(name, acc_name, two), launch_1d(M), key, geometry, 1, acc)
+    elif kst[-1] == 1 and M > 1 and P > 1:  # outputs side by side, long columns: Note [Column tiles]
+        tile = column_tile()
+        P = column_parts(K, M)
+        gx = (M + tile[0] - 1) // tile[0]
+        if P == 1:
+            launch = ("columns", columns_kernel(name, acc_name, "final", two, tile), ((gx, 1), tile), key, geometry,
+                      1, acc)
+        else:
+            launch = ("columns split", (columns_kernel(name, acc_name, "partial", False, tile),
+                                        columns_kernel(name, acc_name, "parts", two, tile)),
+                      ((gx, P), tile, (gx, 1)), key, geometry, P, acc)
+    elif P == 1:
+        launch = ("final", reduce_kernel(name, acc_name, "final", two, B), ((M, 1), B), key, geometry, 1, acc)
+    else:
+        launch = ("split", (reduce_kernel(name, acc_name, "partial", False, B),
+                            reduce_kernel(name, acc_name, "parts", two, B)), ((M, P), B, (M, 1)), key, geometry, P,
+                  acc)
+    return out_shape, M, K, launch
+
+
 def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dtype=None, two: bool = False):
     """Reduce device array ``a`` over ``dims`` (None: every dim) with reduction op ``name``.
 
@@ -917,65 +964,54 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
     """
     backend = be()
     out_dtype = np.dtype(out_dtype)
-    kind = _table()[name][1]
-    acc = np.dtype(acc_dtype) if acc_dtype is not None else _acc(out_dtype if kind == "out" else a.dtype, kind, name)
-    out_shape, kshape, kst, rshape, rst, M, K = _geometry(a, dims, keepdim)
-    out = backend.empty((M,), out_dtype)
-    idx = backend.empty((M,), np.int64) if two else out
-    if M:
-        B = _block()
-        P = row_parts(K, B)
+    if dims is not None and dims.__class__ is not tuple:
+        dims = tuple(dims)
+    plan_key = (name, a.shape, a.strides, a.dtype, dims, keepdim, out_dtype, acc_dtype, two)
+    plan = _PLANS.get(plan_key)
+    if plan is None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        plan = _PLANS[plan_key] = _plan(name, a, dims, keepdim, out_dtype, acc_dtype, two)
+    out_shape, M, K, launch = plan
+    shaped = backend.empty(out_shape, out_dtype)
+    shaped_idx = backend.empty(out_shape, np.int64) if two else shaped
+    if launch is not None:
+        out, idx = backend.flat_arg(shaped), backend.flat_arg(shaped_idx) if two else None
+        idx = out if idx is None else idx
+        mode, kernels, config, key, (kshape, kst, rshape, rst), P, acc = launch
         s = stream()
         flat = backend.flat_arg(a)
         q = float(q)
-        short = K <= (4 if sim() else _SHORT_ROW)
-        # many outputs adjacent in memory: one per thread reads coalesced (each block strides otherwise)
-        columns = kst[-1] == 1 and M >= (4 if sim() else _MANY_COLUMNS)
-        # every array here is 1-d and C-contiguous and every scalar a Python int or float: the arrays' dtypes
-        # and the tuples' lengths fix the argument types (launch_keyed spares typing a dozen of them)
-        key = (out.dtype, idx.dtype, flat.dtype, len(kshape), len(rshape))
-        if short or columns:
-            grid, block = launch_1d(M)
-            launch_keyed(rows_kernel(name, np_name(acc), two), (grid, block, s), key,
-                         out, idx, flat, kshape, kst, rshape, rst, K, M, q)
-        elif kst[-1] == 1 and M > 1 and P > 1:  # outputs side by side, long columns: Note [Column tiles]
-            _columns(name, np_name(acc), two, key, out, idx, flat, kshape, kst, rshape, rst, K, M, q)
-        elif P == 1:
-            launch_keyed(reduce_kernel(name, np_name(acc), "final", two, B), ((M, 1), B, s), key,
-                         out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
+        if mode == "rows":
+            launch_keyed(kernels, (*config, s), key, out, idx, flat, kshape, kst, rshape, rst, K, M, q)
+        elif mode == "columns":
+            launch_keyed(kernels, (*config, s), key, out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, M, 1,
+                         q)
+        elif mode == "columns split":
+            sv, sw, sn = _partial_states(P * M, acc)
+            launch_keyed(kernels[0], (config[0], config[1], s), key,
+                         out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
+            launch_keyed(kernels[1], (config[2], config[1], s), key,
+                         out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
+        elif mode == "final":
+            launch_keyed(kernels, (*config, s), key, out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, 1, q)
         else:
             sv, sw, sn = _partial_states(M * P, acc)
-            launch_keyed(reduce_kernel(name, np_name(acc), "partial", False, B), ((M, P), B, s), key,
+            launch_keyed(kernels[0], (config[0], config[1], s), key,
                          out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, P, q)
-            launch_keyed(reduce_kernel(name, np_name(acc), "parts", two, B), ((M, 1), B, s), key[:2],
+            launch_keyed(kernels[1], (config[2], config[1], s), key[:2],
                          out, idx, sv, sw, sn, sv, (M,), (P,), (P,), (1,), P, 1, q)
-    shaped = backend.as_strided(out, out_shape, c_elem_strides(out_shape), 0)
     if two:
-        return shaped, backend.as_strided(idx, out_shape, c_elem_strides(out_shape), 0)
+        return shaped, shaped_idx
     return shaped
 
 
 def _partial_states(count: int, acc):
-    """``(sv, sw, sn)``: room for ``count`` partial states of a split reduction accumulating in ``acc``."""
+    """``(sv, sw, sn)``: room for ``count`` partial states of a split reduction accumulating in ``acc`` (the
+    values and weights in one allocation)."""
     backend = be()
-    return backend.empty((count,), acc), backend.empty((count,), acc), backend.empty((count,), np.int64)
-
-
-def _columns(name: str, acc: str, two: bool, key: tuple, out, idx, flat, kshape, kst, rshape, rst, K, M, q):
-    """Launch the column tiles of ``reduce`` (Note [Column tiles]): one launch, or partial states then parts."""
-    TX, TY = tile = column_tile()
-    P = column_parts(K, M)
-    s = stream()
-    gx = (M + TX - 1) // TX
-    if P == 1:
-        launch_keyed(columns_kernel(name, acc, "final", two, tile), ((gx, 1), tile, s), key,
-                     out, idx, out, out, idx, flat, kshape, kst, rshape, rst, K, M, 1, q)
-        return
-    sv, sw, sn = _partial_states(P * M, acc)
-    launch_keyed(columns_kernel(name, acc, "partial", False, tile), ((gx, P), tile, s), key,
-                 out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
-    launch_keyed(columns_kernel(name, acc, "parts", two, tile), ((gx, 1), tile, s), key,
-                 out, idx, sv, sw, sn, flat, kshape, kst, rshape, rst, K, M, P, q)
+    sv, sw = backend.flat_parts(backend.empty((2 * count,), acc), 2)
+    return sv, sw, backend.empty((count,), np.int64)
 
 
 def _reduce_sum(a, dims: tuple, keepdim: bool, out_dtype):

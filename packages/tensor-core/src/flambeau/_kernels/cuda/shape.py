@@ -203,8 +203,16 @@ def _shaped(flat, shape):
 
 @kernel("reshape", "cuda")
 def reshape(arr, shape):
-    """The copy a reshape falls back to: a C-contiguous array of ``shape``."""
-    return _shaped(_flat(contiguous(arr)), shape)
+    """The copy a reshape falls back to: a C-contiguous array of ``shape``, ``arr``'s elements copied in C order
+    through one view of it as ``arr``'s shape (a view's gradient of a transposed gradient, once per step and
+    layer: no flat views in between)."""
+    backend = be()
+    out = backend.empty(tuple(shape), arr.dtype)
+    if out.size:
+        src_shape = tuple(arr.shape)
+        copy_into(out if src_shape == out.shape else backend.as_strided(out, src_shape, c_elem_strides(src_shape), 0),
+                  arr)
+    return out
 
 
 @kernel("repeat", "cuda")
