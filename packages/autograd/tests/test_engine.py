@@ -387,6 +387,40 @@ def test_diamond_graph_and_dependency_order():
     assert x.grad.tolist() == [3.0 + 2 * 6.0 * 3.0]
 
 
+def test_two_gradients_of_one_tensor_are_summed_in_place_where_nothing_else_sees_them():
+    """Note [Gradients summed in place]: ``a``'s two gradients (from ``sin``, then ``exp``: fresh tensors) are
+    summed into the first one's memory (what ``a``'s hook sees lives where sin's gradient did); the values are
+    torch's. (Only addresses are recorded: a reference kept to a gradient would rightly forbid the in-place sum.)"""
+    x = leaf([0.3, -1.2, 2.0])
+    a = x * 2
+    ex, sn = a.exp(), a.sin()
+    firsts, final = [], []
+    sn.grad_fn.register_hook(lambda grad_inputs, grad_outputs: firsts.append(grad_inputs[0].data_ptr()))
+    a.register_hook(lambda grad: final.append(grad.data_ptr()))
+    (ex + sn).sum().backward()
+    assert final == firsts
+    tx = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64, requires_grad=True)
+    ta = tx * 2
+    (ta.exp() + ta.sin()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15)
+
+
+def test_a_gradient_handed_to_two_inputs_is_never_summed_into():
+    """``add`` gives both inputs the incoming gradient itself: summing another gradient into it in place would
+    change what the other input gets, or the caller's gradient. ``h + h`` (one node, one input, twice) and a
+    residual ``h.exp() + h`` (the gradient reaches ``h`` twice, once through exp)."""
+    x = leaf([0.5, 1.5])
+    h = x * 3
+    (h + h).backward(fl.tensor([1.0, 2.0], dtype=fl.float64))
+    assert x.grad.tolist() == [6.0, 12.0]
+    x.grad = None
+    h = x * 3
+    g = fl.tensor([1.0, 2.0], dtype=fl.float64)
+    (h.exp() + h).backward(g)
+    np.testing.assert_allclose(x.grad.numpy(), 3 * (np.exp(3 * np.array([0.5, 1.5])) + 1) * [1.0, 2.0], rtol=1e-15)
+    assert g.tolist() == [1.0, 2.0]
+
+
 def test_loops_and_recursion_are_just_python():
     x = leaf([1.5])
 
