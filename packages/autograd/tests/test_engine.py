@@ -421,6 +421,16 @@ def test_a_gradient_handed_to_two_inputs_is_never_summed_into():
     assert g.tolist() == [1.0, 2.0]
 
 
+def test_two_sparse_gradients_of_one_tensor_are_summed():
+    """Sparse gradients (an embedding weight used twice with ``sparse=True``) are summed out of place."""
+    w = fl.tensor(np.arange(12.0).reshape(4, 3), requires_grad=True)
+    F = fl.nn.functional
+    first, second = F.embedding(fl.tensor([0, 2]), w, sparse=True), F.embedding(fl.tensor([2, 3]), w, sparse=True)
+    (first.sum() + second.sum()).backward()
+    assert w.grad.is_sparse
+    assert w.grad.to_dense().tolist() == [[1.0] * 3, [0.0] * 3, [2.0] * 3, [1.0] * 3]
+
+
 def test_loops_and_recursion_are_just_python():
     x = leaf([1.5])
 

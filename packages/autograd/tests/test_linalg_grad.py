@@ -330,3 +330,22 @@ def test_det_forward_mode_at_a_singular_matrix(linalg_tangents):
         got = fwad.unpack_dual(fl.linalg.det(fwad.make_dual(a, da))).tangent
     cofactor = np.array([[4.0, 4.0, -4.0], [-2.0, -2.0, 2.0], [0.0, 0.0, 0.0]])
     np.testing.assert_allclose(got.item(), (cofactor * da.numpy()).sum(), atol=1e-12)
+
+
+def test_linear_gradients_of_complex_tensors_match_torch():
+    """linear's fused backward (``linear_backward``) takes real dtypes; complex inputs keep the products that
+    conjugate the other operand, as torch's gradients do."""
+    import torch
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((2, 3, 4)) + 1j * rng.standard_normal((2, 3, 4))).astype(np.complex64)
+    w = (rng.standard_normal((5, 4)) + 1j * rng.standard_normal((5, 4))).astype(np.complex64)
+    b = (rng.standard_normal(5) + 1j * rng.standard_normal(5)).astype(np.complex64)
+    ours = [fl.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+    theirs = [torch.from_numpy(a.copy()).requires_grad_() for a in (x, w, b)]
+    fl.nn.functional.linear(*ours).abs().sum().backward()
+    torch.nn.functional.linear(*theirs).abs().sum().backward()
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="expected input of a real floating point dtype, got flambeau.complex64"):
+        fl._ops.OPS["linear_backward"].fn(ours[0].detach(), ours[0].detach(), ours[1].detach(), (True, True, True))

@@ -510,14 +510,16 @@ def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
 # tensor of the activation's size (on a GPU, the second training step of a ResNet-18 at batch 128 made a raw
 # device allocation for it); torch's InputBuffer adds into the first gradient where nothing else can see it, and
 # so does the engine: outside create_graph, when ``prev`` is a dense tensor of ``g``'s shape, dtype and device
-# that only the buffer refers to (a gradient handed to two inputs, as ``add``'s is, or a view of another, never).
+# that only the buffer refers to (a gradient handed to two inputs, as ``add``'s is, or a view of another, never;
+# sparse gradients and tensor subclasses are summed out of place).
 def _accumulable(prev: Tensor, g: Tensor) -> bool:
     """Whether ``g`` may be added into ``prev`` in place (Note [Gradients summed in place]).
 
     References to ``prev``: the buffer's, the caller's local, this argument and getrefcount's; to its storage:
     the tensor's and getrefcount's argument.
     """
-    return (prev is not g and prev._base is None and not prev._requires_grad and prev.dtype is g.dtype
+    return (prev.__class__ is Tensor and g.__class__ is Tensor  # (dense tensors: a sparse sum stays out of place)
+            and prev is not g and prev._base is None and not prev._requires_grad and prev.dtype is g.dtype
             and prev._device is g._device and prev._data.shape == g._data.shape and sys.getrefcount(prev) <= 4
             and prev.is_contiguous() and sys.getrefcount(prev._storage) == 2
             and backend(prev._device.type).owns_memory_alone(prev._data))

@@ -143,7 +143,8 @@ def _is_transposed(m) -> bool:
 
 def _linear(name):
     """The formula of ``linear``'s ``name`` (Note [Linear as one operator]): its part of one ``linear_backward``
-    call for all three gradients; differentiable products under ``create_graph``. A bias other than a
+    call for all three gradients; differentiable products under ``create_graph`` and for complex dtypes (whose
+    gradients conjugate the other operand). A bias other than a
     ``(out,)`` vector (a matrix bias of a 2-D input) gets ``g``, which the engine reduces to its shape."""
     def formula(g, s):
         metas = s._node._metas  # (shape, dtype, device) of each tensor input: read directly, once
@@ -151,7 +152,7 @@ def _linear(name):
         plain_bias = bias is not None and len(bias[0]) == 1 and bias[0][0] == metas["weight"][0][0]
         if name == "bias" and not plain_bias:
             return g
-        if fl.is_grad_enabled():
+        if fl.is_grad_enabled() or metas["weight"][1].is_complex:  # (linear_backward: real dtypes, no conjugation)
             if name == "input":
                 return g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight))
             return _linear_weight_grad(g, _c(s.input)) if name == "weight" else g

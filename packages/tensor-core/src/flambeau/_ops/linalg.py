@@ -432,9 +432,11 @@ def linear_backward(grad_output: Tensor, input: Tensor, weight: Tensor, output_m
     op = "linear_backward"
     for t, name in ((grad_output, "grad_output"), (input, "input"), (weight, "weight")):
         check_tensor(t, name, op)
-        if t.dtype is not input.dtype or not t.dtype.is_floating_point:
-            raise RuntimeError(f"{op}(): expected {name} of input's floating point dtype {input.dtype}, got "
-                               f"{t.dtype}")
+    if not input.dtype.is_floating_point or input.dtype.is_complex:
+        raise RuntimeError(f"{op}(): expected input of a real floating point dtype, got {input.dtype}")
+    for t, name in ((grad_output, "grad_output"), (weight, "weight")):
+        if t.dtype is not input.dtype:
+            raise RuntimeError(f"{op}(): expected {name} of input's dtype {input.dtype}, got {t.dtype}")
     if weight.ndim != 2 or input.ndim < 2 or input.shape[-1] != weight.shape[1] \
             or tuple(grad_output.shape) != (*input.shape[:-1], weight.shape[0]):
         raise RuntimeError(f"{op}(): expected input (*, in), weight (out, in) and grad_output (*, out) with input's "

@@ -35,7 +35,7 @@ from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, sim, stream, strides_for
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
-from flambeau._kernels.cuda.linalg import matmul
+from flambeau._kernels.cuda.linalg import matmul, scaled_matmul
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
@@ -391,10 +391,8 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
             tuple(dp.shape[:-1]), ns)
     ds = dp
     sc = float(scale)
-    gq = matmul(ds, k)
-    _mul(gq, sc, fdt, out=gq)
-    gk = matmul(mT(ds), q)
-    _mul(gk, sc, fdt, out=gk)
+    gq = scaled_matmul(ds, k, sc)  # (the scale in the GEMMs' epilogue: no pass of its own)
+    gk = scaled_matmul(mT(ds), q, sc)
     return tuple(cast(a, dtype) for a in (gq, gk, gv, ds))
 
 

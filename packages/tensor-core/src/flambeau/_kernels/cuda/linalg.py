@@ -48,7 +48,7 @@ from flambeau._kernels.cuda.reduction import _reduce_sum
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
 
-__all__ = ["matmul_kernel", "addmm_kernel", "rowdot_kernel", "matmul", "ptx_cases"]
+__all__ = ["matmul_kernel", "addmm_kernel", "rowdot_kernel", "matmul", "scaled_matmul", "ptx_cases"]
 
 cuda = None  # numba.cuda once a kernel is built (Note [numba.cuda bound on first use] in _launch)
 
@@ -474,6 +474,11 @@ def matmul(a, b):
     everything else is a GEMM (cuBLAS for float16/32/64 on a real GPU, else the tiled numba kernel).
     float16 accumulates in float32, integers in int64.
     """
+    return scaled_matmul(a, b, 1)
+
+
+def scaled_matmul(a, b, alpha):
+    """``alpha * matmul(a, b)``, the scale in the GEMM's epilogue (for other CUDA kernels: attention's backward)."""
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
                            f"{a.ndim}D and {b.ndim}D")
@@ -502,11 +507,11 @@ def matmul(a, b):
         mshape = batch + [M, N]
         amst = abst + [0 if M == 1 else ast[-2], 0]
         bmst = bbst + [0, 0 if N == 1 else bst[-1]]
-        out = _rowdot(compute, a, amst, (ast[-1],), b, bmst, (bst[-2],), mshape, (K,))
+        out = _rowdot(compute, a, amst, (ast[-1],), b, bmst, (bst[-2],), mshape, (K,), alpha=alpha)
         return _out_shape(out, shape)
     out = be().empty(tuple(batch) + (M, N), compute)
     if out.size:
-        _gemm(out, a, (abst, ast[-2], ast[-1]), b, (bbst, bst[-2], bst[-1]), batch, M, N, K)
+        _gemm(out, a, (abst, ast[-2], ast[-1]), b, (bbst, bst[-2], bst[-1]), batch, M, N, K, alpha=alpha)
     return _out_shape(out, shape)
 
 
