@@ -110,6 +110,31 @@ def test_sdpa_paths_with_strided_heads(attention_path, kw):
     _check_autograd(attend, (qk, k, v))
 
 
+def test_fused_attention_gradients_come_in_their_operands_layout():
+    """Note [Gradients in their operands' layout]: the heads of a fused qkv projection get gradients laid out as
+    the projection is, so the view's backward needs no copy (the gradient of ``qkv`` is then one concatenation):
+    each gradient's strides order its dims as its operand's do, densely, and its values are the CPU's."""
+    nb, nh, L, E = 2, 3, 4, 2
+    qkv = _t((nb, L, 3 * nh * E))
+    g = _t((nb, nh, L, E))
+
+    def heads(x):
+        return [z.view(nb, L, nh, E).transpose(1, 2) for z in x.split(nh * E, dim=2)]
+
+    q, k, v = heads(qkv)
+    out, attn = fl.scaled_dot_product_attention(q, k, v, is_causal=True), None
+    s = q @ k.mT * E ** -0.5
+    attn = s.masked_fill(fl.ones(L, L, dtype=fl.bool).tril().logical_not(), float("-inf")).softmax(-1)
+    want = fl._scaled_dot_product_attention_backward(g, q, k, v, attn, None, E ** -0.5)
+    cq, ck, cv = heads(_cuda(qkv))
+    got = fl._scaled_dot_product_attention_backward(_cuda(g), cq, ck, cv, _cuda(attn), None, E ** -0.5)
+    for grad, ref in zip(got[:3], want[:3]):
+        _close(grad, ref)
+        assert grad.stride() == (L * nh * E, E, nh * E, 1)  # (batch, seq, heads, head dim), dense
+        assert grad.transpose(1, 2).is_contiguous()
+    assert out.shape == (nb, nh, L, E)
+
+
 def test_sdpa_float_mask_gradient_and_broadcast_batch():
     q, k, v = _t((1, 3, 2), requires_grad=True), _t((2, 1, 4, 2), requires_grad=True), _t((2, 1, 4, 3),
                                                                                            requires_grad=True)

@@ -407,7 +407,11 @@ def as_strided(buffer, shape: tuple, strides: tuple, offset: int, np_dtype=None)
     bstrides = tuple(int(s) * item for s in strides)
     if SIM:
         raw = _raw(buffer)
-        flat = raw.reshape(-1, order="A") if raw.ndim != 1 else raw
+        flat = raw
+        if raw.ndim != 1:  # its memory from the first element, as a GPU's pointers see it (a reshape would copy a
+            # strided kernel result, and the view would not share its memory)
+            n = _extent(raw.shape, raw.strides, raw.itemsize) // raw.itemsize
+            flat = np.lib.stride_tricks.as_strided(raw, (n,), (raw.itemsize,))
         view = np.ndarray(shape, dtype, buffer=flat, offset=offset * item, strides=bstrides) \
             if flat.size else np.empty(shape, dtype)
         return _make(view, buffer.stream)

@@ -32,7 +32,16 @@ import numpy as np
 
 from flambeau._dtype import from_numpy_dtype, np_name
 from flambeau._kernels.cuda._index_math import device as index_device
-from flambeau._kernels.cuda._launch import be, bind_numba_cuda, elem_strides, jit, sim, stream, strides_for
+from flambeau._kernels.cuda._launch import (
+    be,
+    bind_numba_cuda,
+    c_elem_strides,
+    elem_strides,
+    jit,
+    sim,
+    stream,
+    strides_for,
+)
 from flambeau._kernels.cuda.conv import cast, compute_dtype, contig, mT
 from flambeau._kernels.cuda.elementwise import binary_launcher
 from flambeau._kernels.cuda.linalg import matmul, scaled_matmul
@@ -207,11 +216,12 @@ def _fused_forward_py(acc):
 
 def _fused_backward_q_py(acc):
     """Thread of query row ``i`` (as the forward's): the row of ``ds = p * (dp - sum(dp * p))`` with ``dp = g @ v^T``,
-    then of ``gq = scale * ds @ k``; ``g``, ``p``, ``ds`` and ``gq`` contiguous, ``k`` and ``v`` strided."""
+    then of ``gq = scale * ds @ k``; ``g``, ``p`` and ``ds`` contiguous, ``gq`` (Note [Gradients in their
+    operands' layout]), ``k`` and ``v`` strided."""
     bind_numba_cuda(globals())
     offset = index_device("row_offset")
 
-    def fused_backward_q(ds, gq, g, p, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, scale):
+    def fused_backward_q(ds, gq, gqb, gqs, g, p, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, scale):
         z = cuda.blockIdx.x
         i = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         if i >= L:
@@ -230,39 +240,41 @@ def _fused_backward_q_py(acc):
             total += dp * p[po + j]
         for j in range(S):
             ds[po + j] = p[po + j] * (ds[po + j] - total)
-        qo = (z * L + i) * E
+        qo = offset(z, bshape, gqb) + i * gqs[0]
         for e in range(E):
             a = acc(0)
             for j in range(S):
                 a += ds[po + j] * k[ko + j * ks[0] + e * ks[1]]
-            gq[qo + e] = a * scale
+            gq[qo + e * gqs[1]] = a * scale
 
     return fused_backward_q
 
 
 def _fused_backward_kv_py(acc):
-    """Thread of key row ``j``: its rows of ``gv = p^T @ g`` and ``gk = scale * ds^T @ q`` (``gk`` and ``gv``
-    contiguous ``(Z, S, E)`` and ``(Z, S, Ev)``; ``q`` strided)."""
+    """Thread of key row ``j``: its rows of ``gv = p^T @ g`` and ``gk = scale * ds^T @ q`` (``gk``, ``gv`` and ``q``
+    strided: Note [Gradients in their operands' layout])."""
     bind_numba_cuda(globals())
     offset = index_device("row_offset")
 
-    def fused_backward_kv(gk, gv, g, p, ds, q, qb, qs, bshape, L, S, E, Ev, scale):
+    def fused_backward_kv(gk, gkb, gks, gv, gvb, gvs, g, p, ds, q, qb, qs, bshape, L, S, E, Ev, scale):
         z = cuda.blockIdx.x
         j = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         if j >= S:
             return
         qo = offset(z, bshape, qb)
         base = z * L * S + j
+        vo = offset(z, bshape, gvb) + j * gvs[0]
         for e in range(Ev):
             a = acc(0)
             for i in range(L):
                 a += p[base + i * S] * g[(z * L + i) * Ev + e]
-            gv[(z * S + j) * Ev + e] = a
+            gv[vo + e * gvs[1]] = a
+        ko = offset(z, bshape, gkb) + j * gks[0]
         for e in range(E):
             a = acc(0)
             for i in range(L):
                 a += ds[base + i * S] * q[qo + i * qs[0] + e * qs[1]]
-            gk[(z * S + j) * E + e] = a * scale
+            gk[ko + e * gks[1]] = a * scale
 
     return fused_backward_kv
 
@@ -396,26 +408,50 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
     return tuple(cast(a, dtype) for a in (gq, gk, gv, ds))
 
 
+# Note [Gradients in their operands' layout]
+#     A GPT's query, key and value are (batch, heads) views of one fused projection: ``qkv.split(...)``, ``view``
+#     and ``transpose``. Written contiguous, their gradients came back through the transpose's backward as strided
+#     views, and the ``view``'s backward copied each into the projection's layout before ``split``'s backward
+#     concatenated them: three copies per block and step. As torch's attention does, the fused backward writes each
+#     gradient in its operand's layout instead (the dims ordered as the operand's strides order them, densely):
+#     the transpose's backward then gives a contiguous tensor, and the view's a view of it.
+def _like(a, cdt):
+    """An uninitialised array of ``a``'s shape whose dims lie in memory in the order of ``a``'s strides (densely),
+    with its ``(batch strides, (row, column))`` element strides as the fused kernels take them."""
+    backend = be()
+    shape = tuple(a.shape)
+    st = elem_strides(a)
+    order = sorted(range(len(shape)), key=lambda d: -st[d])  # outermost first; ties keep the dims' order
+    out = backend.empty(tuple(shape[d] for d in order), cdt)
+    dense = c_elem_strides(tuple(shape[d] for d in order))
+    strides = [0] * len(shape)
+    for i, d in enumerate(order):
+        strides[d] = dense[i]
+    view = backend.as_strided(backend.flat_view(out), shape, tuple(strides), 0)
+    return view, (tuple(strides[:-2]) or (0,), tuple(strides[-2:]))
+
+
 def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
-    """``(gq, gk, gv, ds)`` by the two fused backward launches (Note [Fused small attention])."""
+    """``(gq, gk, gv, ds)`` by the two fused backward launches (Note [Fused small attention]); ``gq``, ``gk`` and
+    ``gv`` in their operands' layouts (Note [Gradients in their operands' layout])."""
     backend = be()
     bshape, qb, qs, kb, ks, vb, vs = geometry
     nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     batch = tuple(q.shape[:-2])
     g, p = contig(grad), contig(attn)
     ds = backend.empty(batch + (nl, ns), cdt)
-    gq = backend.empty(batch + (nl, ne), cdt)
-    gk = backend.empty(batch + (ns, ne), cdt)
-    gv = backend.empty(batch + (ns, nev), cdt)
+    (gq, (gqb, gqs)), (gk, (gkb, gks)), (gv, (gvb, gvs)) = _like(q, cdt), _like(k, cdt), _like(v, cdt)
     flat = backend.flat_view
     sc = cdt.type(scale)
     Z = math.prod(bshape)
     grid, block = _fused_grid(Z, nl)
     _kernel("fused_backward_q", np_name(cdt))[grid, block, stream()](
-        flat(ds), flat(gq), flat(g), flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev, sc)
+        flat(ds), flat(gq), gqb, gqs, flat(g), flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
+        sc)
     grid, block = _fused_grid(Z, ns)
     _kernel("fused_backward_kv", np_name(cdt))[grid, block, stream()](
-        flat(gk), flat(gv), flat(g), flat(p), flat(ds), flat(q), qb, qs, bshape, nl, ns, ne, nev, sc)
+        flat(gk), gkb, gks, flat(gv), gvb, gvs, flat(g), flat(p), flat(ds), flat(q), qb, qs, bshape, nl, ns, ne,
+        nev, sc)
     return gq, gk, gv, ds
 
 
@@ -445,7 +481,7 @@ def ptx_cases(ndim: int = 2) -> list:
         cases.append((f"attention:fused_forward:{dn}", _fused_forward_py(acc),
                       (arr, arr, arr, b2, b2, arr, b2, b2, arr, b2, b2, b2, *dims, types.boolean, t)))
         cases.append((f"attention:fused_backward_q:{dn}", _fused_backward_q_py(acc),
-                      (arr, arr, arr, arr, arr, b2, b2, arr, b2, b2, b2, *dims, t)))
+                      (arr, arr, b2, b2, arr, arr, arr, b2, b2, arr, b2, b2, b2, *dims, t)))
         cases.append((f"attention:fused_backward_kv:{dn}", _fused_backward_kv_py(acc),
-                      (arr, arr, arr, arr, arr, arr, b2, b2, b2, *dims, t)))
+                      (arr, b2, b2, arr, b2, b2, arr, arr, arr, arr, b2, b2, b2, *dims, t)))
     return cases
