@@ -132,7 +132,15 @@ def test_fused_attention_gradients_come_in_their_operands_layout():
         _close(grad, ref)
         assert grad.stride() == (L * nh * E, E, nh * E, 1)  # (batch, seq, heads, head dim), dense
         assert grad.transpose(1, 2).is_contiguous()
-    assert out.shape == (nb, nh, L, E)
+    # the output in the query's layout, and the backward reading such a gradient in place
+    cout = fl.scaled_dot_product_attention(cq, ck, cv, is_causal=True)
+    _close(cout, out)
+    assert cout.stride() == (L * nh * E, E, nh * E, 1)
+    strided_g = _cuda(g).transpose(1, 2).contiguous().transpose(1, 2)
+    assert not strided_g.is_contiguous()
+    for grad, ref in zip(fl._scaled_dot_product_attention_backward(strided_g, cq, ck, cv, _cuda(attn), None,
+                                                                  E ** -0.5), want):
+        _close(grad, ref)
 
 
 def test_sdpa_float_mask_gradient_and_broadcast_batch():

@@ -169,12 +169,13 @@ def _softmax_backward_py(acc, B=_ROW_BLOCK):
 
 def _fused_forward_py(acc):
     """Thread ``i`` of block ``(z, y)`` takes query row ``y * blockDim + i`` of batch element ``z``: its scores, their
-    softmax (a row of ``attn``, contiguous ``(Z, L, S)``) and its output row (``out`` contiguous ``(Z, L, Ev)``).
-    ``q``, ``k``, ``v`` are strided: batch strides ``*b`` over ``bshape``, (row, column) strides ``*s``."""
+    softmax (a row of ``attn``, contiguous ``(Z, L, S)``) and its output row (``out`` in the query's layout: Note
+    [Gradients in their operands' layout]). ``out``, ``q``, ``k``, ``v`` are strided: batch strides ``*b`` over
+    ``bshape``, (row, column) strides ``*s``."""
     bind_numba_cuda(globals())
     offset = index_device("row_offset")
 
-    def fused_forward(out, attn, q, qb, qs, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, causal, scale):
+    def fused_forward(out, ob, os, attn, q, qb, qs, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, causal, scale):
         z = cuda.blockIdx.x
         i = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         if i >= L:
@@ -204,38 +205,38 @@ def _fused_forward_py(acc):
             if m != ninf and j < end:
                 w = math.exp(attn[ao + j] - m) / tot
             attn[ao + j] = w
-        oo = (z * L + i) * Ev
+        oo = offset(z, bshape, ob) + i * os[0]
         for e in range(Ev):
             o = acc(0)
             for j in range(end):
                 o += attn[ao + j] * v[vo + j * vs[0] + e * vs[1]]
-            out[oo + e] = o
+            out[oo + e * os[1]] = o
 
     return fused_forward
 
 
 def _fused_backward_q_py(acc):
     """Thread of query row ``i`` (as the forward's): the row of ``ds = p * (dp - sum(dp * p))`` with ``dp = g @ v^T``,
-    then of ``gq = scale * ds @ k``; ``g``, ``p`` and ``ds`` contiguous, ``gq`` (Note [Gradients in their
-    operands' layout]), ``k`` and ``v`` strided."""
+    then of ``gq = scale * ds @ k``; ``p`` and ``ds`` contiguous, ``gq`` (Note [Gradients in their operands'
+    layout]), ``g``, ``k`` and ``v`` strided."""
     bind_numba_cuda(globals())
     offset = index_device("row_offset")
 
-    def fused_backward_q(ds, gq, gqb, gqs, g, p, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, scale):
+    def fused_backward_q(ds, gq, gqb, gqs, g, gb, gs, p, k, kb, ks, v, vb, vs, bshape, L, S, E, Ev, scale):
         z = cuda.blockIdx.x
         i = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         if i >= L:
             return
         ko = offset(z, bshape, kb)
         vo = offset(z, bshape, vb)
-        go = (z * L + i) * Ev
+        go = offset(z, bshape, gb) + i * gs[0]
         po = (z * L + i) * S
         total = acc(0)
         for j in range(S):
             dp = acc(0)
             vj = vo + j * vs[0]
             for e in range(Ev):
-                dp += g[go + e] * v[vj + e * vs[1]]
+                dp += g[go + e * gs[1]] * v[vj + e * vs[1]]
             ds[po + j] = dp
             total += dp * p[po + j]
         for j in range(S):
@@ -252,22 +253,23 @@ def _fused_backward_q_py(acc):
 
 def _fused_backward_kv_py(acc):
     """Thread of key row ``j``: its rows of ``gv = p^T @ g`` and ``gk = scale * ds^T @ q`` (``gk``, ``gv`` and ``q``
-    strided: Note [Gradients in their operands' layout])."""
+    strided, as ``g``: Note [Gradients in their operands' layout])."""
     bind_numba_cuda(globals())
     offset = index_device("row_offset")
 
-    def fused_backward_kv(gk, gkb, gks, gv, gvb, gvs, g, p, ds, q, qb, qs, bshape, L, S, E, Ev, scale):
+    def fused_backward_kv(gk, gkb, gks, gv, gvb, gvs, g, gb, gs, p, ds, q, qb, qs, bshape, L, S, E, Ev, scale):
         z = cuda.blockIdx.x
         j = cuda.blockIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         if j >= S:
             return
         qo = offset(z, bshape, qb)
+        go = offset(z, bshape, gb)
         base = z * L * S + j
         vo = offset(z, bshape, gvb) + j * gvs[0]
         for e in range(Ev):
             a = acc(0)
             for i in range(L):
-                a += p[base + i * S] * g[(z * L + i) * Ev + e]
+                a += p[base + i * S] * g[go + i * gs[0] + e * gs[1]]
             gv[vo + e * gvs[1]] = a
         ko = offset(z, bshape, gkb) + j * gks[0]
         for e in range(E):
@@ -345,12 +347,12 @@ def sdpa(q, k, v, mask, drop, is_causal, scale):
         bshape, qb, qs, kb, ks, vb, vs = geometry
         nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
         batch = tuple(q.shape[:-2])
-        out = backend.empty(batch + (nl, nev), cdt)
+        out, (ob, os) = _like(q, cdt, batch + (nl, nev))  # the query's layout, as torch's attention gives
         attn = backend.empty(batch + (nl, ns), cdt)
         grid, block = _fused_grid(math.prod(bshape), nl)
         flat = backend.flat_view
         _kernel("fused_forward", np_name(cdt))[grid, block, stream()](
-            flat(out), flat(attn), flat(q), qb, qs, flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
+            flat(out), ob, os, flat(attn), flat(q), qb, qs, flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
             bool(is_causal), cdt.type(scale))
         return cast(out, dtype), cast(attn, dtype)
     s = matmul(q, mT(k))
@@ -414,12 +416,14 @@ def sdpa_backward(grad, q, k, v, attn, drop, scale):
 #     views, and the ``view``'s backward copied each into the projection's layout before ``split``'s backward
 #     concatenated them: three copies per block and step. As torch's attention does, the fused backward writes each
 #     gradient in its operand's layout instead (the dims ordered as the operand's strides order them, densely):
-#     the transpose's backward then gives a contiguous tensor, and the view's a view of it.
-def _like(a, cdt):
-    """An uninitialised array of ``a``'s shape whose dims lie in memory in the order of ``a``'s strides (densely),
-    with its ``(batch strides, (row, column))`` element strides as the fused kernels take them."""
+#     the transpose's backward then gives a contiguous tensor, and the view's a view of it. The fused forward
+#     writes its output in the query's layout likewise, so ``y.transpose(1, 2).reshape(b, t, c)`` is a view, and
+#     the backward reads the output's gradient, strided so, in place: two more copies per block and step gone.
+def _like(a, cdt, shape=None):
+    """An uninitialised array of ``shape`` (default ``a``'s) whose dims lie in memory in the order of ``a``'s
+    strides (densely), with its ``(batch strides, (row, column))`` element strides as the fused kernels take them."""
     backend = be()
-    shape = tuple(a.shape)
+    shape = tuple(a.shape) if shape is None else tuple(shape)
     st = elem_strides(a)
     order = sorted(range(len(shape)), key=lambda d: -st[d])  # outermost first; ties keep the dims' order
     out = backend.empty(tuple(shape[d] for d in order), cdt)
@@ -438,7 +442,9 @@ def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
     bshape, qb, qs, kb, ks, vb, vs = geometry
     nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     batch = tuple(q.shape[:-2])
-    g, p = contig(grad), contig(attn)
+    p = contig(attn)
+    gst = elem_strides(grad)  # read in place: the output's layout (Note [Gradients in their operands' layout])
+    gb, gs = gst[:-2] or (0,), gst[-2:]
     ds = backend.empty(batch + (nl, ns), cdt)
     (gq, (gqb, gqs)), (gk, (gkb, gks)), (gv, (gvb, gvs)) = _like(q, cdt), _like(k, cdt), _like(v, cdt)
     flat = backend.flat_view
@@ -446,12 +452,12 @@ def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
     Z = math.prod(bshape)
     grid, block = _fused_grid(Z, nl)
     _kernel("fused_backward_q", np_name(cdt))[grid, block, stream()](
-        flat(ds), flat(gq), gqb, gqs, flat(g), flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
-        sc)
+        flat(ds), flat(gq), gqb, gqs, flat(grad), gb, gs, flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns,
+        ne, nev, sc)
     grid, block = _fused_grid(Z, ns)
     _kernel("fused_backward_kv", np_name(cdt))[grid, block, stream()](
-        flat(gk), gkb, gks, flat(gv), gvb, gvs, flat(g), flat(p), flat(ds), flat(q), qb, qs, bshape, nl, ns, ne,
-        nev, sc)
+        flat(gk), gkb, gks, flat(gv), gvb, gvs, flat(grad), gb, gs, flat(p), flat(ds), flat(q), qb, qs, bshape, nl,
+        ns, ne, nev, sc)
     return gq, gk, gv, ds
 
 
@@ -479,9 +485,9 @@ def ptx_cases(ndim: int = 2) -> list:
         acc = np.dtype(dn).type
         dims = (i64, i64, i64, i64)
         cases.append((f"attention:fused_forward:{dn}", _fused_forward_py(acc),
-                      (arr, arr, arr, b2, b2, arr, b2, b2, arr, b2, b2, b2, *dims, types.boolean, t)))
+                      (arr, b2, b2, arr, arr, b2, b2, arr, b2, b2, arr, b2, b2, b2, *dims, types.boolean, t)))
         cases.append((f"attention:fused_backward_q:{dn}", _fused_backward_q_py(acc),
-                      (arr, arr, b2, b2, arr, arr, arr, b2, b2, arr, b2, b2, b2, *dims, t)))
+                      (arr, arr, b2, b2, arr, b2, b2, arr, arr, b2, b2, arr, b2, b2, b2, *dims, t)))
         cases.append((f"attention:fused_backward_kv:{dn}", _fused_backward_kv_py(acc),
-                      (arr, b2, b2, arr, b2, b2, arr, arr, arr, arr, b2, b2, b2, *dims, t)))
+                      (arr, b2, b2, arr, b2, b2, arr, b2, b2, arr, arr, arr, b2, b2, b2, *dims, t)))
     return cases
