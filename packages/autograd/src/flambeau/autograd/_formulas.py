@@ -144,8 +144,8 @@ def _is_transposed(m) -> bool:
 def _linear(name):
     """The formula of ``linear``'s ``name`` (Note [Linear as one operator]): its part of one ``linear_backward``
     call for all three gradients; differentiable products under ``create_graph`` and for complex dtypes (whose
-    gradients conjugate the other operand). A bias other than a
-    ``(out,)`` vector (a matrix bias of a 2-D input) gets ``g``, which the engine reduces to its shape."""
+    gradients conjugate the other operand). A bias other than a ``(out,)`` vector (a matrix bias of a 2-D input)
+    gets ``g``, which the engine reduces to its shape."""
     def formula(g, s):
         metas = s._node._metas  # (shape, dtype, device) of each tensor input: read directly, once
         bias = metas.get("bias")
