@@ -7,6 +7,7 @@ two-launch path) and on a GPU. CPU results are the reference.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -236,7 +237,8 @@ def _record_columns(monkeypatch) -> list:
         return kernel(name, acc, mode, two, tile)
 
     monkeypatch.setattr(reduction, "columns_kernel", recording)
-    monkeypatch.setattr(reduction, "_PLANS", {})  # plans made before kept their kernels: Note [Reduction plans]
+    # plans made before kept their kernels (Note [Reduction plans]): a cache of this test's own
+    monkeypatch.setattr(reduction, "_plan", functools.lru_cache(maxsize=None)(reduction._plan.__wrapped__))
     return modes
 
 
@@ -285,7 +287,7 @@ def test_column_tiles_keep_their_partial_states_bounded(monkeypatch):
     ci, di = _pair(RNG.integers(-3, 4, (70, 3)))
     for bound, want in ((6, [(2, 2), (2, 1)]), (3, [(2, 1)])):
         monkeypatch.setattr(_launch, "MAX_PARTIALS", bound)
-        reduction._PLANS.clear()  # (a plan keeps the split it was made with)
+        reduction._plan.cache_clear()  # (a plan keeps the split it was made with)
         grids.clear()
         _same(d.sum(0), c.sum(0))
         assert grids == want, (bound, grids)  # 2 tiles of 2 columns; 2 parts, then 1 (5 without the bound)

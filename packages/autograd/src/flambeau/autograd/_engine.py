@@ -383,7 +383,7 @@ def _execute(roots, keep_graph: bool, create_graph: bool, capture, accumulate_on
                         prev = nbuf.get(nr)
                         if prev is None:
                             nbuf[nr] = g
-                        elif not create_graph and _accumulable(prev, g):
+                        elif not create_graph and _summable_into(prev, g) and _stealable(prev):
                             prev.add_(g)  # Note [Gradients summed in place]
                         else:
                             nbuf[nr] = prev + g
@@ -512,24 +512,22 @@ def _accumulate(var: Tensor, g: Tensor, create_graph: bool) -> None:
 # so does the engine: outside create_graph, when ``prev`` is a dense tensor of ``g``'s shape, dtype and device
 # that only the buffer refers to (a gradient handed to two inputs, as ``add``'s is, or a view of another, never;
 # sparse gradients and tensor subclasses are summed out of place).
-def _accumulable(prev: Tensor, g: Tensor) -> bool:
-    """Whether ``g`` may be added into ``prev`` in place (Note [Gradients summed in place]).
-
-    References to ``prev``: the buffer's, the caller's local, this argument and getrefcount's; to its storage:
-    the tensor's and getrefcount's argument.
-    """
-    return (prev.__class__ is Tensor and g.__class__ is Tensor  # (dense tensors: a sparse sum stays out of place)
-            and prev is not g and prev._base is None and not prev._requires_grad and prev.dtype is g.dtype
-            and prev._device is g._device and prev._data.shape == g._data.shape and sys.getrefcount(prev) <= 4
-            and prev.is_contiguous() and sys.getrefcount(prev._storage) == 2
-            and backend(prev._device.type).owns_memory_alone(prev._data))
+def _summable_into(prev: Tensor, g: Tensor) -> bool:
+    """Whether ``prev + g`` is ``prev``'s kind of tensor (Note [Gradients summed in place]): two dense tensors (a
+    sparse sum stays out of place) of one shape, dtype and device, ``prev`` neither ``g`` nor a view nor requiring
+    grad. Whether anything else can reach ``prev`` is :func:`_stealable`'s question."""
+    return (prev.__class__ is Tensor and g.__class__ is Tensor and prev is not g and prev._base is None
+            and not prev._requires_grad and prev.dtype is g.dtype and prev._device is g._device
+            and prev._data.shape == g._data.shape)
 
 
 def _stealable(g: Tensor) -> bool:
-    """Whether nothing but the engine can reach ``g``'s memory, so that ``.grad`` may take it as is.
+    """Whether nothing but the engine can reach ``g``'s memory, so that ``.grad`` may take it as is, or another
+    gradient be summed into it (Note [Gradients summed in place]).
 
-    References to ``g``: the grads list, ``_accumulate``'s argument, this argument and getrefcount's.
-    A view is stealable when its base tensor is a dead temporary that only the view refers to.
+    References to ``g``: the engine's (the grads list, or the buffer), the caller's (``_accumulate``'s argument, or
+    ``_execute``'s local), this argument and getrefcount's. A view is stealable when its base tensor is a dead
+    temporary that only the view refers to.
     """
     if not g.is_contiguous() or sys.getrefcount(g) > 4:
         return False

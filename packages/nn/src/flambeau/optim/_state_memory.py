@@ -18,8 +18,8 @@ Note [Optimizer state in a memory pool of its own]
 
     Without flambeau-cuda-alloc's caching allocator there are no pools, and the state comes from the
     device's allocator as any tensor does. CPU parameters are not concerned. Where the step runs inside a
-    pool of the caller's (``use_mem_pool``, ``MemPoolContext``) on the parameter's device, the state goes
-    to that pool, as every other allocation there does: the caller chose where the step's memory lives.
+    pool of the caller's (``use_mem_pool``) on the parameter's device, the state goes to that pool, as every
+    other allocation there does (and as torch's optimizers' state does): the caller chose where it lives.
 """
 
 from __future__ import annotations

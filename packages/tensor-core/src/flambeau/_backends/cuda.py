@@ -285,20 +285,9 @@ def _index(device) -> int:
     return current_device() if i is None else i
 
 
-_C_STRIDES: dict = {}  # (shape, itemsize) -> C strides in bytes: a model allocates the same shapes every step
-
-
-def _c_strides(shape, item) -> tuple:
-    key = (shape, item)
-    strides = _C_STRIDES.get(key)
-    if strides is None:
-        if len(_C_STRIDES) >= 4096:
-            _C_STRIDES.clear()
-        strides = _C_STRIDES[key] = _compute_c_strides(shape, item)
-    return strides
-
-
-def _compute_c_strides(shape, item) -> tuple:
+@functools.lru_cache(maxsize=4096)  # (a model allocates the same shapes every step)
+def _c_strides(shape: tuple, item: int) -> tuple:
+    """C strides in bytes of ``shape`` with ``item`` bytes per element."""
     strides = []
     acc = item
     for n in reversed(shape):
@@ -307,27 +296,21 @@ def _compute_c_strides(shape, item) -> tuple:
     return tuple(reversed(strides))
 
 
-_GEOMETRY: dict = {}  # (shape, dtype as given) -> (shape of ints, numpy dtype, C strides in bytes, bytes)
+@functools.lru_cache(maxsize=4096)
+def _geometry_of(shape, np_dtype) -> tuple:
+    shape = tuple(map(int, shape))
+    dtype = np_dtype if isinstance(np_dtype, np.dtype) else np.dtype(np_dtype)
+    return shape, dtype, _c_strides(shape, dtype.itemsize), math.prod(shape) * dtype.itemsize
 
 
 def _geometry(shape, np_dtype) -> tuple:
-    """:func:`empty`'s view of its arguments, worked out once per (shape, dtype) as callers give them: a training
-    step allocates the same few hundred shapes every step, and the conversions cost a third of an allocation's
-    host time."""
-    key = (shape, np_dtype)
+    """:func:`empty`'s view of its arguments ``(shape of ints, numpy dtype, C strides in bytes, bytes)``, worked out
+    once per (shape, dtype) as callers give them: a training step allocates the same few hundred shapes every step,
+    and the conversions cost a third of an allocation's host time."""
     try:
-        geometry = _GEOMETRY.get(key)
+        return _geometry_of(shape, np_dtype)
     except TypeError:  # a shape given as a list
-        geometry = key = None
-    if geometry is None:
-        shape = tuple(map(int, shape))
-        dtype = np_dtype if isinstance(np_dtype, np.dtype) else np.dtype(np_dtype)
-        geometry = (shape, dtype, _compute_c_strides(shape, dtype.itemsize), math.prod(shape) * dtype.itemsize)
-        if key is not None:
-            if len(_GEOMETRY) >= 4096:
-                _GEOMETRY.clear()
-            _GEOMETRY[key] = geometry
-    return geometry
+        return _geometry_of(tuple(shape), np_dtype)
 
 
 def _finalizer(alloc, address):

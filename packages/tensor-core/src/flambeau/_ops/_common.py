@@ -13,7 +13,7 @@ from flambeau._tensor import Tensor, _wrap, _wrap_dim
 
 __all__ = ["record", "record_if_needed", "inplace_needs_engine", "inplace_by_engine", "common_device",
            "wrap_dim", "dims_arg", "broadcast_error", "Tensor", "_wrap", "grad_state", "check_tensor",
-           "broadcast_shapes", "normalize_shape", "storage_view"]
+           "broadcast_shapes", "normalize_shape", "storage_view", "wrap_optional"]
 
 wrap_dim = _wrap_dim
 
@@ -73,6 +73,11 @@ def inplace_needs_engine(self: Tensor, *others) -> bool:
 def inplace_by_engine(op, inputs: tuple, attrs: dict):
     """Run in-place ``op`` through the autograd engine (after :func:`inplace_needs_engine` said so)."""
     return _engine[0].apply_inplace(op, inputs, attrs)
+
+
+def wrap_optional(results, device) -> tuple:
+    """A kernel's results as tensors on ``device``, None kept (the backward operators' gradients not asked for)."""
+    return tuple(None if r is None else _wrap(r, device) for r in results)
 
 
 def check_tensor(x, argname: str, opname: str) -> Tensor:

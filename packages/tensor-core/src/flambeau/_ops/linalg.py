@@ -38,6 +38,7 @@ from flambeau._ops._common import (
     record,
     record_if_needed,
     wrap_dim,
+    wrap_optional,
 )
 from flambeau._ops._registry import declare, get_op
 from flambeau._ops.shape import broadcast_tensors, stack
@@ -432,7 +433,7 @@ def linear_backward(grad_output: Tensor, input: Tensor, weight: Tensor, output_m
     op = "linear_backward"
     for t, name in ((grad_output, "grad_output"), (input, "input"), (weight, "weight")):
         check_tensor(t, name, op)
-    if not input.dtype.is_floating_point or input.dtype.is_complex:
+    if not input.dtype.is_floating_point:  # (complex dtypes are not)
         raise RuntimeError(f"{op}(): expected input of a real floating point dtype, got {input.dtype}")
     for t, name in ((grad_output, "grad_output"), (weight, "weight")):
         if t.dtype is not input.dtype:
@@ -446,8 +447,7 @@ def linear_backward(grad_output: Tensor, input: Tensor, weight: Tensor, output_m
     if len(mask) != 3:
         raise RuntimeError(f"{op}(): expected output_mask of 3 booleans, got {list(output_mask)}")
     dev = common_device(grad_output, input, weight)
-    res = LINEAR_BACKWARD.kernel(dev.type)(grad_output._data, input._data, weight._data, mask)
-    return tuple(None if r is None else _wrap(r, dev) for r in res)
+    return wrap_optional(LINEAR_BACKWARD.kernel(dev.type)(grad_output._data, input._data, weight._data, mask), dev)
 
 
 # --- einsum, tensordot -----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record, wrap_optional
 from flambeau._ops._registry import declare
 
 __all__ = ["batch_norm", "layer_norm", "group_norm"]
@@ -159,10 +159,6 @@ def _check_stat(t, argname: str, op: str, shape: tuple, input: Tensor) -> None:
     common_device(input, t)
 
 
-def _grads_out(dev, grads):
-    return tuple(None if g is None else _wrap(g, dev) for g in grads)
-
-
 @BATCH_NORM_BACKWARD.front
 def batch_norm_backward(grad_output: Tensor, input: Tensor, weight: Tensor | None, save_mean: Tensor,
                         save_invstd: Tensor, training: bool, output_mask=(True, True, True)) -> tuple:
@@ -176,9 +172,9 @@ def batch_norm_backward(grad_output: Tensor, input: Tensor, weight: Tensor | Non
     for t, argname in ((save_mean, "save_mean"), (save_invstd, "save_invstd")):
         _check_stat(t, argname, "batch_norm_backward", (c,), input)
     dev = input._device
-    return _grads_out(dev, BATCH_NORM_BACKWARD.kernel(dev.type)(
+    return wrap_optional(BATCH_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, _data(weight), save_mean._data, save_invstd._data, bool(training),
-        tuple(output_mask)))
+        tuple(output_mask)), dev)
 
 
 # --- layer_norm ---------------------------------------------------------------------------------------
@@ -266,9 +262,9 @@ def layer_norm_backward(grad_output: Tensor, input: Tensor, normalized_shape, me
     for t, argname in ((mean, "mean"), (rstd, "rstd")):
         _check_stat(t, argname, "layer_norm_backward", (rows,), input)
     dev = input._device
-    return _grads_out(dev, LAYER_NORM_BACKWARD.kernel(dev.type)(
+    return wrap_optional(LAYER_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, len(normalized_shape), mean._data, rstd._data, _data(weight),
-        tuple(output_mask)))
+        tuple(output_mask)), dev)
 
 
 # --- group_norm ---------------------------------------------------------------------------------------
@@ -334,9 +330,9 @@ def group_norm_backward(grad_output: Tensor, input: Tensor, num_groups: int, mea
     for t, argname in ((mean, "mean"), (rstd, "rstd")):
         _check_stat(t, argname, "group_norm_backward", (input.shape[0] * num_groups,), input)
     dev = input._device
-    return _grads_out(dev, GROUP_NORM_BACKWARD.kernel(dev.type)(
+    return wrap_optional(GROUP_NORM_BACKWARD.kernel(dev.type)(
         grad_output._data, input._data, int(num_groups), mean._data, rstd._data, _data(weight),
-        tuple(output_mask)))
+        tuple(output_mask)), dev)
 
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from flambeau import _dtype as dt
-from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, grad_state, record, wrap_optional
 from flambeau._ops._registry import declare
 
 __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
@@ -243,7 +243,7 @@ def _backward_front(op, n_grads):
         _check_backward(op.name, args)
         dev = args[0]._device
         arrays = tuple(a._data if isinstance(a, Tensor) else a for a in args)
-        return tuple(None if r is None else _wrap(r, dev) for r in op.kernel(dev.type)(*arrays))
+        return wrap_optional(op.kernel(dev.type)(*arrays), dev)
 
     fn.__doc__ = f"""Gradients of ``{op.name[:-9]}`` from its saved workspace ({n_grads} results).
 

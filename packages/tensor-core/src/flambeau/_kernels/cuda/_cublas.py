@@ -17,6 +17,7 @@ become one call per index of the outer ones, all queued on the stream. :func:`pr
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import math
 import threading
 
@@ -169,24 +170,9 @@ def _layout(rs: int, cs: int, rows: int, cols: int):
     return None
 
 
-_PLANS: dict = {}  # the arguments of _plan -> its result (a training step asks for the same few dozen each step)
-
-
+@functools.lru_cache(maxsize=4096)  # (a training step asks for the same few dozen each step)
 def _plan(dtype, ars, acs, brs, bcs, M, N, K):
     """The (op, ld) layouts of both operands for :func:`gemm`, or None when cuBLAS cannot take them."""
-    key = (dtype, ars, acs, brs, bcs, M, N, K)
-    plan = _PLANS.get(key, _NO_PLAN)
-    if plan is _NO_PLAN:
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        plan = _PLANS[key] = _layouts(dtype, ars, acs, brs, bcs, M, N, K)
-    return plan
-
-
-_NO_PLAN = object()
-
-
-def _layouts(dtype, ars, acs, brs, bcs, M, N, K):
     if (dtype not in _FLOATS and np.dtype(dtype) not in _FLOATS) or max(M, N, K) > _INT_MAX:
         return None
     la = _layout(ars, acs, M, K)
@@ -235,13 +221,7 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
         Z, sa, sb, sc = (batch[0], abst[0], bbst[0], M * N) if nb else (1, 0, 0, 0)
         offsets = _ONE_CALL
     else:
-        key = (tuple(batch), tuple(abst), tuple(bbst), M * N)
-        loop = _LOOPS.get(key)
-        if loop is None:
-            if len(_LOOPS) >= 1024:
-                _LOOPS.clear()
-            loop = _LOOPS[key] = _batch_loop(batch, abst, bbst, M * N)
-        Z, sa, sb, sc, offsets = loop
+        Z, sa, sb, sc, offsets = _batch_loop(tuple(batch), tuple(abst), tuple(bbst), M * N)
     ffi, lib = _lib()
     h = _handle_on(ffi, lib, stream)
     half = dt == _F16
@@ -265,10 +245,8 @@ def gemm(out, a, b, A, B, batch, M, N, K, alpha, beta, be, stream) -> bool:
     return True
 
 
-_LOOPS: dict = {}  # (batch, a's and b's batch strides, M * N) -> _batch_loop's result
-
-
-def _batch_loop(batch, abst, bbst, mn: int) -> tuple:
+@functools.lru_cache(maxsize=1024)
+def _batch_loop(batch: tuple, abst: tuple, bbst: tuple, mn: int) -> tuple:
     """``(Z, sa, sb, sc, offsets)`` of a GEMM over more than one batch dim: cuBLAS batches over one dim of uniform
     strides (``Z`` products, strides ``sa``, ``sb``, ``sc``), the longest, so that fewest calls loop over the rest
     (attention's (batch, heads) views of a fused qkv projection do not merge into one dim); ``offsets`` are the

@@ -33,8 +33,8 @@ from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "NARROW", "CACHE", "bind_numba_cuda", "jit", "direct",
            "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "COLUMN_TILE", "MAX_PARTIALS",
-           "column_tile", "column_parts", "is_array", "strides_for", "coalesce", "elem_strides", "c_elem_strides",
-           "error_flag", "ERR_INDEX", "ERR_VALUE"]
+           "column_tile", "column_parts", "is_array", "strides_for", "broadcast_strides", "coalesce", "elem_strides",
+           "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
 BLOCK = 256  # threads per block of elementwise kernels
 REDUCE_BLOCK = 256  # threads per block of reductions (a power of two)
@@ -168,11 +168,15 @@ def is_array(x) -> bool:
 
 def strides_for(x, shape: tuple) -> tuple:
     """Element strides of array ``x`` broadcast to ``shape`` (0 on broadcast dims), at least 1-d."""
+    return broadcast_strides(x.shape, x.strides, x.dtype.itemsize, shape)
+
+
+def broadcast_strides(xshape: tuple, xstrides: tuple, item: int, shape: tuple) -> tuple:
+    """:func:`strides_for` of an array of ``xshape``, byte ``xstrides`` and ``item`` bytes per element."""
     nd = len(shape)
-    item = x.dtype.itemsize
     st = [0] * nd
-    off = nd - x.ndim
-    for i, (n, s) in enumerate(zip(x.shape, x.strides)):
+    off = nd - len(xshape)
+    for i, (n, s) in enumerate(zip(xshape, xstrides)):
         st[off + i] = 0 if n == 1 else s // item
     return tuple(st) if nd else (0,)
 

@@ -309,9 +309,15 @@ def _fused_geometry(q, k, v):
         return None
     geometry = [batch or (1,)]
     for a in (q, k, v):
-        st = elem_strides(a)
-        geometry += [st[:-2] or (0,), st[-2:]]
+        geometry += _batch_and_matrix(elem_strides(a))
     return tuple(geometry)
+
+
+def _batch_and_matrix(strides) -> tuple:
+    """Element ``strides`` as the fused kernels take an operand's: ``(batch strides, (row, column))``, the batch
+    strides ``(0,)`` where there is no batch dim."""
+    strides = tuple(strides)
+    return strides[:-2] or (0,), strides[-2:]
 
 
 def _fused_grid(Z: int, rows: int) -> tuple:
@@ -432,7 +438,7 @@ def _like(a, cdt, shape=None):
     for i, d in enumerate(order):
         strides[d] = dense[i]
     view = backend.as_strided(backend.flat_view(out), shape, tuple(strides), 0)
-    return view, (tuple(strides[:-2]) or (0,), tuple(strides[-2:]))
+    return view, _batch_and_matrix(strides)
 
 
 def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
@@ -443,8 +449,8 @@ def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
     nl, ns, ne, nev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     batch = tuple(q.shape[:-2])
     p = contig(attn)
-    gst = elem_strides(grad)  # read in place: the output's layout (Note [Gradients in their operands' layout])
-    gb, gs = gst[:-2] or (0,), gst[-2:]
+    # the output's gradient, read in place in the output's layout (Note [Gradients in their operands' layout])
+    gb, gs = _batch_and_matrix(elem_strides(grad))
     ds = backend.empty(batch + (nl, ns), cdt)
     (gq, (gqb, gqs)), (gk, (gkb, gks)), (gv, (gvb, gvs)) = _like(q, cdt), _like(k, cdt), _like(v, cdt)
     flat = backend.flat_view

@@ -58,13 +58,13 @@ from flambeau._kernels.cuda._launch import (
     NARROW,
     be,
     bind_numba_cuda,
+    broadcast_strides,
     coalesce,
     is_array,
     jit,
     launch_1d,
     launch_keyed,
     stream,
-    strides_for,
 )
 from flambeau._ops._registry import kernel
 from flambeau._size import broadcast_shapes
@@ -1030,12 +1030,17 @@ _WIDE = np.dtype(np.int64)
 _UNIT, _NONE = (1,), (0,)
 
 
-# Note [Strided launch geometry]: the broadcast strides and coalesced dims of a strided launch depend only on the
-# operands' shapes, strides and item sizes, and a training step repeats the same few dozen of them every step
-# (a bias broadcast over a batch, a transposed view): worked out once per geometry (about a third of such a
-# launch's host time), kept up to _STRIDED_MAX of them.
-_STRIDED: dict = {}
-_STRIDED_MAX = 4096
+@functools.lru_cache(maxsize=4096)
+def _strided_geometry(shape: tuple, out_geometry: tuple, geometries: tuple) -> tuple:
+    """``(kshape, out strides, *operand strides)`` of a strided launch over ``shape``, from each array's ``(shape,
+    byte strides, item size)`` (None for a scalar operand).
+
+    Note [Strided launch geometry]: these depend only on the operands' shapes, strides and item sizes, and a
+    training step repeats the same few dozen of them every step (a bias broadcast over a batch, a transposed
+    view): worked out once per geometry, about a third of such a launch's host time."""
+    zeros = (0,) * len(shape)
+    return coalesce(shape, broadcast_strides(*out_geometry, shape),
+                    *(zeros if g is None else broadcast_strides(*g, shape) for g in geometries))
 
 
 def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple:
@@ -1062,16 +1067,9 @@ def _flat_operands(backend, out, shape: tuple, operands: tuple, is_arr) -> tuple
             if ref is None:
                 ref = fo
             return (out.size,), fo, _UNIT, [(ref, _NONE) if f is None else (f, _UNIT) for f in flats]
-    key = (shape, out.strides, out.dtype.itemsize,
-           *[(x.shape, x.strides, x.dtype.itemsize) if a else None for x, a in zip(operands, is_arr)])
-    geometry = _STRIDED.get(key)
-    if geometry is None:
-        if len(_STRIDED) >= _STRIDED_MAX:
-            _STRIDED.clear()
-        zeros = (0,) * len(shape)
-        geometry = _STRIDED[key] = coalesce(shape, strides_for(out, shape),
-                                            *(strides_for(x, shape) if a else zeros for x, a in zip(operands, is_arr)))
-    kshape, ost, *strides = geometry
+    kshape, ost, *strides = _strided_geometry(
+        shape, (out.shape, out.strides, out.dtype.itemsize),
+        tuple([(x.shape, x.strides, x.dtype.itemsize) if a else None for x, a in zip(operands, is_arr)]))
     if fo is None:
         fo = backend.flat_arg(out)
     flats = [backend.flat_arg(x) if a else None for x, a in zip(operands, is_arr)]

@@ -570,6 +570,16 @@ def addmm(input, a, b, beta, alpha):
     return _add_product(input, a, b, beta, alpha, False)
 
 
+def _matrix_rows(a) -> tuple:
+    """``(a, (row stride, column stride))``: ``a`` as the matrix of its folded leading dims' rows, in elements. A
+    matrix is read as it is, whatever its strides; an array of more dims is made C-contiguous first."""
+    if a.ndim == 2:
+        return a, tuple(_est(a))
+    if not be().is_c_contiguous(a):
+        a = contiguous(a)
+    return a, (a.shape[-1], 1)
+
+
 @kernel("linear", "cuda")
 def linear(x, w, b):
     """``x @ w.T + b`` in one GEMM over the rows of ``x``'s folded leading dims (a strided ``x`` of more than two
@@ -577,12 +587,8 @@ def linear(x, w, b):
     operator]). The operands go to the GEMM as memory and strides: no view is made of them."""
     out_f, k = w.shape
     sw = _est(w)
-    if x.ndim == 2:  # (a strided x too: the GEMM reads it as it is)
-        A = ([], *_est(x))
-    else:
-        if not be().is_c_contiguous(x):
-            x = contiguous(x)
-        A = ([], k, 1)
+    x, (xr, xc) = _matrix_rows(x)
+    A = ([], xr, xc)
     rows = math.prod(x.shape[:-1])
     out = be().empty((*x.shape[:-1], out_f), _product_dtype(np.dtype(x.dtype)))
     if out.size:
@@ -605,18 +611,14 @@ def linear_backward(g, x, w, mask):
     rows = math.prod(x.shape[:-1])
     compute = np.dtype(g.dtype)
     gi = gw = gb = None
-    if g.ndim > 2 and not backend.is_c_contiguous(g):
-        g = contiguous(g)
-    gr, gc = _est(g)[-2:] if g.ndim == 2 else (out_f, 1)  # g2's row and column strides
+    g, (gr, gc) = _matrix_rows(g)
     if mask[0]:
         gi = backend.empty(tuple(x.shape), compute)
         if gi.size:
             sw = _est(w)
             _gemm(gi, g, ([], gr, gc), w, ([], sw[0], sw[1]), [], rows, k, out_f)
     if mask[1]:
-        if x.ndim > 2 and not backend.is_c_contiguous(x):
-            x = contiguous(x)
-        xr, xc = _est(x)[-2:] if x.ndim == 2 else (k, 1)
+        x, (xr, xc) = _matrix_rows(x)
         gw = backend.empty((out_f, k), compute)
         if gw.size:
             _gemm(gw, g, ([], gc, gr), x, ([], xr, xc), [], out_f, k, rows)  # g2.T @ x2

@@ -894,18 +894,18 @@ def _block() -> int:
     return 8 if sim() else REDUCE_BLOCK
 
 
-def _geometry(a, dims, keepdim: bool):
-    """``(out_shape, kshape, kst, rshape, rst, M, K)`` of reducing ``a`` over ``dims`` (None: all)."""
-    nd = a.ndim
+def _geometry(shape: tuple, strides: tuple, item: int, dims, keepdim: bool):
+    """``(out_shape, kshape, kst, rshape, rst, M, K)`` of reducing an array of ``shape``, byte ``strides`` and
+    ``item`` bytes per element over ``dims`` (None: all)."""
+    nd = len(shape)
     dims = tuple(range(nd)) if dims is None else tuple(sorted(d % nd for d in dims)) if nd else ()
-    item = a.dtype.itemsize
     kept = [d for d in range(nd) if d not in dims]
-    out_shape = tuple((1 if d in dims else a.shape[d]) for d in range(nd)) if keepdim \
-        else tuple(a.shape[d] for d in kept)
+    out_shape = tuple((1 if d in dims else shape[d]) for d in range(nd)) if keepdim \
+        else tuple(shape[d] for d in kept)
     # adjacent dims that step through memory as one merge (a conv bias gradient's sum over (N, H, W) of an
     # NCHW gradient reduces over (N, H * W)): the kernels unravel positions with one division per dim
-    kshape, kst = coalesce(tuple(a.shape[d] for d in kept), tuple(a.strides[d] // item for d in kept))
-    rshape, rst = coalesce(tuple(a.shape[d] for d in dims), tuple(a.strides[d] // item for d in dims))
+    kshape, kst = coalesce(tuple(shape[d] for d in kept), tuple(strides[d] // item for d in kept))
+    rshape, rst = coalesce(tuple(shape[d] for d in dims), tuple(strides[d] // item for d in dims))
     return out_shape, kshape, kst, rshape, rst, math.prod(kshape), math.prod(rshape)
 
 
@@ -913,20 +913,19 @@ def _geometry(a, dims, keepdim: bool):
 # their combination), its geometry and its kernels depend only on the operation, the dtypes, the input's shape
 # and strides and the reduced dims; a training step repeats the same few dozen reductions every step (a loss's
 # mean, broadcast gradients summed back, a bias's gradient). They are worked out once per such key (about half
-# of a reduction's host time), kept up to _PLANS_MAX of them.
-_PLANS: dict = {}
-_PLANS_MAX = 4096
-
-
-def _plan(name: str, a, dims, keepdim: bool, out_dtype: np.dtype, acc_dtype, two: bool) -> tuple:
-    """``(out_shape, M, K, launches)`` of a reduction (Note [Reduction plans]); ``launches`` is ``(mode, kernels,
-    config(s), key, geometry, P)`` with ``mode`` one of "rows", "final", "split", "columns", "columns split"."""
+# of a reduction's host time).
+@functools.lru_cache(maxsize=4096)
+def _plan(name: str, shape: tuple, strides: tuple, dtype: np.dtype, dims, keepdim: bool, out_dtype: np.dtype,
+          acc_dtype, two: bool) -> tuple:
+    """``(out_shape, M, K, launches)`` of reducing an array of ``shape``, byte ``strides`` and ``dtype`` (Note
+    [Reduction plans]); ``launches`` is ``(mode, kernels, config(s), key, geometry, P, acc)`` with ``mode`` one of
+    "rows", "final", "split", "columns", "columns split"."""
     kind = _table()[name][1]
-    acc = np.dtype(acc_dtype) if acc_dtype is not None else _acc(out_dtype if kind == "out" else a.dtype, kind, name)
-    out_shape, kshape, kst, rshape, rst, M, K = _geometry(a, dims, keepdim)
+    acc = np.dtype(acc_dtype) if acc_dtype is not None else _acc(out_dtype if kind == "out" else dtype, kind, name)
+    out_shape, kshape, kst, rshape, rst, M, K = _geometry(shape, strides, dtype.itemsize, dims, keepdim)
     geometry = (kshape, kst, rshape, rst)
     acc_name = np_name(acc)
-    key = (out_dtype, np.dtype(np.int64) if two else out_dtype, a.dtype, len(kshape), len(rshape))
+    key = (out_dtype, np.dtype(np.int64) if two else out_dtype, dtype, len(kshape), len(rshape))
     B = _block()
     P = row_parts(K, B)
     short = K <= (4 if sim() else _SHORT_ROW)
@@ -966,13 +965,7 @@ def reduce(name: str, a, dims, keepdim: bool, out_dtype, q: float = 0.0, acc_dty
     out_dtype = np.dtype(out_dtype)
     if dims is not None and dims.__class__ is not tuple:
         dims = tuple(dims)
-    plan_key = (name, a.shape, a.strides, a.dtype, dims, keepdim, out_dtype, acc_dtype, two)
-    plan = _PLANS.get(plan_key)
-    if plan is None:
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()
-        plan = _PLANS[plan_key] = _plan(name, a, dims, keepdim, out_dtype, acc_dtype, two)
-    out_shape, M, K, launch = plan
+    out_shape, M, K, launch = _plan(name, a.shape, a.strides, a.dtype, dims, keepdim, out_dtype, acc_dtype, two)
     shaped = backend.empty(out_shape, out_dtype)
     shaped_idx = backend.empty(out_shape, np.int64) if two else shaped
     if launch is not None:
@@ -1176,7 +1169,7 @@ def cummin_kernel(a, dim):
 def _row_launch(which, a, dims, keepdim):
     """``(values, indices)`` of ``median``/``mode`` over ``dims`` (one block per output)."""
     backend = be()
-    out_shape, kshape, kst, rshape, rst, M, L = _geometry(a, dims, keepdim)
+    out_shape, kshape, kst, rshape, rst, M, L = _geometry(a.shape, a.strides, a.dtype.itemsize, dims, keepdim)
     out = backend.empty((M,), a.dtype)
     idx = backend.empty((M,), np.int64)
     _acc(a.dtype, "in", which)  # the dtype check
