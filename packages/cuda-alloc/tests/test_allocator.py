@@ -78,16 +78,31 @@ def test_large_block_split_only_when_more_than_1mib_remains(alloc):
     assert snapshot[1]["blocks"][1]["size"] == MiB + 512
 
 
-def test_best_fit_takes_the_smallest_fitting_block(alloc):
+def test_first_fit_takes_the_lowest_fitting_block_of_a_segment(alloc):
     ptrs = [alloc.malloc(4096) for _ in range(6)]
     # Free blocks of 1, 2 and 3 pages separated by live ones.
     alloc.free(ptrs[0])
     alloc.free(ptrs[2])
     alloc.free(ptrs[3])
-    keep = alloc.malloc(4096)  # the one-page hole at ptrs[0] is the best fit
-    assert keep == ptrs[0]
-    two = alloc.malloc(8192)  # the two-page hole at ptrs[2]
+    two = alloc.malloc(8192)  # the lowest hole that fits: ptrs[2] (ptrs[0]'s is one page)
     assert two == ptrs[2]
+    keep = alloc.malloc(4096)  # ptrs[0]: the lowest hole, though the tail after ptrs[5] fits too
+    assert keep == ptrs[0]
+
+
+def test_first_fit_takes_the_oldest_segment_before_a_tighter_fit(alloc, device):
+    alloc.malloc(2 * MiB)
+    q = alloc.malloc(18 * MiB)  # the rest of the first 20 MiB segment
+    r = alloc.malloc(4 * MiB)  # a second segment
+    alloc.malloc(16 * MiB)  # and the rest of it
+    assert device.num_mallocs == 2
+    alloc.free(q)  # 18 MiB free in the older segment
+    alloc.free(r)  # 4 MiB free in the newer one: the best fit for 4 MiB, but first fit goes by segment age
+    assert alloc.malloc(4 * MiB) == q
+    assert alloc.malloc(4 * MiB) == q + 4 * MiB  # the older segment's 14 MiB left, still before r's hole
+    assert alloc.malloc(10 * MiB) == q + 8 * MiB
+    assert alloc.malloc(4 * MiB) == r
+    assert device.num_mallocs == 2
 
 
 def test_free_merges_with_both_neighbours(alloc):
@@ -469,3 +484,47 @@ def test_caching_disabled_returns_segments_at_free():
     alloc.set_caching_enabled(True)
     alloc.free(alloc.malloc(1000))
     assert alloc.memory_reserved() == 2 * MiB
+
+
+def _step_program(seed: int) -> list[tuple[str, int]]:
+    """A random training step's requests: ``("malloc", size)`` and ``("free", i)`` (of the i-th malloc), every
+    block freed by the end, lifetimes nested and overlapping as a forward and backward pass's are."""
+    import random
+
+    rng = random.Random(seed)
+    program, live = [], []
+    for i in range(300):
+        kind = rng.random()
+        size = (rng.randrange(512, MiB) if kind < 0.4 else rng.randrange(MiB, 10 * MiB) if kind < 0.8
+                else rng.randrange(10 * MiB, 40 * MiB))
+        program.append(("malloc", size))
+        live.append(i)
+        while live and rng.random() < 0.45:
+            program.append(("free", live.pop(rng.randrange(len(live)))))
+    program += [("free", i) for i in rng.sample(live, len(live))]
+    return program
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_repeated_step_reserves_nothing_new(seed):
+    """Note [First fit in segment order]: a step that repeats the one before from the same live blocks takes
+    the blocks the first one took, so it never needs a segment more (best fit did for half of these seeds)."""
+    device = SimulatedDevice(capacity=64 << 30)
+    alloc = CachingAllocator(device, AllocatorConfig())
+    parameters = [alloc.malloc(size) for size in (3 * MiB, 700_000, 12 * MiB)]  # live through every step
+    program = _step_program(seed)
+
+    def step() -> None:
+        blocks = []
+        for op, arg in program:
+            if op == "malloc":
+                blocks.append(alloc.malloc(arg))
+            else:
+                alloc.free(blocks[arg])
+
+    step()
+    reserved, segments = alloc.memory_reserved(), device.num_mallocs
+    for _ in range(3):
+        step()
+        assert (alloc.memory_reserved(), device.num_mallocs) == (reserved, segments)
+    assert len(parameters) == 3

@@ -1,4 +1,4 @@
-"""The allocator's cores: best fit against a plain reference model, the C core against the
+"""The allocator's cores: the fit policy against a plain reference model, the C core against the
 Python core operation for operation, and the build of the C core with its fallback."""
 
 from __future__ import annotations
@@ -22,16 +22,20 @@ SMALL_SIZE = 1 << 20
 
 
 class ReferenceModel:
-    """PyTorch's policy written as plainly as possible: every free block of a pool is a
-    candidate, the best is the smallest, then the lowest address."""
+    """The policy written as plainly as possible: every free block of a pool is a candidate
+    (PyTorch's sizes and limits); in the small pool the smallest wins, then the one of the older
+    segment, then the lower address; in the large pool the one of the oldest segment, then the
+    lowest address (Note [First fit in segment order])."""
 
     def __init__(self, max_split: int | None) -> None:
         self.max_split = max_split or 1 << 62
         self.segments: dict[int, tuple[tuple[int, bool], list[list]]] = {}  # address -> (pool, blocks)
+        self.serials: dict[int, int] = {}  # segment address -> the order in which it was made
+        self.made = 0
 
     def choose(self, pool: tuple[int, bool], rounded: int) -> int | None:
         fits = []
-        for segment_pool, blocks in self.segments.values():
+        for segment, (segment_pool, blocks) in self.segments.items():
             if segment_pool != pool:
                 continue
             for address, size, live in blocks:
@@ -41,11 +45,15 @@ class ReferenceModel:
                     continue  # no oversize block for a small request
                 if rounded >= self.max_split and size >= rounded + 20 * MiB:
                     continue  # an oversize request takes an oversize block only if it nearly fits
-                fits.append((size, address))
-        return min(fits)[1] if fits else None
+                # the small pool: best fit (ties: older segment); the large: the oldest segment's first
+                serial = self.serials[segment]
+                fits.append((size, serial, address) if pool[1] else (serial, address))
+        return min(fits)[-1] if fits else None
 
     def add_segment(self, pool: tuple[int, bool], address: int, size: int) -> None:
         self.segments[address] = (pool, [[address, size, False]])
+        self.serials[address] = self.made
+        self.made += 1
 
     def take(self, address: int, rounded: int) -> None:
         for (_, small), blocks in self.segments.values():
@@ -96,7 +104,7 @@ def _random_size(rng: random.Random) -> int:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_best_fit_matches_the_reference_model(seed):
+def test_first_fit_matches_the_reference_model(seed):
     rng = random.Random(seed)
     max_split = [None, 40 * MiB][seed % 2]
     divisions = [1, 4][seed // 2 % 2]

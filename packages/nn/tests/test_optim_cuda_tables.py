@@ -7,6 +7,7 @@ views) and the kernel records what it is given; the CUDA tier runs the real kern
 
 from __future__ import annotations
 
+import contextlib
 import types
 
 import numpy as np
@@ -62,6 +63,7 @@ def test_uploads_are_reused_for_the_same_bytes_and_replaced_for_new_ones(monkeyp
     stream = types.SimpleNamespace(device_index=0, cuda_stream=0)
     monkeypatch.setattr(ck, "_UPLOADS", {})
     monkeypatch.setattr(flambeau.cuda, "current_stream", lambda: stream)
+    monkeypatch.setattr(ck, "upload_memory", lambda index: contextlib.nullcontext())  # (no device: no pools)
     monkeypatch.setattr(_backends, "backend", lambda name: types.SimpleNamespace(
         from_numpy=lambda host: copies.append(host.copy()) or copies[-1]))
     a = ck._upload(np.array([1, 2, 3]))

@@ -558,13 +558,46 @@ def test_training_steps_after_the_first_make_no_raw_allocation():
     """, caching_allocator=True)
 
 
+def test_training_steps_at_gpu_sizes_make_no_raw_allocation_after_the_first():
+    """The same at the GPU sizes of benchmarks/gpu.py and for Table 1's GNMT (Adam), whose caches are
+    fuller: best fit in the large pool made the GPU-size ResNet-18 allocate a 32 MiB gradient at its second
+    step (Note [First fit in segment order] in flambeau-cuda-alloc), and the optimizers' uploads, taken from
+    the common cache, made GNMT allocate at its second step, the GPT at its third and MobileNetV2 at its
+    seventh (Note [Uploaded tables in a pool of their own] in flambeau-nn)."""
+    _run(f"""
+        sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
+        import host_overhead
+        from flambeau.autograd import _device_threads
+
+        _device_threads.run_on_device = lambda device, fn: fn()
+        sys.argv.append("--gpu-size")  # (host_overhead.train_step's switch to train.GPU_MODELS)
+        steps = [(name, lambda name=name: host_overhead.train_step(fl, name), 8)
+                 for name in ("resnet18", "mobilenet_v2", "gpt")]
+        steps.append(("gnmt", lambda: host_overhead.paper_step(fl, "gnmt"), 4))
+        for name, make, count in steps:
+            step = make()
+            raw = []
+            for _ in range(count):
+                before = fl.cuda.memory_stats()["num_device_alloc"]
+                step()
+                raw.append(fl.cuda.memory_stats()["num_device_alloc"] - before)
+            assert raw[0] > 0 and raw[1:] == [0] * (count - 1), (name, raw)
+            del step
+            fl.cuda.empty_cache()  # the next model starts from an empty cache, as on its own
+    """, caching_allocator=True)
+
+
 def test_optimizer_state_lives_in_a_pool_of_its_own():
     """SGD's momentum buffers and Adam's moments of CUDA parameters are allocated in segments of the optimizer's
     own memory pool (Note [Optimizer state in a memory pool of its own]); the parameters and the gradients are
-    not, and a second optimizer gets another pool."""
+    not, and a second optimizer gets another pool. The fused updates' uploaded tables live in a pool of their
+    own, one for all optimizers (Note [Uploaded tables in a pool of their own])."""
     _run("""
+        from flambeau._backends import backend
+        from flambeau.optim import _cuda_kernels
+
         def pool_of(t):
-            address = t.data_ptr()
+            address = t if isinstance(t, int) else t.data_ptr()
             for segment in fl.cuda.memory_snapshot():
                 if segment["address"] <= address < segment["address"] + segment["total_size"]:
                     return segment["segment_pool_id"]
@@ -584,6 +617,12 @@ def test_optimizer_state_lives_in_a_pool_of_its_own():
                 pools.append(state_pools.pop())
         assert len(set(pools)) == 2, pools  # one pool per optimizer
 
+        def upload_pools():
+            return {pool_of(backend("cuda").data_ptr(copy)) for _, copy in _cuda_kernels._UPLOADS.values()}
+
+        uploads = upload_pools()
+        assert len(uploads) == 1 and uploads.isdisjoint({(0, 0), *pools}), (uploads, pools)
+
         # inside a pool of the caller's the state goes there, as every allocation of the step does (and torch's)
         mine = fl.cuda.MemPool()
         model = fl.nn.Linear(300, 200).to("cuda")
@@ -592,4 +631,5 @@ def test_optimizer_state_lives_in_a_pool_of_its_own():
         with fl.cuda.use_mem_pool(mine):
             opt.step()
         assert {pool_of(opt.state[p][k]) for p in model.parameters() for k in ("exp_avg", "exp_avg_sq")} == {mine.id}
+        assert mine.id in upload_pools()  # (the step's scalars, uploaded inside the caller's pool)
     """, caching_allocator=True)

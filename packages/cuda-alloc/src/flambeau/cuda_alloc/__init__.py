@@ -3,9 +3,10 @@
 ``cudaMalloc`` is slow and ``cudaFree`` may wait for every queued kernel on the device,
 so a program that allocates an output per operator spends its time in the driver. A
 :class:`CachingAllocator` keeps freed device memory and hands it out again with PyTorch's
-policy: 512-byte rounding, small and large pools, best fit with splitting and merging,
-one pool per stream, events for memory used on several streams (section 5.3 of the
-PyTorch paper).
+policy: 512-byte rounding, small and large pools, splitting and merging (best fit in the
+small pool; first fit in the order segments were made in the large pool, so that a
+repeated training step makes no raw allocation), one pool per stream, events for memory
+used on several streams (section 5.3 of the PyTorch paper).
 
 It works over a small raw-device interface (:class:`Backend`): numba-cuda's driver API on
 a GPU (:class:`NumbaDriverBackend`) or a :class:`SimulatedDevice` that models memory,

@@ -5,10 +5,42 @@ Note [Caching allocator policy]
     they are carved into blocks and the blocks reused. Requests are rounded up to 512
     bytes. Requests up to 1 MiB come from the small pool, whose segments are 2 MiB;
     larger ones come from the large pool, whose segments are 20 MiB for requests under
-    10 MiB and otherwise the request rounded up to 2 MiB. A request takes the smallest
-    free block that fits (best fit, ties broken by address) and splits off the rest when
+    10 MiB and otherwise the request rounded up to 2 MiB. A small request takes the
+    smallest free block that fits (best fit, ties to the older segment, then the lower
+    address); a large one the first that fits in the order the segments were made, lowest
+    address first (Note [First fit in segment order]). The block splits off the rest when
     at least 512 B (small pool) or more than 1 MiB (large pool) would remain. A freed
-    block merges with free neighbours of its segment.
+    block merges with free neighbours of its segment. All of it is PyTorch's, but the
+    large pool's choice and the ties (PyTorch: best fit everywhere, ties to the lower
+    address).
+
+Note [First fit in segment order]
+    A training step repeats the step before: the same requests and frees, in the same
+    order, from the same live blocks (the parameters, the optimizer's state). Best fit
+    does not promise that the second step fits where the first did: the first made its
+    segments as it went, while the second finds all of them free from its start, and a
+    segment the first made late (an exact-size one of a 12 MiB request, say) can be a
+    tighter fit for an earlier request than the block the first step gave it; that
+    request takes it, and the 12 MiB request later finds no room and makes a segment.
+    The ResNet-18 of ``benchmarks/train.py`` at its GPU size did so in its second step (a
+    32 MiB gradient): a ``cudaMalloc`` inside training, on a simulated device.
+
+    The order the segments were made removes it. A request takes a block of the oldest
+    segment that has one that fits: when the first step took a block of an older segment,
+    that segment is in the same state at the same point of the second step (by induction
+    over the requests) and fits again, and the segments made later are never preferred to
+    it; when the first step made a segment, the second finds the segments before it as
+    full as they were, and that segment, the oldest of those made later, still whole. So
+    a repeated step makes no raw allocation. In the small pool every segment is 2 MiB, the
+    largest block there is: a segment made later is never a tighter fit than a block the
+    first step took, so best fit with ties to the older segment keeps the same promise and
+    its tighter packing. The price of first fit in the large pool is memory on some
+    sequences (``benchmarks/alloc.py``'s ResNet-50 trace reserves 4.8% more at its peak;
+    the models above within -4% to +1%). The promise holds for steps that start from the
+    same live blocks: what a step keeps into the next (tables the optimizers upload each
+    step: Note [Uploaded tables in a pool of their own] in flambeau's optimizers) can still
+    move the next step's blocks, as can blocks freed on other streams, whose events
+    complete when they do.
 
 Note [One pool per stream]
     Each block belongs to the stream it was allocated on, and only allocations on that
@@ -613,7 +645,7 @@ class CachingAllocator:
 
     def free_entries(self) -> list[tuple[Hashable, bool, int, int]]:
         """``(stream key, small pool?, size, address)`` of every cached free block, each
-        pool in best-fit order (for tests and debugging)."""
+        pool by size, then segment age, then address (for tests and debugging)."""
         with self._locked():
             return [
                 (key, small, size, address)

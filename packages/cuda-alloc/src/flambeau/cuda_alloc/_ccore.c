@@ -1,8 +1,9 @@
 /* The caching allocator's core in C: the same policy as _core.py's PyCore, block for block.
  *
  * Compiled on first use by _ccore.py (cffi, API mode). One ca_core per device: a table
- * address -> block (open addressing), per pool a free list sorted by (size, address) in a
- * growable array, segments as doubly linked chains of blocks, and the hot statistics in the
+ * address -> block (open addressing), per pool a free list sorted by (size, serial, address) in a
+ * growable array (each entry with its segment's serial number: first fit scans the entries
+ * that fit), segments as doubly linked chains of blocks, and the hot statistics in the
  * layout of _stats.FastCounters. Every entry point takes the core's mutex: cffi releases the
  * GIL around calls. See Note [Core interface] in _core.py.
  */
@@ -22,12 +23,13 @@ enum { STAT_SMALL = 1, STAT_LARGE = 2 };
 
 typedef struct Block {
     uint64_t address, size, requested;
+    uint64_t serial; /* its segment's: segments are numbered in the order they were made */
     int64_t stamp;
     struct Block *prev, *next;
     int32_t pool, state;
 } Block;
 
-typedef struct { uint64_t size, address; Block *block; } Entry;
+typedef struct { uint64_t size, address, serial; Block *block; } Entry;
 typedef struct { Entry *items; size_t n, cap; int small; } Pool;
 typedef struct { uint64_t key; Block *block; } Slot;
 
@@ -46,6 +48,7 @@ typedef struct ca_core {
     int shift;
     Block *spare; /* recycled blocks, chained through next */
     uint64_t max_split;
+    uint64_t next_serial; /* the serial number of the next segment */
     int64_t gc_clock;
     int64_t cur[NSTAT], tot[NSTAT], peak[NSTAT], off[NSTAT], active_peak[6], active_off[6];
 } ca_core;
@@ -116,13 +119,18 @@ static void map_delete(ca_core *c, uint64_t key) {
 
 /* -- free lists ----------------------------------------------------------------------------- */
 
-static inline size_t lower_bound(const Pool *p, uint64_t size, uint64_t address) {
+/* The first entry not below (size, serial, address): entries are sorted by size, then by
+ * place (serial, address), as PyCore's keys are. */
+static inline size_t lower_bound(const Pool *p, uint64_t size, uint64_t serial, uint64_t address) {
     size_t lo = 0, hi = p->n;
     while (lo < hi) {
         size_t mid = (lo + hi) >> 1;
         const Entry *e = &p->items[mid];
-        if (e->size < size || (e->size == size && e->address < address)) lo = mid + 1;
-        else hi = mid;
+        if (e->size < size ||
+            (e->size == size && (e->serial < serial || (e->serial == serial && e->address < address))))
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -139,10 +147,11 @@ static int pool_reserve(Pool *p, size_t extra) {
 }
 
 static void pool_insert(Pool *p, Block *b) { /* room reserved by the caller */
-    size_t i = lower_bound(p, b->size, b->address);
+    size_t i = lower_bound(p, b->size, b->serial, b->address);
     memmove(&p->items[i + 1], &p->items[i], (p->n - i) * sizeof(Entry));
     p->items[i].size = b->size;
     p->items[i].address = b->address;
+    p->items[i].serial = b->serial;
     p->items[i].block = b;
     p->n++;
 }
@@ -153,7 +162,7 @@ static void pool_remove_at(Pool *p, size_t i) {
 }
 
 static void pool_remove(Pool *p, const Block *b) {
-    size_t i = lower_bound(p, b->size, b->address);
+    size_t i = lower_bound(p, b->size, b->serial, b->address);
     if (i < p->n && p->items[i].block == b) pool_remove_at(p, i);
 }
 
@@ -221,6 +230,7 @@ static uint64_t allocate(ca_core *c, Block *b, int pool_index, uint64_t rounded,
         rest->address = b->address + rounded;
         rest->size = remaining;
         rest->requested = 0;
+        rest->serial = b->serial;
         rest->stamp = c->gc_clock;
         rest->pool = pool_index;
         rest->state = INACTIVE;
@@ -367,17 +377,23 @@ uint64_t ca_malloc(ca_core *c, int pool_index, uint64_t rounded, uint64_t reques
     uint64_t address = 0;
     pthread_mutex_lock(&c->mu);
     Pool *pool = &c->pools[pool_index];
-    /* Best fit: the smallest free block at least this big, lowest address first. */
-    size_t i = lower_bound(pool, rounded, 0);
-    if (i < pool->n && map_reserve(c) == 0 && pool_reserve(pool, 1) == 0) {
-        uint64_t found = pool->items[i].size, max_split = c->max_split;
-        /* Don't carve an oversize block for a small request; give an oversize request an
-         * oversize block only if it nearly fits. */
-        if (rounded < max_split ? found < max_split : found < rounded + LARGE_BUFFER) {
-            Block *b = pool->items[i].block;
-            pool_remove_at(pool, i);
-            address = allocate(c, b, pool_index, rounded, requested);
+    /* The blocks that fit are the entries [i, j): at least this big, and below the oversize
+     * limit (don't carve an oversize block for a small request; give an oversize request an
+     * oversize block only if it nearly fits). The small pool takes the first (best fit, ties
+     * to the older segment); the large pool the block of the oldest segment, lowest address
+     * first (see PyCore.malloc and Note [First fit in segment order] in _allocator.py). */
+    uint64_t max_split = c->max_split;
+    size_t i = lower_bound(pool, rounded, 0, 0);
+    size_t j = lower_bound(pool, rounded < max_split ? max_split : rounded + LARGE_BUFFER, 0, 0);
+    if (i < j && map_reserve(c) == 0 && pool_reserve(pool, 1) == 0) {
+        size_t first = i;
+        for (size_t k = i + 1; k < j && !pool->small; k++) {
+            const Entry *e = &pool->items[k], *f = &pool->items[first];
+            if (e->serial < f->serial || (e->serial == f->serial && e->address < f->address)) first = k;
         }
+        Block *b = pool->items[first].block;
+        pool_remove_at(pool, first);
+        address = allocate(c, b, pool_index, rounded, requested);
     }
     pthread_mutex_unlock(&c->mu);
     return address;
@@ -393,6 +409,7 @@ uint64_t ca_malloc_segment(ca_core *c, int pool_index, uint64_t address, uint64_
         b->address = address;
         b->size = size;
         b->requested = 0;
+        b->serial = c->next_serial++;
         b->stamp = c->gc_clock;
         b->pool = pool_index;
         b->state = INACTIVE;

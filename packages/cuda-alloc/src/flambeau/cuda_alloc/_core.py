@@ -19,7 +19,7 @@ Note [Core interface]
     ``block_info(address) -> (pool, size, state) | None``; ``remove_segment(address) ->
     size`` (-1 if it is no longer a cached whole segment); ``blocks()`` (every block:
     ``(segment, address, size, requested, pool, state, stamp)``, segments in address
-    order); ``free_list(pool)`` (``(size, address)`` in best-fit order); ``counters() ->
+    order); ``free_list(pool)`` (``(size, address)`` by size, segment age, address); ``counters() ->
     FastCounters``; ``current(i)``, ``peak(i)``, ``reset_peak()``,
     ``reset_accumulated()``; ``set_max_split(bytes)``, ``set_gc_clock(tick)``. Block
     states: 0 inactive (cached), 1 allocated, 2 pending.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from bisect import bisect_left, insort
+from bisect import bisect_left
 
 from ._stats import (
     ALLOC_BYTES,
@@ -49,13 +49,16 @@ SMALL_SIZE = 1 << 20
 LARGE_BUFFER = 20 << 20
 NO_LIMIT = 1 << 62  # max_split_size when unset
 INACTIVE, ALLOCATED, PENDING = 0, 1, 2
-# A free block's sort key is size << _KEY_SHIFT | address: one int orders by (size,
-# address) and compares faster than a tuple. Device addresses fit in 64 bits.
-_KEY_SHIFT = 64
-_ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
-# Ends every free list: bigger than any key, so a search always lands on an entry, and
-# its size (1 << 136) fails every fit test.
-_SENTINEL = 1 << 200
+# A free block's sort key is size << _KEY_SHIFT | place, its place serial << 64 | address
+# (serial: its segment's number, segments numbered in the order they were made): one int
+# orders by size, then by place, which orders the keys that fit for first fit (Note [First
+# fit in segment order] in _allocator); ints compare faster than tuples. Device addresses
+# fit in 64 bits.
+_KEY_SHIFT = 128
+_ADDRESS_MASK = (1 << 64) - 1
+# Ends every free list: bigger than any key, so a search always lands on an entry; it is
+# above every size limit of a fit, so it never fits.
+_SENTINEL = 1 << 250
 _get_ident = threading.get_ident
 
 # Note [Packed statistics]
@@ -78,10 +81,11 @@ _MASK = (1 << 64) - 1
 class _Block:
     """A run of bytes inside a segment; ``prev``/``next`` link the segment's blocks."""
 
-    __slots__ = ("address", "size", "stat", "pool", "state", "prev", "next", "stamp")
+    __slots__ = ("address", "place", "size", "stat", "pool", "state", "prev", "next", "stamp")
 
-    def __init__(self, address: int, size: int, pool: _Pool, stamp: int) -> None:
+    def __init__(self, address: int, serial: int, size: int, pool: _Pool, stamp: int) -> None:
         self.address = address
+        self.place = serial << 64 | address  # the low bits of its free-list key
         self.size = size
         self.stat = 0  # packed (1, size, requested) while allocated; see Note [Packed statistics]
         self.pool = pool
@@ -116,14 +120,16 @@ class _Counters:
 
 
 class _Pool:
-    """The sorted free list of one (stream, small/large) pair."""
+    """The sorted free list of one (stream, small/large) pair; ``places`` holds the place of each entry of
+    ``free`` at the same index (first fit takes the least place of a range of them without making ints)."""
 
-    __slots__ = ("index", "small", "free", "counters")
+    __slots__ = ("index", "small", "free", "places", "counters")
 
     def __init__(self, index: int, small: bool, counters: _Counters) -> None:
         self.index = index
         self.small = small
         self.free = [_SENTINEL]
+        self.places = [_SENTINEL]
         self.counters = counters
 
 
@@ -150,6 +156,7 @@ class PyCore:
         self._pools: list[_Pool] = []
         self._max_split = NO_LIMIT
         self._gc_clock = 0
+        self._next_serial = 0  # the serial number of the next segment
 
     # -- settings and pools ---------------------------------------------------------------
 
@@ -172,25 +179,31 @@ class PyCore:
         lock.acquire()
         self._owner = _get_ident()
         try:
-            # Best fit: bisect finds the smallest free block at least this big, lowest
-            # address first (see _KEY_SHIFT); the sentinel stops it at the end.
+            # The blocks that fit are free[i:j]: at least this big, and below the oversize
+            # limit (don't carve an oversize block for a small request; give an oversize
+            # request an oversize block only if it nearly fits). The small pool takes the
+            # first, the smallest (ties: older segment, lower address); the large pool the
+            # one of the oldest segment, lowest address first: the least place (see
+            # _KEY_SHIFT and Note [First fit in segment order] in _allocator).
             free = pool.free
-            i = bisect_left(free, rounded << _KEY_SHIFT)
-            entry = free[i]
-            found = entry >> _KEY_SHIFT
             max_split = self._max_split
-            # Don't carve an oversize block for a small request; give an oversize
-            # request an oversize block only if it nearly fits.
-            if not (found < max_split if rounded < max_split else found < rounded + LARGE_BUFFER):
+            i = bisect_left(free, rounded << _KEY_SHIFT)
+            limit = max_split if rounded < max_split else rounded + LARGE_BUFFER
+            j = bisect_left(free, limit << _KEY_SHIFT, i)
+            if i == j:
                 return 0
+            places = pool.places
+            if j - i > 1 and not pool.small:
+                i = places.index(min(places[i:j]), i, j)
+            block = self._blocks[places[i] & _ADDRESS_MASK]
             del free[i]
-            block = self._blocks[entry & _ADDRESS_MASK]
+            del places[i]
             # The same as _allocate, inlined: this is the hot path.
             nxt = block.next
             was_split = block.prev is not None or nxt is not None
             remaining = block.size - rounded
             if remaining >= MIN_BLOCK_SIZE if pool.small else remaining > SMALL_SIZE and rounded < max_split:
-                rest = _Block(block.address + rounded, remaining, pool, self._gc_clock)
+                rest = _Block(block.address + rounded, block.place >> 64, remaining, pool, self._gc_clock)
                 rest.prev = block
                 rest.next = nxt
                 if nxt is not None:
@@ -198,7 +211,10 @@ class PyCore:
                 block.next = rest
                 block.size = rounded
                 self._blocks[rest.address] = rest
-                insort(free, remaining << _KEY_SHIFT | rest.address)
+                key = remaining << _KEY_SHIFT | rest.place
+                k = bisect_left(free, key)
+                free.insert(k, key)
+                places.insert(k, rest.place)
                 stat = block.stat = (requested << 64 | rounded) << 64 | 1
                 if was_split:  # net change: -(rest + rounded) + rest, one block for another
                     change = stat - (rounded << _SB)
@@ -231,7 +247,8 @@ class PyCore:
     def malloc_segment(self, pool_index: int, address: int, size: int, rounded: int, requested: int) -> int:
         pool = self._pools[pool_index]
         with self._lock:
-            block = _Block(address, size, pool, self._gc_clock)
+            block = _Block(address, self._next_serial, size, pool, self._gc_clock)
+            self._next_serial += 1
             self._blocks[address] = block
             self._segments[address] = block
             return self._allocate(block, pool, rounded, requested)
@@ -246,7 +263,7 @@ class PyCore:
         tot = 0
         max_split = self._max_split
         if remaining >= MIN_BLOCK_SIZE if pool.small else remaining > SMALL_SIZE and rounded < max_split:
-            rest = _Block(block.address + rounded, remaining, pool, self._gc_clock)
+            rest = _Block(block.address + rounded, block.place >> 64, remaining, pool, self._gc_clock)
             rest.prev = block
             rest.next = nxt
             if nxt is not None:
@@ -254,7 +271,10 @@ class PyCore:
             block.next = rest
             block.size = rounded
             self._blocks[rest.address] = rest
-            insort(pool.free, remaining << _KEY_SHIFT | rest.address)
+            key = remaining << _KEY_SHIFT | rest.place
+            k = bisect_left(pool.free, key)
+            pool.free.insert(k, key)
+            pool.places.insert(k, rest.place)
             if was_split:
                 change = -(rounded << _SB)
             else:
@@ -327,6 +347,7 @@ class PyCore:
         ``released`` is the packed allocation it gives back (0 if counted already)."""
         pool = block.pool
         free = pool.free  # neighbours share it: same stream, same pool
+        places = pool.places
         blocks = self._blocks
         block.state = INACTIVE
         size = block.size
@@ -335,11 +356,12 @@ class PyCore:
         nxt = block.next
         if nxt is not None and nxt.state == INACTIVE:
             n = nxt.size
-            entry = n << _KEY_SHIFT | nxt.address
+            entry = n << _KEY_SHIFT | nxt.place
             i = bisect_left(free, entry)
             if free[i] != entry:
                 raise AssertionError(f"free list lost block {nxt.address:#x}")  # internal invariant
             del free[i]
+            del places[i]
             del blocks[nxt.address]
             split_bytes = -n
             split_count = -1
@@ -350,11 +372,12 @@ class PyCore:
         prev = block.prev
         if prev is not None and prev.state == INACTIVE:
             n = prev.size
-            entry = n << _KEY_SHIFT | prev.address
+            entry = n << _KEY_SHIFT | prev.place
             i = bisect_left(free, entry)
             if free[i] != entry:
                 raise AssertionError(f"free list lost block {prev.address:#x}")  # internal invariant
             del free[i]
+            del places[i]
             del blocks[block.address]
             split_bytes -= n
             split_count -= 1
@@ -365,7 +388,10 @@ class PyCore:
             block = prev
             prev = prev.prev
         block.stamp = self._gc_clock
-        insort(free, size << _KEY_SHIFT | block.address)
+        key = size << _KEY_SHIFT | block.place
+        i = bisect_left(free, key)
+        free.insert(i, key)
+        places.insert(i, block.place)
         counters = pool.counters
         if prev is not None or nxt is not None:  # the block stays inside a partly used segment
             split_bytes += size
@@ -427,7 +453,9 @@ class PyCore:
             if block is None or block.state != INACTIVE or block.next is not None:
                 return -1
             free = block.pool.free
-            del free[bisect_left(free, block.size << _KEY_SHIFT | address)]
+            i = bisect_left(free, block.size << _KEY_SHIFT | block.place)
+            del free[i]
+            del block.pool.places[i]
             del self._blocks[address]
             del self._segments[address]
             return block.size

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from flambeau import _backends
+from flambeau.optim._state_memory import upload_memory
 
 __all__ = ["CHUNK", "ELEMENTS", "add", "chunk_table", "flush", "is_cuda_param", "ptx_cases"]
 
@@ -349,7 +350,8 @@ def _upload(host: np.ndarray):
     stayed allocated, one more each step, and the cache's blocks never settled: the caching allocator then
     made a raw device allocation now and then in the middle of training. Replacing a slot's copy frees the
     old one at once, safely: it goes back to its stream's pool, and a kernel queued before reads it before
-    any later allocation on that stream can write it (Note [One pool per stream] in flambeau-cuda-alloc)."""
+    any later allocation on that stream can write it (Note [One pool per stream] in flambeau-cuda-alloc). The
+    copies come from a memory pool of their own (Note [Uploaded tables in a pool of their own])."""
     from flambeau.cuda import current_stream
 
     # by stream too: a copy queued on one stream must not be read by a kernel on another (nothing orders them)
@@ -361,7 +363,8 @@ def _upload(host: np.ndarray):
         return entry[1]
     if entry is None and len(_UPLOADS) >= _MAX_UPLOADS:
         _UPLOADS.clear()
-    dev = _backends.backend("cuda").from_numpy(host)
+    with upload_memory(stream.device_index):  # (Note [Uploaded tables in a pool of their own])
+        dev = _backends.backend("cuda").from_numpy(host)
     _UPLOADS[key] = (data, dev)
     return dev
 

@@ -1,4 +1,4 @@
-"""Where an optimizer's state lives on a GPU: a memory pool of the optimizer's own.
+"""Where an optimizer's state and the fused kernels' uploaded tables live on a GPU: memory pools of their own.
 
 Note [Optimizer state in a memory pool of its own]
     An optimizer makes most of its state (SGD's momentum buffers, Adam's moments) at its first step,
@@ -20,6 +20,19 @@ Note [Optimizer state in a memory pool of its own]
     device's allocator as any tensor does. CPU parameters are not concerned. Where the step runs inside a
     pool of the caller's (``use_mem_pool``) on the parameter's device, the state goes to that pool, as every
     other allocation there does (and as torch's optimizers' state does): the caller chose where it lives.
+
+Note [Uploaded tables in a pool of their own]
+    The fused updates and ``clip_grad_norm_`` upload small host arrays each step (the scalars, the table of
+    addresses: ``_cuda_kernels._upload``). A slot's copy is replaced when its bytes change (Adam's scalars
+    every step, the address table whenever the gradients were allocated anew), so each copy is made near
+    the end of one step and freed near the end of the next: it lives through the next step's forward and
+    backward, in blocks that the first step's forward and backward had to themselves. Taken from the
+    common cache, these copies made a later step find the cache laid out differently from the first, and
+    reserve a segment more (the caching allocator over a simulated device: GNMT of Table 1 at its second
+    step, the GPT of ``benchmarks/train.py`` at its GPU size at its third, MobileNetV2 at its seventh). So
+    the copies come from one memory pool per device (:func:`upload_memory`), kept for the life
+    of the process: one 2 MiB segment of the small pool per device where tables stay under 1 MiB. As for
+    the state, a step inside a pool of the caller's uploads into the caller's pool.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ import weakref
 
 import flambeau as fl
 
-__all__ = ["state_memory"]
+__all__ = ["state_memory", "upload_memory"]
 
 # optimizer -> {device index: MemPool, or None where the device's allocator has no pools}; kept beside the
 # optimizer, not in it, so that copying or pickling an optimizer never meets a pool
@@ -57,17 +70,38 @@ def state_memory(optimizer, params) -> contextlib.AbstractContextManager:
     return stack
 
 
-def _in_callers_pool(index: int) -> bool:
+_OURS: weakref.WeakSet = weakref.WeakSet()  # the pools made here (optimizers' state, uploads)
+_UPLOAD_POOLS: dict = {}  # device index -> the uploads' MemPool, or None where the device's allocator has no pools
+
+
+def upload_memory(index: int) -> contextlib.AbstractContextManager:
+    """A context in which the allocations on CUDA device ``index`` come from the pool of the uploaded tables
+    (Note [Uploaded tables in a pool of their own]); enter it while making an upload's device copy. Inside
+    an optimizer's state pool (the first step uploads while it makes the state) the uploads still go to
+    their own pool: in the state's, the second step's uploads would be the first in a pool of their own,
+    and reserve its segment then."""
+    if _in_callers_pool(index, _OURS):
+        return contextlib.nullcontext()
+    pool = _UPLOAD_POOLS.get(index, False)
+    if pool is False:
+        pool = _UPLOAD_POOLS[index] = _new_pool(index)
+    return contextlib.nullcontext() if pool is None else fl.cuda.use_mem_pool(pool, index)
+
+
+def _in_callers_pool(index: int, ours: weakref.WeakSet | None = None) -> bool:
     """Whether the calling thread allocates from a memory pool on CUDA device ``index`` already (the caching
-    allocator's ``current_pool``)."""
+    allocator's ``current_pool``), other than one of the pools in ``ours``."""
     current = getattr(fl.cuda.get_allocator(index), "current_pool", None)
-    return current is not None and current() is not None
+    pool_id = None if current is None else current()
+    return pool_id is not None and not (ours and any(p.id[1] == pool_id and p.device_index == index for p in ours))
 
 
 def _new_pool(index: int):
     """A memory pool on CUDA device ``index``, or None if its allocator makes none."""
     with fl.cuda.device(index):
         try:
-            return fl.cuda.MemPool()
+            pool = fl.cuda.MemPool()
         except RuntimeError:  # not a caching allocator (flambeau-cuda-alloc is not installed)
             return None
+    _OURS.add(pool)
+    return pool
