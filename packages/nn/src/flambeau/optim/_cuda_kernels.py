@@ -303,15 +303,27 @@ def is_cuda_param(arr) -> bool:
     return is_device_array(arr) and arr.dtype in _FLOATS and is_c_contiguous(arr)
 
 
+_last_add: list = [None, None, None, None]  # (sc, flags, family, its entry of _pending) of the last add
+
+
 def add(family: str, p, g, bufs: tuple, sc: np.ndarray, flags: tuple) -> None:
     """Queue the update of one CUDA parameter (device arrays ``p``, ``g``, ``bufs``; None for unused
-    buffers) until :func:`flush`; ``sc`` the host array of scalars, ``flags`` the family's options."""
-    flags = tuple([bool(f) for f in flags]) + _NO_FLAGS[len(flags)]
-    key = (family, p.dtype, sc.tobytes(), flags)
-    entry = _pending.get(key)
-    if entry is None:
-        entry = _pending[key] = [sc, flags, []]
-    entry[2].append((p, g, tuple(bufs) + _NO_BUFS[len(bufs)]))
+    buffers) until :func:`flush`; ``sc`` the host array of scalars, ``flags`` the family's options.
+
+    The parameters of a group come one after the other with the same ``sc`` array (the optimizers pack
+    the scalars once per dtype and step) and flags: their entry is the last one's, without working out
+    the key again; :func:`flush` forgets it."""
+    last = _last_add
+    if sc is last[0] and flags == last[1] and family == last[2]:
+        entry = last[3]
+    else:
+        full = tuple([bool(f) for f in flags]) + _NO_FLAGS[len(flags)]
+        key = (family, p.dtype, sc.tobytes(), full)
+        entry = _pending.get(key)
+        if entry is None:
+            entry = _pending[key] = [sc, full, []]
+        last[:] = sc, flags, family, entry
+    entry[2].append((p, g, bufs + _NO_BUFS[len(bufs)]))
 
 
 def flush() -> None:
@@ -322,6 +334,7 @@ def flush() -> None:
     stream = _stream()
     items = list(_pending.items())
     _pending.clear()
+    _last_add[:] = None, None, None, None
     for (family, _, _, _), (sc, flags, rows) in items:
         dsc = _device_scalars(sc)
         if be.is_simulator():
@@ -399,7 +412,37 @@ def _launch_multi(family, rows, sc, flags, stream, be) -> None:
 def chunk_table(table: list, sizes: list, width: int, be) -> tuple:
     """The address table of a multi-tensor launch (Note [Multi-tensor CUDA updates]) on the device, in one upload:
     ``((table, sizes, chunk_row, chunk_start), chunks)`` for rows of ``width`` addresses (``table``, row after row)
-    and ``sizes`` elements, a chunk of up to :data:`CHUNK` elements per block (none for an empty row)."""
+    and ``sizes`` elements, a chunk of up to :data:`CHUNK` elements per block (none for an empty row).
+
+    The sizes and chunks of a group are the same every step (:func:`_chunk_layout` works them out once), and so,
+    mostly, are the addresses: the upload is then the last one, and so are its four views (:data:`_VIEWS`)."""
+    rows = len(sizes)
+    layout, chunks = _chunk_layout(tuple(sizes))
+    if not chunks:
+        return (), 0
+    packed = _upload(np.concatenate((np.array(table, np.int64), layout)))
+    key = (rows, width, chunks)
+    views = _VIEWS.get(key)
+    if views is not None and views[0] is packed:
+        return views[1], chunks
+    after = rows * (width + 1)
+    arrays = (be.as_strided(packed, (rows, width), (width, 1), 0), be.as_strided(packed, (rows,), (1,), rows * width),
+              be.as_strided(packed, (chunks,), (1,), after), be.as_strided(packed, (chunks,), (1,), after + chunks))
+    if len(_VIEWS) >= _MAX_UPLOADS:
+        _VIEWS.clear()
+    _VIEWS[key] = (packed, arrays)
+    return arrays, chunks
+
+
+# (rows, width, chunks) -> (the last table uploaded with that geometry, its four views): one per geometry, so
+# that a table replaced by new bytes is let go at the next upload of its kind, as _upload lets go of its copy
+_VIEWS: dict = {}
+
+
+@functools.lru_cache(maxsize=64)
+def _chunk_layout(sizes: tuple) -> tuple[np.ndarray, int]:
+    """``(layout, chunks)``: the int64 array of ``sizes``, then each chunk's row, then each chunk's first element
+    (read-only), and the number of chunks, of rows of ``sizes`` elements (:func:`chunk_table`)."""
     chunk_row, chunk_start = [], []
     for r, n in enumerate(sizes):
         if n <= CHUNK:  # (most rows: one chunk)
@@ -410,14 +453,9 @@ def chunk_table(table: list, sizes: list, width: int, be) -> tuple:
         starts = range(0, n, CHUNK)  # (a large row: its chunks in two list operations, not a loop)
         chunk_start += starts
         chunk_row += [r] * len(starts)
-    rows, chunks = len(sizes), len(chunk_row)
-    if not chunks:
-        return (), 0
-    packed = _upload(np.array(table + sizes + chunk_row + chunk_start, np.int64))
-    after = rows * (width + 1)
-    return (be.as_strided(packed, (rows, width), (width, 1), 0), be.as_strided(packed, (rows,), (1,), rows * width),
-            be.as_strided(packed, (chunks,), (1,), after),
-            be.as_strided(packed, (chunks,), (1,), after + chunks)), chunks
+    layout = np.array([*sizes, *chunk_row, *chunk_start], np.int64)
+    layout.flags.writeable = False
+    return layout, len(chunk_row)
 
 
 def ptx_cases() -> list:

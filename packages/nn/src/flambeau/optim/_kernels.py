@@ -339,6 +339,9 @@ def launch(kernel, p, g, bufs: tuple, *args) -> bool:
     return True
 
 
+_last_sc: list = [None, None, None, None]  # (sc, dtype, kernel, the kernel's needs) last checked by _queue_cuda
+
+
 def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
     """:func:`launch` for a CUDA parameter: the same checks, then the update is queued for :func:`flush`."""
     ck = _cuda()
@@ -352,10 +355,14 @@ def _queue_cuda(kernel, p, g, bufs: tuple, args: tuple) -> bool:
         check_grad(p, g)  # raises for another shape, dtype or device
     if not is_param(gd):
         gd = g.contiguous()._data
-    sc_shape, needs = _SPECS[kernel]
     sc = args[0]
-    if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
-        _bad_sc(dtype, sc_shape, sc)
+    last = _last_sc
+    if sc is not last[0] or dtype is not last[1] or kernel is not last[2]:  # (a group's parameters share them)
+        sc_shape, needs = _SPECS[kernel]
+        if sc.__class__ is not _ndarray or sc.dtype != dtype or sc.shape != sc_shape:
+            _bad_sc(dtype, sc_shape, sc)
+        last[:] = sc, dtype, kernel, needs
+    needs = last[3]
     if len(bufs) != len(needs):
         _bad_bufs(needs, bufs)
     arrays = []
