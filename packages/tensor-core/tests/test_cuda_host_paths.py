@@ -488,14 +488,15 @@ def test_depthwise_convolutions_follow_the_switch():
 def test_keyed_launches_keep_their_contract_through_training_steps():
     """``launch_keyed``'s callers promise that equal keys mean equal argument types: through two training
     steps of every model of benchmarks/train.py, each keyed launch's plan is the one its arguments'
-    own types select."""
+    own types select (batch norm on flambeau's kernels, not cuDNN's: Note [Batch norm through cuDNN])."""
     _run(f"""
         sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
         import numpy as np
         import train
-        from flambeau._kernels.cuda import _direct
+        from flambeau._kernels.cuda import _cudnn_bn, _direct
         from flambeau.autograd import _device_threads
 
+        _cudnn_bn.forward = _cudnn_bn.backward = lambda *args: None
         _device_threads.run_on_device = lambda device, fn: fn()
         checked = []
         real = _direct.Kernel.launch_keyed
@@ -633,3 +634,35 @@ def test_optimizer_state_lives_in_a_pool_of_its_own():
         assert {pool_of(opt.state[p][k]) for p in model.parameters() for k in ("exp_avg", "exp_avg_sq")} == {mine.id}
         assert mine.id in upload_pools()  # (the step's scalars, uploaded inside the caller's pool)
     """, caching_allocator=True)
+
+
+def test_batch_norm_in_training_goes_through_cudnn():
+    """Note [Batch norm through cuDNN]: a training forward and backward with an affine transform are one cuDNN
+    call each (the fake device's library counts them); evaluation mode, no affine transform, a 2-d input or no
+    input gradient run flambeau's kernels."""
+    _run("""
+        from flambeau.autograd import _device_threads
+
+        _device_threads.run_on_device = lambda device, fn: fn()
+        calls = host_overhead._CALLS
+
+        def count(module, shape=(8, 4, 5, 5), train=True, input_grad=True, dtype=fl.float32):
+            calls.clear()
+            module.to(dtype).train(train)
+            x = fl.empty(*shape, device="cuda", dtype=dtype, requires_grad=input_grad)
+            y = module(x)
+            if y.requires_grad:
+                y.backward(fl.empty(*shape, device="cuda", dtype=dtype))
+            return calls["cudnnBatchNormalizationForwardTraining"], calls["cudnnBatchNormalizationBackward"]
+
+        bn = fl.nn.BatchNorm2d(4).to("cuda")
+        assert count(bn) == (1, 1)
+        assert count(bn, dtype=fl.float64) == (1, 1)
+        assert count(fl.nn.BatchNorm1d(4).to("cuda"), shape=(8, 4, 5)) == (1, 1)
+        assert count(fl.nn.BatchNorm3d(4).to("cuda"), shape=(2, 4, 3, 3, 3)) == (1, 1)
+        assert count(bn, train=False) == (0, 0)
+        assert count(bn, input_grad=False) == (1, 0)  # the weight's and bias's gradients alone: two column sums
+        assert count(fl.nn.BatchNorm2d(4, affine=False).to("cuda")) == (0, 0)
+        assert count(fl.nn.BatchNorm1d(4).to("cuda"), shape=(8, 4)) == (0, 0)
+        assert count(fl.nn.BatchNorm2d(4, eps=1e-6).to("cuda")) == (0, 1)  # (the saved statistics are eps-free)
+    """)

@@ -129,3 +129,46 @@ def test_depthwise_convolution_with_split_weight_rows(stride, by_cudnn, monkeypa
     monkeypatch.setattr(conv, "DEPTHWISE_BY_CUDNN", by_cudnn)
     _matches_cpu(lambda x, w: fl.nn.functional.conv2d(x, w, None, stride, 1, 1, 3),
                  _normal(4, 3, 64, 64, dtype=np.float64), _normal(6, 1, 3, 3, dtype=np.float64), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(8, 16, 14, 14), (4, 6, 33), (2, 3, 4, 5, 6)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_through_cudnn_matches_flambeaus_kernels(shape, dtype, monkeypatch):
+    """Note [Batch norm through cuDNN]: the training forward (output, running statistics with the unbiased
+    variance, momentum as cuDNN's average factor) and the three gradients through cuDNN are flambeau's kernels',
+    and cuDNN ran them (where it loads)."""
+    from flambeau._kernels.cuda import _cudnn, _cudnn_bn
+
+    if not _cudnn.available():
+        pytest.skip("cuDNN does not load here")
+    c = shape[1]
+    x, w, b, g = _normal(*shape, dtype=dtype), _normal(c, dtype=dtype), _normal(c, dtype=dtype), _normal(*shape,
+                                                                                                          dtype=dtype)
+    calls = []
+    real = _cudnn_bn.forward, _cudnn_bn.backward
+
+    def run():
+        leaves = [_leaf(a, DEVICE) for a in (x, w, b)]
+        running = [fl.tensor(np.linspace(-1, 1, c).astype(dtype), device=DEVICE),
+                   fl.tensor(np.linspace(0.5, 2, c).astype(dtype), device=DEVICE)]
+        out = fl.batch_norm(leaves[0], *running, leaves[1], leaves[2], True, 0.3, 1e-4)
+        out.backward(fl.tensor(g, device=DEVICE))
+        return [out, *running, *[leaf.grad for leaf in leaves]]
+
+    def taken(i):  # cuDNN's entry point i, noting whether cuDNN took the call
+        def call(*args):
+            result = real[i](*args)
+            calls.append(result is not None)
+            return result
+        return call
+
+    monkeypatch.setattr(_cudnn_bn, "forward", taken(0))
+    monkeypatch.setattr(_cudnn_bn, "backward", taken(1))
+    through_cudnn = run()
+    assert calls == [True, True]
+    monkeypatch.setattr(_cudnn_bn, "forward", lambda *a: None)
+    monkeypatch.setattr(_cudnn_bn, "backward", lambda *a: None)
+    ours = run()
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    for got, want in zip(through_cudnn, ours):
+        _close(got, want, rtol, rtol * max(1.0, float(want.abs().max())))

@@ -1,4 +1,5 @@
-"""cuDNN convolutions through cffi (ABI mode), loaded lazily from wherever cuda-pathfinder finds libcudnn.
+"""cuDNN convolutions through cffi (ABI mode), loaded lazily from wherever cuda-pathfinder finds libcudnn (its
+batch norm, on the same library and handles, is ``_cudnn_bn``'s).
 
 Never required: :func:`available` is False under the simulator, without cffi or libcudnn (``pip install
 nvidia-cudnn-cu12``), or with ``FLAMBEAU_CUDNN=0``; the convolution kernels of
@@ -84,6 +85,17 @@ int cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, cudnnTe
 int cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
     uintptr_t x, cudnnTensorDescriptor_t dyDesc, uintptr_t dy, cudnnConvolutionDescriptor_t convDesc, int algo,
     uintptr_t workSpace, size_t workSpaceSizeInBytes, const void *beta, cudnnFilterDescriptor_t dwDesc, uintptr_t dw);
+int cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derivedBnDesc, cudnnTensorDescriptor_t xDesc, int mode);
+int cudnnBatchNormalizationForwardTraining(cudnnHandle_t handle, int mode, const void *alpha, const void *beta,
+    cudnnTensorDescriptor_t xDesc, uintptr_t x, cudnnTensorDescriptor_t yDesc, uintptr_t y,
+    cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, uintptr_t bnScale, uintptr_t bnBias,
+    double exponentialAverageFactor, uintptr_t resultRunningMean, uintptr_t resultRunningVariance, double epsilon,
+    uintptr_t resultSaveMean, uintptr_t resultSaveInvVariance);
+int cudnnBatchNormalizationBackward(cudnnHandle_t handle, int mode, const void *alphaDataDiff,
+    const void *betaDataDiff, const void *alphaParamDiff, const void *betaParamDiff, cudnnTensorDescriptor_t xDesc,
+    uintptr_t x, cudnnTensorDescriptor_t dyDesc, uintptr_t dy, cudnnTensorDescriptor_t dxDesc, uintptr_t dx,
+    cudnnTensorDescriptor_t dBnScaleBiasDesc, uintptr_t bnScale, uintptr_t dBnScaleResult, uintptr_t dBnBiasResult,
+    double epsilon, uintptr_t savedMean, uintptr_t savedInvVariance);
 """
 
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE

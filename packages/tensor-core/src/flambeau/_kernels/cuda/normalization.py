@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from flambeau._dtype import np_name
+from flambeau._kernels.cuda import _cudnn_bn as cudnn_bn
 from flambeau._kernels.cuda._direct import FlatArg
 from flambeau._kernels.cuda._index_math import device as index_device
 from flambeau._kernels.cuda._launch import (
@@ -603,6 +604,10 @@ def batch_norm(x, running_mean, running_var, weight, bias, training, momentum, e
     t = xc.dtype
     if x.size == 0:
         return be().empty(x.shape, x.dtype), _zeros((C,), t), _zeros((C,), t)
+    if training and x.dtype == t:  # (Note [Batch norm through cuDNN]; None where it does not take the call)
+        done = cudnn_bn.forward(x, running_mean, running_var, weight, bias, momentum, eps)
+        if done is not None:
+            return done
     w = _vec_t(weight, t)
     b = _vec_t(bias, t)
     if training:
@@ -631,6 +636,10 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, mask)
     if inputs is None:
         return empty
     xc, gc, t, back = inputs
+    if training and mask[0] and x.dtype == t:  # (Note [Batch norm through cuDNN]: the three gradients at once)
+        done = cudnn_bn.backward(grad, x, weight, save_mean, save_invstd)
+        if done is not None:
+            return done[0], (done[1] if mask[1] else None), (done[2] if mask[2] else None)
     mean, invstd = _vec_t(save_mean, t), _vec_t(save_invstd, t)
     w = _vec_t(weight, t)
     s1 = s2 = None
