@@ -78,6 +78,39 @@ def main() -> None:
 
     check("conv2d forward/backward vs torch (max abs err)", conv)
 
+    def batch_norm():
+        """Training batch norm through cuDNN (Note [Batch norm through cuDNN]) against torch's: the output, the
+        running statistics and the three gradients, and whether cuDNN took both calls."""
+        from flambeau._kernels.cuda import _cudnn_bn
+
+        taken = []
+        real = _cudnn_bn.forward, _cudnn_bn.backward
+
+        def noting(i):
+            def call(*args):
+                result = real[i](*args)
+                taken.append(result is not None)
+                return result
+            return call
+
+        _cudnn_bn.forward, _cudnn_bn.backward = noting(0), noting(1)
+        try:
+            x = rng.standard_normal((8, 6, 10, 10)).astype(np.float32)
+            g = rng.standard_normal(x.shape).astype(np.float32)
+            mf, mt = fl.nn.BatchNorm2d(6).to("cuda"), torch.nn.BatchNorm2d(6).to(tdev)
+            xf, xt = fl.tensor(x, device="cuda", requires_grad=True), torch.tensor(x, device=tdev, requires_grad=True)
+            yf, yt = mf(xf), mt(xt)
+            yf.backward(fl.tensor(g, device="cuda"))
+            yt.backward(torch.tensor(g, device=tdev))
+        finally:
+            _cudnn_bn.forward, _cudnn_bn.backward = real
+        pairs = ((yf, yt), (mf.running_mean, mt.running_mean), (mf.running_var, mt.running_var), (xf.grad, xt.grad),
+                 (mf.weight.grad, mt.weight.grad), (mf.bias.grad, mt.bias.grad))
+        errs = [float(np.abs(a.detach().cpu().numpy() - b.detach().cpu().numpy()).max()) for a, b in pairs]
+        return {"cuDNN took forward, backward": taken, "max abs err": errs}
+
+    check("batch_norm training vs torch", batch_norm)
+
     def per_call_us(fn, synchronize, calls):
         """Microseconds per call of ``fn``, after warm-up calls, queued work included."""
         for _ in range(3):
