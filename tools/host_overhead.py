@@ -36,6 +36,7 @@ import pstats
 import sys
 import threading
 import time
+import traceback
 
 import numpy as np
 
@@ -241,13 +242,17 @@ def model_steps(name: str, step, profile: bool) -> None:
 
 def count_launches(step) -> None:
     """Print the kernel launches and cuBLAS/cuDNN calls of one step, by name (the device's per-launch cost
-    is paid once for each: ~7 µs of driver time per launch on an H100 host)."""
+    is paid once for each: ~7 µs of driver time per launch on an H100 host), and the launches by kernel and
+    the operator (front or derivative) that made them: where launches could be fused."""
     from flambeau._kernels.cuda import _direct
 
     launch = _direct.Kernel.launch
+    by_operator: collections.Counter = collections.Counter()
 
     def counted(self, config, plan, args):
-        _CALLS[getattr(self.dispatcher, "__name__", "?")] += 1
+        name = getattr(self.dispatcher, "__name__", "?")
+        _CALLS[name] += 1
+        by_operator[name, _operator_of(traceback.extract_stack(limit=40))] += 1
         return launch(self, config, plan, args)
 
     _direct.Kernel.launch = counted
@@ -260,6 +265,17 @@ def count_launches(step) -> None:
     print(f"{sum(_CALLS.values()) - library} kernel launches and {library} cuBLAS/cuDNN calls per step:")
     for name, n in _CALLS.most_common():
         print(f"  {n:5d}  {name}")
+    print("kernel launches by kernel and operator:")
+    for (name, operator), n in by_operator.most_common():
+        print(f"  {n:5d}  {name:24s} {operator}")
+
+
+def _operator_of(stack) -> str:
+    """The innermost operator front (``_ops``) or derivative (``_formulas*``) among the frames of ``stack``."""
+    for frame in reversed(stack):
+        if "/_ops/" in frame.filename or "/_formulas" in frame.filename:
+            return f"{pathlib.Path(frame.filename).stem}.{frame.name}"
+    return "?"
 
 
 def ffi_call_us() -> None:
