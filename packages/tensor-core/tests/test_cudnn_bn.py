@@ -77,7 +77,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(_cudnn, "_lib", lambda: (ffi, lib))
     monkeypatch.setattr(_cudnn, "_handle", lambda ffi, lib, stream: ffi.cast("void *", 7))
     monkeypatch.setattr(_cudnn, "available", lambda: True)
-    monkeypatch.setattr(_cudnn_bn, "_PLANS", {})
+    monkeypatch.setattr(_cudnn, "_PLANS", {})
     monkeypatch.setattr(_launch, "stream", lambda: None)
     monkeypatch.setattr(_launch, "be", lambda: types.SimpleNamespace(
         empty=lambda shape, dtype: np.empty(shape, dtype), data_ptr=_ptr,
@@ -190,7 +190,7 @@ def test_descriptors_are_made_once_per_shape_and_bounded(fake, monkeypatch):
         _cudnn_bn.forward(x, rm, rv, w, b, 0.1, 1e-5)
         _cudnn_bn.backward(np.zeros_like(x), x, w, np.zeros(3, np.float32), np.ones(3, np.float32))
     assert len(fake.derived) == 1 and len(fake.live) == 2  # one plan: the input's and the derived descriptor
-    monkeypatch.setattr(_cudnn_bn, "_MAX_PLANS", 1)
+    monkeypatch.setattr(_cudnn, "_MAX_PLANS", 1)
     x2, rm2, rv2, w2, b2 = _bn_inputs(shape=(2, 3, 4, 4))
     _cudnn_bn.forward(x2, rm2, rv2, w2, b2, 0.1, 1e-5)  # another shape: the plan kept is destroyed first
-    assert len(_cudnn_bn._PLANS) == 1 and len(fake.live) == 2 and len(fake.derived) == 2
+    assert len(_cudnn._PLANS) == 1 and len(fake.live) == 2 and len(fake.derived) == 2

@@ -194,6 +194,21 @@ def _handle(ffi, lib, stream):
     return h
 
 
+def tensor_descriptor(ffi, lib, made: list, dt: int | None = None, shape=None):
+    """A new tensor descriptor, with its destroyer appended to ``made`` (``(destroy, descriptor)`` pairs that
+    the owner destroys in reverse), described as a C-contiguous tensor of cudnnDataType_t ``dt`` and ``shape``
+    where a shape is given."""
+    p = ffi.new("cudnnTensorDescriptor_t *")
+    _check(lib.cudnnCreateTensorDescriptor(p), "cudnnCreateTensorDescriptor")
+    made.append((lib.cudnnDestroyTensorDescriptor, p[0]))
+    if shape is not None:
+        n = len(shape)
+        strides = [math.prod(shape[i + 1:]) for i in range(n)]
+        _check(lib.cudnnSetTensorNdDescriptor(p[0], dt, n, ffi.new("int[]", list(shape)), ffi.new("int[]", strides)),
+               "cudnnSetTensorNdDescriptor")
+    return p[0]
+
+
 class _Descriptors:
     """The tensor, filter and convolution descriptors of one call (destroyed on exit)."""
 
@@ -219,14 +234,7 @@ class _Descriptors:
         _check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
 
     def _tensor(self, dt, shape):
-        ffi, lib = self.ffi, self.lib
-        p = ffi.new("cudnnTensorDescriptor_t *")
-        _check(lib.cudnnCreateTensorDescriptor(p), "cudnnCreateTensorDescriptor")
-        self.made.append((lib.cudnnDestroyTensorDescriptor, p[0]))
-        strides = [int(np.prod(shape[i + 1:])) for i in range(4)]
-        _check(lib.cudnnSetTensorNdDescriptor(p[0], dt, 4, ffi.new("int[]", list(shape)), ffi.new("int[]", strides)),
-               "cudnnSetTensorNdDescriptor")
-        return p[0]
+        return tensor_descriptor(self.ffi, self.lib, self.made, dt, shape)
 
     def close(self) -> None:
         for destroy, d in reversed(self.made):
@@ -320,18 +328,35 @@ class _Plan:
             d.close()
             raise
 
+    def close(self) -> None:
+        self.d.close()
+
 
 # Note [cuDNN plans]
 #     Asking cuDNN's heuristics for an algorithm takes about a millisecond of host time (measured on an H100
 #     host: 60 ms of a 160 ms ResNet-18 step), and descriptors cost a dozen driver calls to make and destroy.
 #     Like torch's algorithm cache, a plan (descriptors, algorithm, workspace size) is kept per configuration:
 #     the call, dtype, shapes, stride, padding, dilation, groups, whether deterministic algorithms are
-#     required, the math type (TF32 allowed or not) and the device. At most _MAX_PLANS are kept (then all
-#     are destroyed and rebuilt on demand); one lock covers looking a plan up and the cuDNN call that uses
-#     it, so no thread destroys a descriptor another is using.
-_PLANS: dict = {}
+#     required, the math type (TF32 allowed or not) and the device. Batch norm's descriptors (``_cudnn_bn``)
+#     are plans of the same table, under keys of their own. At most _MAX_PLANS are kept (then all are
+#     destroyed and rebuilt on demand); one lock covers looking a plan up and the cuDNN call that uses it, so
+#     no thread destroys a descriptor another is using.
+_PLANS: dict = {}  # key -> a plan (anything with close())
 _PLANS_LOCK = threading.Lock()
 _MAX_PLANS = 256
+
+
+def cached_plan(key, make):
+    """The plan of ``key``, made by ``make()`` the first time (Note [cuDNN plans]); the caller holds _PLANS_LOCK
+    until it is done with the plan."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            for old in _PLANS.values():
+                old.close()
+            _PLANS.clear()
+        plan = _PLANS[key] = make()
+    return plan
 
 
 _SCALARS: dict = {}  # dtype -> cuDNN's alpha = 1 and beta = 0 in its scaling type (host memory it reads)
@@ -360,14 +385,8 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
            dev)
     pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
     with _PLANS_LOCK:
-        plan = _PLANS.get(key)
-        if plan is None:
-            if len(_PLANS) >= _MAX_PLANS:
-                for old in _PLANS.values():
-                    old.d.close()
-                _PLANS.clear()
-            plan = _PLANS[key] = _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
-                                       dilation, groups, math_type)
+        plan = cached_plan(key, lambda: _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
+                                              dilation, groups, math_type))
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
         try:
             ws = backend.empty((nbytes,), np.uint8) if nbytes else None

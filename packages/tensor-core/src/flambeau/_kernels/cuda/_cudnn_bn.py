@@ -17,15 +17,13 @@ Note [Batch norm through cuDNN]
     ``save_invstd``. The backward takes them back and returns the three gradients at once; given the saved
     statistics it does not recompute them, so its ``epsilon`` is never used (it is passed 1e-5, valid on every
     version). A descriptor pair (the input's, and the ``1 x C x 1 x 1`` one cuDNN derives from it) is kept per
-    dtype, shape and device, as the convolutions keep their plans (Note [cuDNN plans] in ``_cudnn``).
+    dtype, shape and device among the convolutions' plans (Note [cuDNN plans] in ``_cudnn``).
 
     These calls run only on a GPU; the tests check the arguments against a fake library, and the CUDA tier
     compares the results with the CPU's on the device.
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
@@ -41,52 +39,26 @@ _MAX_N = 880801  # the batch sizes torch hands cuDNN's spatial training kernels 
 _DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 _INT_MAX = 2**31 - 1
 
-_PLANS: dict = {}  # (dtype, shape, device) -> _Plan
-_PLANS_LOCK = threading.Lock()
-_MAX_PLANS = 256
-
 
 class _Plan:
     """The input's tensor descriptor (``x``) and the derived per-channel one (``bn``) of one dtype and shape."""
 
     def __init__(self, ffi, lib, dtype, shape):
-        self.lib, self.made = lib, []
+        self.made = []
         try:
-            dims = list(shape) + [1] * (4 - len(shape))  # (N, C, L) as (N, C, L, 1): cuDNN wants 4 or 5 dims
-            strides = [int(np.prod(dims[i + 1:])) for i in range(len(dims))]
-            self.x = self._create(ffi, lib)
-            cudnn._check(lib.cudnnSetTensorNdDescriptor(self.x, cudnn._DATA[dtype], len(dims), ffi.new("int[]", dims),
-                                                        ffi.new("int[]", strides)), "cudnnSetTensorNdDescriptor")
-            self.bn = self._create(ffi, lib)
+            dims = (*shape, *(1,) * (4 - len(shape)))  # (N, C, L) as (N, C, L, 1): cuDNN wants 4 or 5 dims
+            self.x = cudnn.tensor_descriptor(ffi, lib, self.made, cudnn._DATA[dtype], dims)
+            self.bn = cudnn.tensor_descriptor(ffi, lib, self.made)
             cudnn._check(lib.cudnnDeriveBNTensorDescriptor(self.bn, self.x, CUDNN_BATCHNORM_SPATIAL),
                          "cudnnDeriveBNTensorDescriptor")
         except BaseException:
             self.close()
             raise
 
-    def _create(self, ffi, lib):
-        p = ffi.new("cudnnTensorDescriptor_t *")
-        cudnn._check(lib.cudnnCreateTensorDescriptor(p), "cudnnCreateTensorDescriptor")
-        self.made.append(p[0])
-        return p[0]
-
     def close(self) -> None:
-        for d in reversed(self.made):
-            self.lib.cudnnDestroyTensorDescriptor(d)
+        for destroy, d in reversed(self.made):
+            destroy(d)
         self.made = []
-
-
-def _plan(ffi, lib, dtype, shape):
-    """The plan of ``dtype`` and ``shape`` on the current device (made once; called under _PLANS_LOCK)."""
-    key = (dtype, shape, _streams.current_device())
-    plan = _PLANS.get(key)
-    if plan is None:
-        if len(_PLANS) >= _MAX_PLANS:
-            for old in _PLANS.values():
-                old.close()
-            _PLANS.clear()
-        plan = _PLANS[key] = _Plan(ffi, lib, dtype, shape)
-    return plan
 
 
 def _vector(a, dtype, c: int) -> bool:
@@ -146,8 +118,9 @@ def _call(name: str, dtype, shape: tuple, arguments) -> bool:
         ffi, lib = cudnn._lib()
         h = cudnn._handle(ffi, lib, _launch.stream())
         one, zero = cudnn._scalars(ffi, dtype)
-        with _PLANS_LOCK:
-            plan = _plan(ffi, lib, dtype, shape)
+        with cudnn._PLANS_LOCK:
+            plan = cudnn.cached_plan(("batch_norm", dtype, shape, _streams.current_device()),
+                                     lambda: _Plan(ffi, lib, dtype, shape))
             rc = getattr(lib, name)(h, CUDNN_BATCHNORM_SPATIAL, *arguments(plan, one, zero))
         cudnn._check(rc, name)
     except (cudnn.CudnnUnavailable, AttributeError):  # (AttributeError: a libcudnn without the call)
