@@ -70,7 +70,8 @@ def state_memory(optimizer, params) -> contextlib.AbstractContextManager:
     return stack
 
 
-_OURS: weakref.WeakSet = weakref.WeakSet()  # the pools made here (optimizers' state, uploads)
+# (device index, pool id) -> the pools made here (optimizers' state, uploads): not a caller's
+_OURS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _UPLOAD_POOLS: dict = {}  # device index -> the uploads' MemPool, or None where the device's allocator has no pools
 
 
@@ -80,7 +81,7 @@ def upload_memory(index: int) -> contextlib.AbstractContextManager:
     an optimizer's state pool (the first step uploads while it makes the state) the uploads still go to
     their own pool: in the state's, the second step's uploads would be the first in a pool of their own,
     and reserve its segment then."""
-    if _in_callers_pool(index, _OURS):
+    if _in_callers_pool(index):
         return contextlib.nullcontext()
     pool = _UPLOAD_POOLS.get(index, False)
     if pool is False:
@@ -88,12 +89,12 @@ def upload_memory(index: int) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext() if pool is None else fl.cuda.use_mem_pool(pool, index)
 
 
-def _in_callers_pool(index: int, ours: weakref.WeakSet | None = None) -> bool:
-    """Whether the calling thread allocates from a memory pool on CUDA device ``index`` already (the caching
-    allocator's ``current_pool``), other than one of the pools in ``ours``."""
+def _in_callers_pool(index: int) -> bool:
+    """Whether the calling thread allocates from a memory pool of the caller's on CUDA device ``index`` (the
+    caching allocator's ``current_pool``, one not made here)."""
     current = getattr(fl.cuda.get_allocator(index), "current_pool", None)
     pool_id = None if current is None else current()
-    return pool_id is not None and not (ours and any(p.id[1] == pool_id and p.device_index == index for p in ours))
+    return pool_id is not None and (index, pool_id) not in _OURS
 
 
 def _new_pool(index: int):
@@ -103,5 +104,5 @@ def _new_pool(index: int):
             pool = fl.cuda.MemPool()
         except RuntimeError:  # not a caching allocator (flambeau-cuda-alloc is not installed)
             return None
-    _OURS.add(pool)
+    _OURS[index, pool.id[1]] = pool
     return pool
