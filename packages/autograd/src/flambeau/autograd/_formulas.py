@@ -12,8 +12,8 @@ import math
 
 import flambeau as fl
 from flambeau._ops import OPS
-from flambeau.autograd._formulas_norm import _fused
 from flambeau.autograd._opnode import Derivative as D
+from flambeau.autograd._shared_grads import masked_part
 
 __all__ = ["TABLE"]
 
@@ -156,7 +156,7 @@ def _linear(name):
             if name == "input":
                 return g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight))
             return _linear_weight_grad(g, _c(s.input)) if name == "weight" else g
-        return _fused(g, s, name, lambda mask: OPS["linear_backward"].fn(g, s.input, s.weight, mask), plain_bias)
+        return masked_part(g, s, name, lambda mask: OPS["linear_backward"].fn(g, s.input, s.weight, mask), plain_bias)
     return formula
 
 

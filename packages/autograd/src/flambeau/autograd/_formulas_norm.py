@@ -1,9 +1,8 @@
 """Derivatives of the normalisation and loss operators (see ``_formulas.py`` for the convention).
 
 Note [Fused norm backward]: the gradients of a normalisation w.r.t. its input, weight and bias
-share the same row sums, so the first formula the engine calls runs the operator's fused
-``*_backward`` kernel once for every input that needs a gradient, and the other formulas take
-their part from a cache kept on the node for that one incoming gradient. The fused kernels are not
+share the same row sums, so the operator's fused ``*_backward`` kernel computes all those needed in
+one call (Note [Shared backward calls]: ``masked_part``). The fused kernels are not
 differentiable: under ``create_graph=True`` (grad mode on while formulas run) the formulas switch
 to composites of differentiable operators that recompute the statistics from the input, so double
 backward is exact.
@@ -16,39 +15,11 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau._ops import OPS
 from flambeau.autograd._opnode import Derivative as D
+from flambeau.autograd._shared_grads import masked_part
 
 __all__ = ["TABLE"]
 
 _NAMES = ("input", "weight", "bias")
-
-
-def _needed(node) -> tuple:
-    """Which of input/weight/bias the engine will ask this node for (the formulas it will call)."""
-    deriv, metas, edges = node._deriv, node._metas, node.next_functions
-    need, k = {}, 0
-    for name, _ in deriv.formula_items:
-        if name in metas:
-            need[name] = edges[k][0] is not None
-            k += 1
-    return tuple(need.get(n, False) for n in _NAMES)
-
-
-def _fused(g, s, name: str, compute, fused_bias: bool = True):
-    """``name``'s part of ``compute(mask) -> (dx, dw, db)``, run once per node and incoming gradient
-    (``fused_bias`` False: the bias's formula does not ask for its part, which ``compute`` then skips)."""
-    node = s._node
-    values = node._values
-    entry = values.get("_fused_grads")
-    if entry is None or entry[0] is not g:
-        mask = _needed(node)
-        if not fused_bias:
-            mask = (mask[0], mask[1], False)
-        entry = (g, compute(mask), max(i for i, m in enumerate(mask) if m))
-        values["_fused_grads"] = entry
-    i = _NAMES.index(name)
-    if i == entry[2]:  # the last part asked for: drop the cache with it
-        del values["_fused_grads"]
-    return entry[1][i]
 
 
 def _channel_shape(x):
@@ -81,7 +52,7 @@ def _bn(name):
     def formula(g, s):
         if fl.is_grad_enabled():
             return _bn_composite(g, s, name)
-        return _fused(g, s, name, lambda mask: OPS["batch_norm_backward"].fn(
+        return masked_part(g, s, name, lambda mask: OPS["batch_norm_backward"].fn(
             g, s.input, s.weight, s.save_mean, s.save_invstd, s.training, mask))
     return formula
 
@@ -107,7 +78,7 @@ def _ln(name):
     def formula(g, s):
         if fl.is_grad_enabled():
             return _ln_composite(g, s, name)
-        return _fused(g, s, name, lambda mask: OPS["layer_norm_backward"].fn(
+        return masked_part(g, s, name, lambda mask: OPS["layer_norm_backward"].fn(
             g, s.input, s.normalized_shape, s.save_mean, s.save_rstd, s.weight, mask))
     return formula
 
@@ -136,7 +107,7 @@ def _gn(name):
     def formula(g, s):
         if fl.is_grad_enabled():
             return _gn_composite(g, s, name)
-        return _fused(g, s, name, lambda mask: OPS["group_norm_backward"].fn(
+        return masked_part(g, s, name, lambda mask: OPS["group_norm_backward"].fn(
             g, s.input, s.num_groups, s.save_mean, s.save_rstd, s.weight, mask))
     return formula
 

@@ -4,52 +4,26 @@ See _formulas.py for the convention. Attention and the recurrent operators compu
 of all their inputs in one backward operator call (``_scaled_dot_product_attention_backward``,
 ``_lstm_layer_backward`` ...) from the values the forward saved (attention weights, gate
 activations): :func:`_shared` runs it once per backward pass and hands each input's formula its
-part. With ``create_graph=True`` attention is differentiated through a composite of flambeau
-operators (the softmax recomputed, so that second derivatives are right); the recurrent backward
-operators are not differentiable and raise instead.
+part (Note [Shared backward calls]). With ``create_graph=True`` attention is differentiated
+through a composite of flambeau operators (the softmax recomputed, so that second derivatives are
+right); the recurrent backward operators are not differentiable and raise instead.
 """
 
 from __future__ import annotations
 
 import flambeau as fl
 from flambeau.autograd._opnode import Derivative as D
+from flambeau.autograd._shared_grads import shared_part
 
 __all__ = ["TABLE"]
 
-_CACHE = "_seq_grads"
 _INF = float("inf")
 
 
-def _needed(node) -> set:
-    """Names of the inputs of ``node`` whose gradient is wanted (their edge leads somewhere)."""
-    metas, edges = node._metas, node.next_functions
-    need, k = set(), 0
-    for name, _ in node._deriv.formula_items:
-        meta = metas.get(name)
-        if meta is None:
-            continue
-        n = len(meta) if meta.__class__ is list else 1
-        if any(e[0] is not None for e in edges[k:k + n]):
-            need.add(name)
-        k += n
-    return need
-
-
 def _shared(name, compute):
-    """The formula of input ``name``: its part of ``compute(g, s, needed) -> {name: grad}``, run once."""
-    def formula(g, s):
-        node = s._node
-        cache = node._values.get(_CACHE)
-        if cache is None or cache[0] is not g:
-            cache = (g, compute(g, s, _needed(node)))
-            node._values[_CACHE] = cache
-        grads = cache[1]
-        r = grads.pop(name, None)
-        if not grads:
-            node._values.pop(_CACHE, None)
-        return r
-
-    return formula
+    """The formula of input ``name``: its part of ``compute(g, s, needed) -> {name: grad}``, run once (Note
+    [Shared backward calls])."""
+    return lambda g, s: shared_part(g, s, name, lambda need: compute(g, s, need))
 
 
 def _table(names, compute, save):
