@@ -132,6 +132,18 @@ class _Pool:
         self.places = [_SENTINEL]
         self.counters = counters
 
+    def insert(self, size: int, place: int) -> None:
+        """Add the free block of ``size`` bytes at ``place`` (its key and its place at one index)."""
+        key = size << _KEY_SHIFT | place
+        i = bisect_left(self.free, key)
+        self.free.insert(i, key)
+        self.places.insert(i, place)
+
+    def remove_at(self, i: int) -> None:
+        """Take entry ``i`` off the free list."""
+        del self.free[i]
+        del self.places[i]
+
 
 class PyCore:
     """The blocks of one device, in Python; see Note [Core interface]."""
@@ -196,8 +208,7 @@ class PyCore:
             if j - i > 1 and not pool.small:
                 i = places.index(min(places[i:j]), i, j)
             block = self._blocks[places[i] & _ADDRESS_MASK]
-            del free[i]
-            del places[i]
+            pool.remove_at(i)
             # The same as _allocate, inlined: this is the hot path.
             nxt = block.next
             was_split = block.prev is not None or nxt is not None
@@ -211,10 +222,7 @@ class PyCore:
                 block.next = rest
                 block.size = rounded
                 self._blocks[rest.address] = rest
-                key = remaining << _KEY_SHIFT | rest.place
-                k = bisect_left(free, key)
-                free.insert(k, key)
-                places.insert(k, rest.place)
+                pool.insert(remaining, rest.place)
                 stat = block.stat = (requested << 64 | rounded) << 64 | 1
                 if was_split:  # net change: -(rest + rounded) + rest, one block for another
                     change = stat - (rounded << _SB)
@@ -271,10 +279,7 @@ class PyCore:
             block.next = rest
             block.size = rounded
             self._blocks[rest.address] = rest
-            key = remaining << _KEY_SHIFT | rest.place
-            k = bisect_left(pool.free, key)
-            pool.free.insert(k, key)
-            pool.places.insert(k, rest.place)
+            pool.insert(remaining, rest.place)
             if was_split:
                 change = -(rounded << _SB)
             else:
@@ -347,7 +352,6 @@ class PyCore:
         ``released`` is the packed allocation it gives back (0 if counted already)."""
         pool = block.pool
         free = pool.free  # neighbours share it: same stream, same pool
-        places = pool.places
         blocks = self._blocks
         block.state = INACTIVE
         size = block.size
@@ -360,8 +364,7 @@ class PyCore:
             i = bisect_left(free, entry)
             if free[i] != entry:
                 raise AssertionError(f"free list lost block {nxt.address:#x}")  # internal invariant
-            del free[i]
-            del places[i]
+            pool.remove_at(i)
             del blocks[nxt.address]
             split_bytes = -n
             split_count = -1
@@ -376,8 +379,7 @@ class PyCore:
             i = bisect_left(free, entry)
             if free[i] != entry:
                 raise AssertionError(f"free list lost block {prev.address:#x}")  # internal invariant
-            del free[i]
-            del places[i]
+            pool.remove_at(i)
             del blocks[block.address]
             split_bytes -= n
             split_count -= 1
@@ -388,10 +390,7 @@ class PyCore:
             block = prev
             prev = prev.prev
         block.stamp = self._gc_clock
-        key = size << _KEY_SHIFT | block.place
-        i = bisect_left(free, key)
-        free.insert(i, key)
-        places.insert(i, block.place)
+        pool.insert(size, block.place)
         counters = pool.counters
         if prev is not None or nxt is not None:  # the block stays inside a partly used segment
             split_bytes += size
@@ -452,10 +451,8 @@ class PyCore:
             block = self._segments.get(address)
             if block is None or block.state != INACTIVE or block.next is not None:
                 return -1
-            free = block.pool.free
-            i = bisect_left(free, block.size << _KEY_SHIFT | block.place)
-            del free[i]
-            del block.pool.places[i]
+            pool = block.pool
+            pool.remove_at(bisect_left(pool.free, block.size << _KEY_SHIFT | block.place))
             del self._blocks[address]
             del self._segments[address]
             return block.size
