@@ -181,12 +181,15 @@ def per_call_us(fn, calls=3000):
     return (time.perf_counter() - t0) / calls * 1e6
 
 
-def train_step(fl, name: str):
-    """A training step of model ``name`` of benchmarks/train.py on the fake device."""
+def train_step(fl, name: str, gpu_size: bool | None = None):
+    """A training step of model ``name`` of benchmarks/train.py on the fake device, at its size of ``gpu.py --size
+    gpu`` where ``gpu_size`` (default: whether the command line says ``--gpu-size``)."""
     sys.path.insert(0, str(_ROOT / "benchmarks"))
     import train
 
-    spec = (train.GPU_MODELS if "--gpu-size" in sys.argv else train.MODELS)[name]
+    if gpu_size is None:
+        gpu_size = "--gpu-size" in sys.argv
+    spec = (train.GPU_MODELS if gpu_size else train.MODELS)[name]
     model = spec.build(fl).to("cuda")
     x, y = spec.make_batch(np.random.default_rng(0))
     optimizer = getattr(fl.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)

@@ -571,8 +571,7 @@ def test_training_steps_at_gpu_sizes_make_no_raw_allocation_after_the_first():
         from flambeau.autograd import _device_threads
 
         _device_threads.run_on_device = lambda device, fn: fn()
-        sys.argv.append("--gpu-size")  # (host_overhead.train_step's switch to train.GPU_MODELS)
-        steps = [(name, lambda name=name: host_overhead.train_step(fl, name), 8)
+        steps = [(name, lambda name=name: host_overhead.train_step(fl, name, gpu_size=True), 8)
                  for name in ("resnet18", "mobilenet_v2", "gpt")]
         steps.append(("gnmt", lambda: host_overhead.paper_step(fl, "gnmt"), 4))
         for name, make, count in steps:
