@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from invariants import MiB
 
@@ -489,8 +491,6 @@ def test_caching_disabled_returns_segments_at_free():
 def _step_program(seed: int) -> list[tuple[str, int]]:
     """A random training step's requests: ``("malloc", size)`` and ``("free", i)`` (of the i-th malloc), every
     block freed by the end, lifetimes nested and overlapping as a forward and backward pass's are."""
-    import random
-
     rng = random.Random(seed)
     program, live = [], []
     for i in range(300):
