@@ -33,8 +33,8 @@ ROOT = pathlib.Path(__file__).parent
 PACKAGES = ["tensor-core", "autograd", "cuda-alloc", "multiproc", "nn", "data", "distributed"]
 EDITABLE = [arg for name in PACKAGES for arg in ("-e", f"packages/{name}")]
 TORCH = "torch==2.13.0"  # reference implementation for tests and benchmarks, never a library dependency
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", TORCH, "numba-cuda[cu12]", "scikit-learn", "hatchling>=1.21",
-             "safetensors>=0.8"]
+TEST_DEPS = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6", TORCH, "numba-cuda[cu12]", "scikit-learn",
+             "hatchling>=1.21", "safetensors>=0.8"]
 # The CUDA tiers' tests, run in a pytest process of their own under numba's simulator (DESIGN.md "Execution").
 CUDA_TESTS = {"tensor-core": "packages/tensor-core/tests/cuda", "nn": "packages/nn/tests/cuda"}
 # Linters are pinned: a new ruff release adds rules and would turn lint red with no change of ours.

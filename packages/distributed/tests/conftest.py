@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import select
 import signal
 import subprocess
 import sys
@@ -111,13 +112,38 @@ def launch(script: str, *args: str, nproc: int = 2, env: dict | None = None, lau
 
 
 def start(script: str, *args: str, nproc: int = 2, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """Start the launcher without waiting (for signal tests); returns the process and its marker."""
+    """Start the launcher without waiting (for signal tests); returns the process and its marker.
+
+    Its stdout and stderr are binary pipes: read stdout with :func:`wait_for_output`.
+    """
     marker = uuid.uuid4().hex
     cmd = [sys.executable, "-m", "flambeau.distributed.run", "--nproc-per-node", str(nproc), "--grace", "2",
            str(HERE / script), *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_environment(marker, env), stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment(marker, env),
+                            stdin=subprocess.DEVNULL)
     return proc, marker
+
+
+def wait_for_output(proc: subprocess.Popen, *texts: str, timeout: float = LAUNCH_TIMEOUT_S) -> str:
+    """Read ``proc``'s stdout until every one of ``texts`` appeared, it closed, or ``timeout`` passed.
+
+    Returns what was read. The ranks' output reaches the launcher's stdout through mpiexec in the
+    pieces the ranks wrote, and an unbuffered ``print`` writes its text and its newline separately,
+    so two ranks' lines can interleave as ``"ready 0ready 1\n\n"``: look for the texts, never count
+    lines, and never block in ``readline`` (a line that does not come would hang the test run).
+    """
+    fd = proc.stdout.fileno()
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while not all(t.encode() in seen for t in texts):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk
+    return seen.decode(errors="replace")
 
 
 def python(script: str, *args: str, env: dict | None = None, timeout: float = LAUNCH_TIMEOUT_S) -> Run:

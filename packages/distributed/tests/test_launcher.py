@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 
 import pytest
-from conftest import _assert_clean, launch, mpich_segments, python, start
+from conftest import _assert_clean, launch, mpich_segments, python, start, wait_for_output
 
 pytestmark = pytest.mark.usefixtures("mpi_available")
 
@@ -66,17 +65,18 @@ def test_a_rank_that_ends_its_program_early_fails_the_others_quickly():
 def test_sigint_reaches_every_rank():
     before = mpich_segments()
     proc, marker = start("rank_fail.py", "loop")
-    lines = []
-    deadline = time.monotonic() + 120
-    while sum("ready" in line for line in lines) < 2 and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        ready = wait_for_output(proc, "ready 0", "ready 1")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed wait or communicate: leave nothing running
+            proc.kill()
+            proc.communicate()
     _assert_clean(marker, before)
-    assert proc.returncode == 128 + signal.SIGINT, (lines, out, err)
+    err = err.decode(errors="replace")
+    assert "ready 0" in ready and "ready 1" in ready, (ready, out, err)
+    assert proc.returncode == 128 + signal.SIGINT, (ready, out, err)
     assert "got SIGINT; forwarding it to the ranks" in err and "KeyboardInterrupt" in err, err
 
 
