@@ -9,7 +9,8 @@ floor of a small operator (tools/gpu_smoke.py measures the real thing). Run from
     python tools/host_overhead.py --profile        # and cProfile of x + 1
     python tools/host_overhead.py --model resnet18 # host time of training steps of benchmarks/train.py
                                                    # models (add --profile for cProfile of them,
-                                                   # --sort cumtime to order it so, --count for the
+                                                   # --sort cumtime to order it so, --top N for its
+                                                   # N first rows (35), --count for the
                                                    # kernel launches and library calls of one step;
                                                    # --gpu-size: their sizes of gpu.py --size gpu)
     python tools/host_overhead.py --paper resnet50 # likewise Table 1's models at the paper's sizes
@@ -239,7 +240,8 @@ def model_steps(name: str, step, profile: bool) -> None:
         pr.disable()
         s = io.StringIO()
         order = sys.argv[sys.argv.index("--sort") + 1] if "--sort" in sys.argv else "tottime"
-        pstats.Stats(pr, stream=s).strip_dirs().sort_stats(order).print_stats(35)
+        top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 35
+        pstats.Stats(pr, stream=s).strip_dirs().sort_stats(order).print_stats(top)
         print(s.getvalue())
 
 

@@ -132,6 +132,22 @@ def test_long_rows_split_over_blocks_match_cpu(case, monkeypatch):
     assert {"partial", "parts"} <= {mode for _, mode in modes}, modes
 
 
+@pytest.mark.parametrize("affine", ["weight and bias", "weight", "none"])
+def test_layer_norm_rows_take_one_launch_each_way(affine, monkeypatch):
+    """Rows one block holds: the forward is one launch, the input gradient one more (Note [Layer norm rows in one
+    launch]), and the values and every gradient are the CPU's, with and without the affine parameters."""
+    modes = _launches_in_modes(monkeypatch)
+    if affine == "weight and bias":
+        _backward_matches(lambda x, w, b: fl.layer_norm(x, (3, 2), w, b), (5, 3, 2), (3, 2), (3, 2))
+    elif affine == "weight":
+        _backward_matches(lambda x, w: fl.layer_norm(x, (5,), w), (2, 3, 5), (5,))
+    else:
+        _backward_matches(lambda x: fl.layer_norm(x, (7,)), (4, 7))
+    templates = [which for which, _ in modes]
+    assert templates[:2] == ["ln_forward", "ln_grad_input"], templates
+    assert set(templates) <= {"ln_forward", "ln_grad_input", "column_sums"}, templates
+
+
 @pytest.mark.parametrize("case", ["layer_norm", "batch_norm_2d", "group_norm_2d"])
 def test_column_sums_match_cpu(case, monkeypatch):
     """Sums over the rows of a row-major (K, C) gradient run as column tiles (Note [Column sums]), split into

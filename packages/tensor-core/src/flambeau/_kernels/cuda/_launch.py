@@ -47,6 +47,9 @@ NARROW = 1 << 31  # indices below this take 32-bit index math (Note [Narrow inde
 CACHE = True  # numba's on-disk cache for CUDA kernels (ignored by the simulator)
 
 
+cuda = None  # numba.cuda once block_sums() compiles its device functions (Note [numba.cuda bound on first use])
+
+
 def bind_numba_cuda(namespace: dict):
     """numba.cuda, imported on first use and set as the global ``cuda`` of the kernel module whose
     ``globals()`` is ``namespace`` (Note [numba.cuda bound on first use])."""
@@ -132,6 +135,41 @@ def row_parts(K: int, B: int, whole: int = 8) -> int:
     each thread walking 1,500 elements); the second launch costs host time, which a caller whose
     threads load several elements at once spends only for longer rows (a larger ``whole``)."""
     return 1 if K <= B * whole else min((K + B * 8 - 1) // (B * 8), 1024)
+
+
+def _block_sum(buf, t, B):
+    cuda.syncthreads()
+    width = B // 2
+    while width > 0:
+        if t < width:
+            buf[t] += buf[t + width]
+        cuda.syncthreads()
+        width //= 2
+
+
+def _block_sum2(b1, b2, t, B):
+    cuda.syncthreads()
+    width = B // 2
+    while width > 0:
+        if t < width:
+            b1[t] += b1[t + width]
+            b2[t] += b2[t + width]
+        cuda.syncthreads()
+        width //= 2
+
+
+_BLOCK_SUMS: list = []
+
+
+def block_sums() -> tuple:
+    """Device functions ``(block_sum, block_sum2)`` of the block reductions' last step: ``block_sum(buf, t, B)``
+    adds the ``B`` (a power of two) values of shared array ``buf``, one per thread ``t`` (each thread has
+    written its own), into ``buf[0]``, which every thread may read afterwards; ``block_sum2(b1, b2, t, B)`` does
+    two arrays in one tree."""
+    if not _BLOCK_SUMS:
+        bind_numba_cuda(globals())
+        _BLOCK_SUMS[:] = [cuda.jit(device=True)(_block_sum), cuda.jit(device=True)(_block_sum2)]
+    return tuple(_BLOCK_SUMS)
 
 
 # The column tiles of reductions and of the norms' gradient sums (Note [Column tiles] in reduction, Note

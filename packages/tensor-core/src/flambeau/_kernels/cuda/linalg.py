@@ -34,6 +34,7 @@ from flambeau._kernels.cuda._launch import (
     TILE,
     be,
     bind_numba_cuda,
+    block_sums,
     c_elem_strides,
     jit,
     launch_1d,
@@ -194,6 +195,7 @@ def _rowdot_py(acc, B=REDUCE_BLOCK):
     """
     bind_numba_cuda(globals())
     unravel = _unravel_fn()
+    block_sum, _ = block_sums()
 
     def rowdot(out, a, amst, akst, b, bmst, bkst, use_b, mshape, kshape, K, P, x, xmst, use_x, alpha, beta):
         m = cuda.blockIdx.x
@@ -212,13 +214,7 @@ def _rowdot_py(acc, B=REDUCE_BLOCK):
             s += v
             k += step
         buf[t] = s
-        cuda.syncthreads()
-        width = B // 2
-        while width > 0:
-            if t < width:
-                buf[t] += buf[t + width]
-            cuda.syncthreads()
-            width //= 2
+        block_sum(buf, t, B)
         if t == 0:
             v = buf[0]
             if P == 1:

@@ -20,6 +20,10 @@ so four kernel templates serve the three operators:
 - ``grad_input``: one thread per element, ``rstd * (g * w - c * sum1 - xhat * c * sum2)`` (the
   weight outside the bracket for batch_norm; ``c = 0`` in evaluation mode).
 
+layer_norm's rows are contiguous, and up to ``_WHOLE`` blocks' worth long (32,768 elements) one block holds a
+whole row: its forward and its input gradient then take one launch each (``ln_forward``, ``ln_grad_input``;
+Note [Layer norm rows in one launch]).
+
 So every backward is two to five launches, deterministic (no atomics). Sums accumulate in the
 compute dtype: float32 (float16 inputs compute in float32, as on the CPU) or float64.
 """
@@ -41,6 +45,7 @@ from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
+    block_sums,
     c_elem_strides,
     column_parts,
     column_tile,
@@ -240,6 +245,7 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
     partial = mode == "partial"
     parts = mode == "parts"
     row_offset, wrap, quot = _index_helpers()
+    _, block_sum2 = block_sums()
 
     def grad_sums(s1, s2, g, x, mean, rstd, w, has_w, K, inner, ostride, rstride, sdiv_k, smul_k, sdiv_r,
                   wdiv, wmod, wrmod, wrmul, P, p1, p2):
@@ -283,14 +289,7 @@ def _grad_sums_py(acc, B=REDUCE_BLOCK, mode="final"):
                 k += 4 * step
         b1[t] = a1
         b2[t] = a2
-        cuda.syncthreads()
-        width = B // 2
-        while width > 0:
-            if t < width:
-                b1[t] += b1[t + width]
-                b2[t] += b2[t + width]
-            cuda.syncthreads()
-            width //= 2
+        block_sum2(b1, b2, t, B)
         if t == 0:
             if partial:
                 p1[r * P + p] = b1[0]
@@ -404,6 +403,104 @@ def _grad_input_py():
     return grad_input
 
 
+# Note [Layer norm rows in one launch]
+#     layer_norm's statistics and affine pass were two launches forward, and its input gradient's row sums and
+#     the gradient itself two more backward: host time a GPU waits for in a transformer's step (a small GPT
+#     normalises nine times a step, 100 us of host time per backward on the fake device of
+#     tools/host_overhead.py), and the row read from memory twice. Its rows are contiguous and, up to
+#     ``_WHOLE * B`` elements (the split rule of Note [Split rows]), one block's: the block reduces the row, every
+#     thread reads the result from shared memory and writes its own elements, so each direction is one launch.
+#     The statistics are two passes over the row (its sum, then the squared deviations from the mean): exact
+#     like Welford's, and the second pass reads what the first brought into the cache. The weight and bias
+#     gradients stay column sums (Note [Column sums]); longer rows keep the split templates.
+def _ln_forward_py(acc, B=REDUCE_BLOCK, mode="final"):
+    """One block per contiguous row ``r`` of ``K`` elements (Note [Layer norm rows in one launch]): ``mean[r]``,
+    ``rstd[r] = 1 / sqrt(biased variance + eps)`` and ``out = (x - mean) * rstd * w + b`` (``w`` and ``b``
+    under their flags, indexed by the element's place in its row)."""
+    bind_numba_cuda(globals())
+    block_sum, _ = block_sums()
+
+    def ln_forward(out, mean_out, rstd_out, x, w, b, has_w, has_b, K, eps):
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        buf = cuda.shared.array(B, acc)
+        base = r * K
+        a = acc(0)
+        k = t
+        while k < K:
+            a += acc(x[base + k])
+            k += B
+        buf[t] = a
+        block_sum(buf, t, B)
+        mean = buf[0] / acc(K)
+        cuda.syncthreads()  # every thread has read buf[0] before it is written again
+        a = acc(0)
+        k = t
+        while k < K:
+            d = acc(x[base + k]) - mean
+            a += d * d
+            k += B
+        buf[t] = a
+        block_sum(buf, t, B)
+        rstd = acc(1) / math.sqrt(buf[0] / acc(K) + acc(eps))
+        if t == 0:
+            mean_out[r] = mean
+            rstd_out[r] = rstd
+        k = t
+        while k < K:
+            y = (acc(x[base + k]) - mean) * rstd
+            if has_w:
+                y = y * acc(w[k])
+            if has_b:
+                y = y + acc(b[k])
+            out[base + k] = y
+            k += B
+
+    return ln_forward
+
+
+def _ln_grad_input_py(acc, B=REDUCE_BLOCK, mode="final"):
+    """One block per contiguous row ``r`` of ``K`` elements (Note [Layer norm rows in one launch]): the sums
+    ``s1 = sum(g * w)`` and ``s2 = sum(g * w * xhat)`` of the row, then ``dx = rstd * (g * w - s1 / K - xhat *
+    s2 / K)`` (``grad_input``'s formula with the weight inside, ``xhat = (x - mean[r]) * rstd[r]``)."""
+    bind_numba_cuda(globals())
+    _, block_sum2 = block_sums()
+
+    def ln_grad_input(dx, g, x, mean, rstd, w, has_w, K):
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        b1 = cuda.shared.array(B, acc)
+        b2 = cuda.shared.array(B, acc)
+        base = r * K
+        mu = acc(mean[r])
+        rs = acc(rstd[r])
+        a1 = acc(0)
+        a2 = acc(0)
+        k = t
+        while k < K:
+            gv = acc(g[base + k])
+            if has_w:
+                gv = gv * acc(w[k])
+            a1 += gv
+            a2 += gv * ((acc(x[base + k]) - mu) * rs)
+            k += B
+        b1[t] = a1
+        b2[t] = a2
+        block_sum2(b1, b2, t, B)
+        c = acc(1) / acc(K)
+        c1 = c * b1[0]
+        c2 = c * b2[0]
+        k = t
+        while k < K:
+            gv = acc(g[base + k])
+            if has_w:
+                gv = gv * acc(w[k])
+            dx[base + k] = rs * (gv - c1 - (acc(x[base + k]) - mu) * rs * c2)
+            k += B
+
+    return ln_grad_input
+
+
 def _eval_stats_py():
     bind_numba_cuda(globals())
 
@@ -419,7 +516,8 @@ def _eval_stats_py():
 
 
 _PY = {"stats": _stats_py, "grad_sums": _grad_sums_py, "affine": _affine_py, "grad_input": _grad_input_py,
-       "eval_stats": _eval_stats_py, "column_sums": _column_sums_py}
+       "eval_stats": _eval_stats_py, "column_sums": _column_sums_py, "ln_forward": _ln_forward_py,
+       "ln_grad_input": _ln_grad_input_py}
 
 
 @functools.cache
@@ -655,6 +753,12 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, mask)
 
 
 # --- layer_norm ---------------------------------------------------------------------------------------
+def _one_block_rows(n: int) -> bool:
+    """Whether one block takes a whole row of ``n`` elements (Note [Layer norm rows in one launch]): the rows
+    the split templates would not split (Note [Split rows])."""
+    return row_parts(n, _block(), 8 if sim() else _WHOLE) == 1
+
+
 def _rows(x, k) -> tuple:
     n = math.prod(x.shape[x.ndim - k:])
     return math.prod(x.shape[:x.ndim - k]), n
@@ -667,6 +771,14 @@ def layer_norm(x, k, weight, bias, eps):
     t = xc.dtype
     if x.size == 0:
         return be().empty(x.shape, x.dtype), _zeros((rows,), t), _zeros((rows,), t)
+    if _one_block_rows(n):  # Note [Layer norm rows in one launch]
+        backend = be()
+        out, mean, rstd = backend.empty(xc.shape, t), backend.empty((rows,), t), backend.empty((rows,), t)
+        B = _block()
+        launch_keyed(_kernel("ln_forward", np_name(t), B), ((rows, 1), B, stream()), t, _flat(out), mean, rstd,
+                     _flat(xc), _vec_or(weight, t, mean), _vec_or(bias, t, mean), weight is not None,
+                     bias is not None, n, float(eps))
+        return cast_back(out, back), mean, rstd
     mean, rstd = _stats(xc, rows, (n, n, 0, n), eps, t)
     out = _affine(xc, mean, rstd, weight, bias, (n, rows, 1, n), t)
     return cast_back(out, back), mean, rstd
@@ -683,7 +795,13 @@ def layer_norm_backward(grad, x, k, mean, rstd, weight, mask):
     mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
     w = _vec_t(weight, t)
     dx = dw = db = None
-    if mask[0]:
+    if mask[0] and _one_block_rows(n):  # Note [Layer norm rows in one launch]
+        dxc = be().empty(x.shape, t)
+        B = _block()
+        launch_keyed(_kernel("ln_grad_input", np_name(t), B), ((rows, 1), B, stream()), t, _flat(dxc), _flat(gc),
+                     _flat(xc), mean, rstd, _vec_or(w, t, mean), w is not None, n)
+        dx = cast_back(dxc, back)
+    elif mask[0]:
         s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (n, n, 0, n), (n, 0, 1), (1, n, 1, 0), t)
         dx = _grad_input(gc, xc, mean, rstd, s1, s2, w, True, 1.0 / n, (n, rows, 1, n), t, back)
     if mask[1] or mask[2]:  # over the columns: sum(g * xhat), sum(g)
@@ -758,5 +876,7 @@ def ptx_cases(ndim: int = 2) -> list:
             (f"norm_affine:{dn}", _affine_py(), (arr,) * 6 + (b, b) + (i64,) * 4 + (b, i64)),
             (f"norm_grad_input:{dn}", _grad_input_py(), (arr,) * 8 + (b, b, t) + (i64,) * 4 + (b, i64)),
             (f"norm_eval_stats:{dn}", _eval_stats_py(), (arr,) * 4 + (f64, i64)),
+            (f"norm_ln_forward:{dn}", _ln_forward_py(ct, REDUCE_BLOCK), (arr,) * 6 + (b, b, i64, f64)),
+            (f"norm_ln_grad_input:{dn}", _ln_grad_input_py(ct, REDUCE_BLOCK), (arr,) * 6 + (b, i64)),
         ]
     return cases
