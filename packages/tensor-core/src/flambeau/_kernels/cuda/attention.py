@@ -38,6 +38,7 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     elem_strides,
     jit,
+    launch_keyed,
     sim,
     stream,
     strides_for,
@@ -313,6 +314,12 @@ def _fused_geometry(q, k, v):
     return tuple(geometry)
 
 
+# Note [Keyed fused attention launches]
+#     The fused kernels take flat launch arguments of the compute dtype (``flat_arg``: on a GPU no device-array
+#     object is made), Python ints, the scale in the compute dtype, and tuples whose lengths are the batch shape's
+#     (``bshape``, each operand's batch strides: ``_batch_and_matrix`` pads them alike) and two (the row and column
+#     strides): ``(compute dtype, len(bshape))`` fixes every argument's type, so the launches are keyed by it
+#     (``launch_keyed``) instead of typing some twenty arguments, tuples within them, every call.
 def _batch_and_matrix(strides) -> tuple:
     """Element ``strides`` as the fused kernels take an operand's: ``(batch strides, (row, column))``, the batch
     strides ``(0,)`` where there is no batch dim."""
@@ -356,10 +363,10 @@ def sdpa(q, k, v, mask, drop, is_causal, scale):
         out, (ob, os) = _like(q, cdt, batch + (nl, nev))  # the query's layout, as torch's attention gives
         attn = backend.empty(batch + (nl, ns), cdt)
         grid, block = _fused_grid(math.prod(bshape), nl)
-        flat = backend.flat_view
-        _kernel("fused_forward", np_name(cdt))[grid, block, stream()](
-            flat(out), ob, os, flat(attn), flat(q), qb, qs, flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns, ne, nev,
-            bool(is_causal), cdt.type(scale))
+        flat = backend.flat_arg
+        launch_keyed(_kernel("fused_forward", np_name(cdt)), (grid, block, stream()), (cdt, len(bshape)),
+                     flat(out), ob, os, flat(attn), flat(q), qb, qs, flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns,
+                     ne, nev, bool(is_causal), cdt.type(scale))
         return cast(out, dtype), cast(attn, dtype)
     s = matmul(q, mT(k))
     nl, ns = s.shape[-2:]
@@ -453,17 +460,18 @@ def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
     gb, gs = _batch_and_matrix(elem_strides(grad))
     ds = backend.empty(batch + (nl, ns), cdt)
     (gq, (gqb, gqs)), (gk, (gkb, gks)), (gv, (gvb, gvs)) = _like(q, cdt), _like(k, cdt), _like(v, cdt)
-    flat = backend.flat_view
+    flat = backend.flat_arg
     sc = cdt.type(scale)
     Z = math.prod(bshape)
+    key = (cdt, len(bshape))  # fixes every argument's type: Note [Keyed fused attention launches]
     grid, block = _fused_grid(Z, nl)
-    _kernel("fused_backward_q", np_name(cdt))[grid, block, stream()](
-        flat(ds), flat(gq), gqb, gqs, flat(grad), gb, gs, flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape, nl, ns,
-        ne, nev, sc)
+    launch_keyed(_kernel("fused_backward_q", np_name(cdt)), (grid, block, stream()), key,
+                 flat(ds), flat(gq), gqb, gqs, flat(grad), gb, gs, flat(p), flat(k), kb, ks, flat(v), vb, vs, bshape,
+                 nl, ns, ne, nev, sc)
     grid, block = _fused_grid(Z, ns)
-    _kernel("fused_backward_kv", np_name(cdt))[grid, block, stream()](
-        flat(gk), gkb, gks, flat(gv), gvb, gvs, flat(grad), gb, gs, flat(p), flat(ds), flat(q), qb, qs, bshape, nl,
-        ns, ne, nev, sc)
+    launch_keyed(_kernel("fused_backward_kv", np_name(cdt)), (grid, block, stream()), key,
+                 flat(gk), gkb, gks, flat(gv), gvb, gvs, flat(grad), gb, gs, flat(p), flat(ds), flat(q), qb, qs, bshape,
+                 nl, ns, ne, nev, sc)
     return gq, gk, gv, ds
 
 

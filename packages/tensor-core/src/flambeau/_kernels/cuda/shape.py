@@ -45,6 +45,7 @@ from flambeau._kernels.cuda._launch import (
     error_flag,
     jit,
     launch_1d,
+    launch_keyed,
     sim,
     stream,
 )
@@ -318,8 +319,10 @@ def _cat_into(out, parts, dim: int) -> None:
     backend = be()
     shape = tuple(out.shape)
     ost = c_elem_strides(shape)
-    flat_out = backend.flat_view(out)
+    flat = backend.flat_arg  # (launch arguments only: no device-array object on a GPU)
+    flat_out = flat(out)
     k = _jit(_cat_py)
+    key = (np.dtype(out.dtype), len(shape))  # fixes every argument's type (the parts are of out's dtype)
     base = 0
     for g in range(0, len(parts), GROUP):
         group = parts[g:g + GROUP]
@@ -327,13 +330,13 @@ def _cat_into(out, parts, dim: int) -> None:
         for _, s, _ in group:
             starts.append(starts[-1] + s[dim])
         pad_n = GROUP - len(group)
-        ins = tuple(backend.flat_view(a) for a, _, _ in group) + (backend.flat_view(group[-1][0]),) * pad_n
+        ins = tuple(flat(a) for a, _, _ in group) + (flat(group[-1][0]),) * pad_n
         ists = tuple(st for _, _, st in group) + (group[-1][2],) * pad_n
         starts = tuple(starts) + (starts[-1],) * pad_n
         gshape = shape[:dim] + (starts[-1],) + shape[dim + 1:]
         n = math.prod(gshape)
         cunit = tuple(int(d == dim) for d in range(len(shape)))
-        k[_grid(n)](flat_out, ost, ins, ists, starts, len(group), dim, base, gshape, cunit, n)
+        launch_keyed(k, _grid(n), key, flat_out, ost, ins, ists, starts, len(group), dim, base, gshape, cunit, n)
         base += starts[-1]
 
 
