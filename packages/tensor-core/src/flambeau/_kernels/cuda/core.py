@@ -26,6 +26,7 @@ from flambeau._kernels.cuda._launch import (
     is_array,
     jit,
     launch_1d,
+    launch_keyed,
     stream,
     strides_for,
 )
@@ -73,9 +74,15 @@ def fill(dst, value) -> None:
         value = np.array(value, BF16).view(_U16)[()]
         dst = be().reinterpret(dst, _U16)
     v = dst.dtype.type(value)
+    backend = be()
+    flat = backend.contiguous_flat(dst)  # (the common case, zeros and ones: a 1-d fill, no index math)
+    if flat is not None:
+        shape, strides = (n,), (1,)
+    else:
+        flat, strides = backend.flat_arg(dst), strides_for(dst, shape)
     grid, block = launch_1d(n)
-    fill_kernel()[grid, block, stream()](be().flat_view(dst), strides_for(dst, shape), v,
-                                         shape if shape else (1,), n)
+    # flat launch arguments of v's dtype, len(shape) ints twice, v, n: the key fixes every type
+    launch_keyed(fill_kernel(), (grid, block, stream()), (v.dtype, len(shape)), flat, strides, v, shape, n)
 
 
 def copy_into(dst, src) -> None:
