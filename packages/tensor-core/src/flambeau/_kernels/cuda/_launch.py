@@ -21,6 +21,7 @@ Note [numba.cuda bound on first use]
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -32,7 +33,7 @@ from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
 __all__ = ["BLOCK", "REDUCE_BLOCK", "GROUP", "TILE", "NARROW", "CACHE", "bind_numba_cuda", "jit", "direct",
-           "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "COLUMN_TILE", "MAX_PARTIALS",
+           "launch_keyed", "sim", "be", "stream", "launch_1d", "row_parts", "block_sums", "COLUMN_TILE", "MAX_PARTIALS",
            "column_tile", "column_parts", "is_array", "strides_for", "broadcast_strides", "coalesce", "elem_strides",
            "c_elem_strides", "error_flag", "ERR_INDEX", "ERR_VALUE"]
 
@@ -158,18 +159,14 @@ def _block_sum2(b1, b2, t, B):
         width //= 2
 
 
-_BLOCK_SUMS: list = []
-
-
+@functools.cache
 def block_sums() -> tuple:
     """Device functions ``(block_sum, block_sum2)`` of the block reductions' last step: ``block_sum(buf, t, B)``
     adds the ``B`` (a power of two) values of shared array ``buf``, one per thread ``t`` (each thread has
     written its own), into ``buf[0]``, which every thread may read afterwards; ``block_sum2(b1, b2, t, B)`` does
     two arrays in one tree."""
-    if not _BLOCK_SUMS:
-        bind_numba_cuda(globals())
-        _BLOCK_SUMS[:] = [cuda.jit(device=True)(_block_sum), cuda.jit(device=True)(_block_sum2)]
-    return tuple(_BLOCK_SUMS)
+    bind_numba_cuda(globals())
+    return cuda.jit(device=True)(_block_sum), cuda.jit(device=True)(_block_sum2)
 
 
 # The column tiles of reductions and of the norms' gradient sums (Note [Column tiles] in reduction, Note

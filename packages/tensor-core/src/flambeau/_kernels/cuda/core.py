@@ -70,11 +70,11 @@ def fill(dst, value) -> None:
     if n == 0:
         return
     shape = tuple(dst.shape)
+    backend = be()
     if dst.dtype == BF16:  # the value's bfloat16 bits, filled as uint16 (Note [bfloat16 on CUDA])
         value = np.array(value, BF16).view(_U16)[()]
-        dst = be().reinterpret(dst, _U16)
+        dst = backend.reinterpret(dst, _U16)
     v = dst.dtype.type(value)
-    backend = be()
     flat = backend.contiguous_flat(dst)  # (the common case, zeros and ones: a 1-d fill, no index math)
     if flat is not None:
         shape, strides = (n,), (1,)

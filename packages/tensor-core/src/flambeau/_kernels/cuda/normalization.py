@@ -568,7 +568,7 @@ def _flat(a):
 
 
 # Note [Keyed normalisation launches]
-#     The four templates take flat views and 1-d allocations of the compute dtype ``t`` only (statistics,
+#     The templates take flat views and 1-d allocations of the compute dtype ``t`` only (statistics,
 #     weights and dummies alike, through _flat and _vec_t), Python ints for the geometry, Python floats and
 #     bools for eps, momentum and the flags, and ``t``'s scalar type for ``c``: ``t`` fixes every argument
 #     type, and keys the launch (``launch_keyed``), which spares typing a dozen arguments per launch.
@@ -576,9 +576,19 @@ def _split_launch(which: str, rows: int, K: int, t, outputs: tuple, inputs: tupl
     """Launch template ``which`` (``stats`` or ``grad_sums``) over ``rows`` rows of ``K`` elements, split into
     partial blocks for long rows (Note [Split rows]). ``outputs`` lead the arguments, ``inputs`` and ``tail``
     (the input-only arguments) follow them; ``parts`` partial arrays (per output) end them."""
-    B = _block()
-    P = row_parts(K, B, 8 if sim() else _WHOLE)
-    _launch_in_modes(which, rows, B, P, rows * P, t, outputs, (*inputs, *tail), parts)
+    P = _row_parts(K)
+    _launch_in_modes(which, rows, _block(), P, rows * P, t, outputs, (*inputs, *tail), parts)
+
+
+def _row_parts(K: int) -> int:
+    """How many blocks share a row of ``K`` elements (Note [Split rows]): 1 where one block holds it."""
+    return row_parts(K, _block(), 8 if sim() else _WHOLE)
+
+
+def _launch_rows(which: str, grid: int, block, t, *args) -> None:
+    """Template ``which`` in mode "final", ``grid`` blocks (a row each) of ``block`` threads, on ``args`` keyed by
+    ``t`` (Note [Keyed normalisation launches])."""
+    launch_keyed(_kernel(which, np_name(t), block), ((grid, 1), block, stream()), t, *args)
 
 
 def _launch_in_modes(which: str, grid: int, block, P: int, count: int, t, outputs: tuple, args: tuple, parts: int):
@@ -586,11 +596,11 @@ def _launch_in_modes(which: str, grid: int, block, P: int, count: int, t, output
     1, else mode "partial" with ``P`` blocks along y into ``parts`` fresh arrays of ``count`` partial results,
     then mode "parts" combining them. The arguments: ``outputs``, ``args``, ``P``, the partial arrays, keyed
     by ``t`` (Note [Keyed normalisation launches])."""
-    acc = np_name(t)
     if P == 1:
         dummies = (outputs[0],) * parts  # (never touched in mode "final"; of ``t`` as the key requires)
-        launch_keyed(_kernel(which, acc, block), ((grid, 1), block, stream()), t, *outputs, *args, 1, *dummies)
+        _launch_rows(which, grid, block, t, *outputs, *args, 1, *dummies)
         return
+    acc = np_name(t)
     backend = be()
     partials = backend.flat_parts(backend.empty((count * parts,), t), parts)  # (one allocation for them all)
     launch_keyed(_kernel(which, acc, block, "partial"), ((grid, P), block, stream()), t,
@@ -753,12 +763,6 @@ def batch_norm_backward(grad, x, weight, save_mean, save_invstd, training, mask)
 
 
 # --- layer_norm ---------------------------------------------------------------------------------------
-def _one_block_rows(n: int) -> bool:
-    """Whether one block takes a whole row of ``n`` elements (Note [Layer norm rows in one launch]): the rows
-    the split templates would not split (Note [Split rows])."""
-    return row_parts(n, _block(), 8 if sim() else _WHOLE) == 1
-
-
 def _rows(x, k) -> tuple:
     n = math.prod(x.shape[x.ndim - k:])
     return math.prod(x.shape[:x.ndim - k]), n
@@ -771,13 +775,11 @@ def layer_norm(x, k, weight, bias, eps):
     t = xc.dtype
     if x.size == 0:
         return be().empty(x.shape, x.dtype), _zeros((rows,), t), _zeros((rows,), t)
-    if _one_block_rows(n):  # Note [Layer norm rows in one launch]
+    if _row_parts(n) == 1:  # one block holds a row: Note [Layer norm rows in one launch]
         backend = be()
         out, mean, rstd = backend.empty(xc.shape, t), backend.empty((rows,), t), backend.empty((rows,), t)
-        B = _block()
-        launch_keyed(_kernel("ln_forward", np_name(t), B), ((rows, 1), B, stream()), t, _flat(out), mean, rstd,
-                     _flat(xc), _vec_or(weight, t, mean), _vec_or(bias, t, mean), weight is not None,
-                     bias is not None, n, float(eps))
+        _launch_rows("ln_forward", rows, _block(), t, _flat(out), mean, rstd, _flat(xc), _vec_or(weight, t, mean),
+                     _vec_or(bias, t, mean), weight is not None, bias is not None, n, float(eps))
         return cast_back(out, back), mean, rstd
     mean, rstd = _stats(xc, rows, (n, n, 0, n), eps, t)
     out = _affine(xc, mean, rstd, weight, bias, (n, rows, 1, n), t)
@@ -795,11 +797,10 @@ def layer_norm_backward(grad, x, k, mean, rstd, weight, mask):
     mean, rstd = _vec_t(mean, t), _vec_t(rstd, t)
     w = _vec_t(weight, t)
     dx = dw = db = None
-    if mask[0] and _one_block_rows(n):  # Note [Layer norm rows in one launch]
+    if mask[0] and _row_parts(n) == 1:  # one block holds a row: Note [Layer norm rows in one launch]
         dxc = be().empty(x.shape, t)
-        B = _block()
-        launch_keyed(_kernel("ln_grad_input", np_name(t), B), ((rows, 1), B, stream()), t, _flat(dxc), _flat(gc),
-                     _flat(xc), mean, rstd, _vec_or(w, t, mean), w is not None, n)
+        _launch_rows("ln_grad_input", rows, _block(), t, _flat(dxc), _flat(gc), _flat(xc), mean, rstd,
+                     _vec_or(w, t, mean), w is not None, n)
         dx = cast_back(dxc, back)
     elif mask[0]:
         s1, s2 = _grad_sums(gc, xc, mean, rstd, w, rows, (n, n, 0, n), (n, 0, 1), (1, n, 1, 0), t)
