@@ -159,12 +159,17 @@ CONVOLUTION = {
     "depthwise backward after the input's .data changed": ("""
 x = fl.randn(1, 4, 8, 8, requires_grad=True); w = fl.randn(4, 1, 3, 3, requires_grad=True)
 y = F.conv2d(x, w, groups=4); x.data = fl.randn(64, 4, 8, 8); y.sum().backward()
+""", ("RuntimeError", "convolution_backward(): expected grad_output of size [64, 4, 6, 6] (the output of the "
+                      "convolution of input [64, 4, 8, 8] with weight [4, 1, 3, 3]), got [1, 4, 6, 6]")),
+    "depthwise double backward after the input's .data changed": ("""
+x = fl.randn(1, 4, 8, 8, requires_grad=True); w = fl.randn(4, 1, 3, 3, requires_grad=True)
+y = F.conv2d(x, w, groups=4); x.data = fl.randn(64, 4, 8, 8); y.sum().backward(create_graph=True)
 """, ("RuntimeError", "convolution_backward_weight(): expected grad_output of size [64, 4, 6, 6] (the output of the "
                       "convolution of input [64, 4, 8, 8] with weight [4, 1, 3, 3]), got [1, 4, 6, 6]")),
     "backward after the input's .data changed": ("""
 x = fl.randn(1, 4, 8, 8, requires_grad=True); w = fl.randn(5, 4, 3, 3, requires_grad=True)
 y = F.conv2d(x, w); x.data = fl.randn(16, 4, 20, 20); y.sum().backward()
-""", ("RuntimeError", "convolution_backward_weight(): expected grad_output of size [16, 5, 18, 18] (the output of the "
+""", ("RuntimeError", "convolution_backward(): expected grad_output of size [16, 5, 18, 18] (the output of the "
                       "convolution of input [16, 4, 20, 20] with weight [5, 4, 3, 3]), got [1, 5, 6, 6]")),
 }
 

@@ -80,6 +80,15 @@ def wrap_optional(results, device) -> tuple:
     return tuple(None if r is None else _wrap(r, device) for r in results)
 
 
+def output_mask_of(output_mask, opname: str) -> tuple:
+    """A backward operator's ``output_mask`` as a tuple of 3 bools (which of the input, weight and bias gradients
+    to make), else RuntimeError naming the operator."""
+    mask = tuple(bool(m) for m in output_mask)
+    if len(mask) != 3:
+        raise RuntimeError(f"{opname}(): expected output_mask of 3 booleans, got {list(output_mask)}")
+    return mask
+
+
 def check_tensor(x, argname: str, opname: str) -> Tensor:
     """``x`` if it is a Tensor, else TypeError naming the operator, argument and given type."""
     if not isinstance(x, Tensor):

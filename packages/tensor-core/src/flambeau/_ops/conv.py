@@ -4,7 +4,9 @@ Every convolution runs through one primitive, ``convolution`` (torch's ``aten::c
 plain or transposed, 1-D or 2-D, any stride, padding, dilation and groups), and its weight
 gradient ``convolution_backward_weight``. The input gradient of a convolution is the transposed
 convolution of the output gradient and vice versa, so the derivative table needs nothing else and
-double backward comes from the same two operators. ``conv1d`` and friends are composites: they
+double backward comes from the same two operators. A first-order backward takes all three
+gradients from one call of ``convolution_backward`` (torch's ``aten::convolution_backward``; Note
+[Convolution backward as one operator]). ``conv1d`` and friends are composites: they
 check their arguments with torch's messages, add a batch dimension to unbatched inputs and call
 ``convolution``.
 
@@ -18,6 +20,9 @@ Kernel convention (every device; arrays in, array out; ``x`` is ``(N, C, H, W)``
         an ``(O,)`` array or None, the others pairs of ints and an int.
     convolution_backward_weight: ``kernel(g, x, weight_size, stride, padding, dilation, transposed,
         output_padding, groups)`` returning the weight gradient of shape ``weight_size``.
+    convolution_backward: ``kernel(g, x, w, stride, padding, dilation, transposed, output_padding, groups,
+        mask)`` returning ``(grad_input, grad_weight)``, each None where the pair of booleans ``mask``
+        says so (the bias gradient is a sum the front takes).
 """
 
 from __future__ import annotations
@@ -28,10 +33,18 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._kernels.cpu.conv import _out_size
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, record
-from flambeau._ops._registry import declare
+from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, output_mask_of, record
+from flambeau._ops._registry import declare, get_op
 
 __all__ = ["convolution", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+
+# Note [Convolution backward as one operator]
+#     A convolution's backward was two operator calls, ``convolution`` (transposed) for the input's gradient and
+#     ``convolution_backward_weight`` for the weight's, each paying its front's checks, dispatch and wrapping:
+#     67 µs of host time per call on the fake device of tools/host_overhead.py, a fifth of a ResNet's backward.
+#     Outside create_graph the derivative makes one ``convolution_backward`` call for all three gradients, as
+#     torch's does: the call is checked once and its kernel makes cuDNN's two calls (or the numba path's
+#     launches) back to back. It is not differentiable; double backward keeps the two differentiable operators.
 
 
 # --- the primitives -----------------------------------------------------------------------------------
@@ -130,7 +143,8 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size,
         differentiable in both (double backward of convolutions).
     """
     ws = tuple(weight_size)
-    _check_backward_weight(grad_output, input, ws, stride, padding, dilation, transposed, output_padding, groups)
+    _check_grad_output("convolution_backward_weight", grad_output, input, ws, stride, padding, dilation, transposed,
+                       output_padding, groups)
     dim = input.ndim - 2
     st, pa, di, op = (_pad2(tuple(v), dim, f) for v, f in
                       ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
@@ -142,6 +156,57 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size,
         record(CONVOLUTION_BACKWARD_WEIGHT, (grad_output, input, ws, tuple(stride), tuple(padding), tuple(dilation),
                                              bool(transposed), tuple(output_padding), int(groups)), {}, out)
     return out
+
+
+CONVOLUTION_BACKWARD = declare(
+    "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[]? bias_sizes, int[] stride, "
+    "int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups, bool[3] output_mask) "
+    "-> (Tensor, Tensor, Tensor)", category="convolution", method=False, function=False, differentiable=False)
+
+
+@CONVOLUTION_BACKWARD.front
+def convolution_backward(grad_output: Tensor, input: Tensor, weight: Tensor, bias_sizes, stride, padding, dilation,
+                         transposed: bool, output_padding, groups: int, output_mask=(True, True, True)) -> tuple:
+    """The gradients of :func:`convolution` with respect to its input, weight and bias in one call (torch's
+    ``convolution_backward``; Note [Convolution backward as one operator]; not differentiable).
+
+    Args:
+        grad_output: ``(N, C_out, *out_spatial)``, the gradient of the convolution's result.
+        input: ``(N, C_in, *spatial)``, the convolution's input.
+        weight: the convolution's weight.
+        bias_sizes: ``[C_out]`` where the convolution had a bias, or None (checked where given: the bias's
+            gradient is made where ``output_mask`` asks for it).
+        stride, padding, dilation, transposed, output_padding, groups: as given to :func:`convolution`.
+        output_mask: which of the three gradients to compute.
+
+    Returns:
+        ``(grad_input, grad_weight, grad_bias)`` of the shapes of ``input``, ``weight`` and ``bias_sizes``, None
+        where ``output_mask`` is False; all of ``input``'s dtype.
+    """
+    opname = "convolution_backward"
+    check_tensor(weight, "weight", opname)
+    _check_dtypes(opname, check_tensor(input, "input", opname), weight, None)
+    stride, padding, dilation, output_padding, expected = _check_grad_output(
+        opname, grad_output, input, tuple(weight.shape), stride, padding, dilation, transposed, output_padding, groups)
+    mask = output_mask_of(output_mask, opname)
+    if bias_sizes is not None and tuple(bias_sizes) != expected[1:2]:
+        raise RuntimeError(f"{opname}(): expected bias_sizes {list(expected[1:2])} (the output's channels), got "
+                           f"{list(bias_sizes)}")
+    dim = input.ndim - 2
+    dev = input._device
+    gx = gw = gb = None
+    if mask[0] or mask[1]:
+        st, pa, di, op = (_pad2(v, dim, f) for v, f in
+                          ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+        gx, gw = CONVOLUTION_BACKWARD.kernel(dev.type)(
+            _as4d(grad_output._data, dim), _as4d(input._data, dim), _as4d(weight._data, dim), st, pa, di,
+            bool(transposed), op, int(groups), mask[:2])
+        gx = None if gx is None else _wrap(gx.reshape(tuple(input.shape)) if dim == 1 else gx, dev)
+        gw = None if gw is None else _wrap(gw.reshape(tuple(weight.shape)) if dim == 1 else gw, dev)
+    if mask[2]:  # the bias gradient: the output gradient summed over all but the channels
+        dims = (0, *range(2, grad_output.ndim))
+        gb = _wrap(get_op("sum").kernel(dev.type)(grad_output._data, dims, False, grad_output.dtype), dev)
+    return gx, gw, gb
 
 
 def _check_primitive(opname, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -156,22 +221,24 @@ def _check_primitive(opname, input, weight, bias, stride, padding, dilation, tra
                          padding, dilation, transposed, output_padding, groups)[:4]
 
 
-def _check_backward_weight(grad_output, input, weight_size, stride, padding, dilation, transposed, output_padding,
-                           groups) -> None:
-    """``grad_output`` must be the gradient of the convolution of ``input`` with a weight of ``weight_size``:
-    the weight-gradient kernels index both by those shapes."""
-    opname = "convolution_backward_weight"
+def _check_grad_output(opname, grad_output, input, weight_size, stride, padding, dilation, transposed, output_padding,
+                       groups) -> tuple:
+    """``grad_output`` must be the gradient of the convolution of ``input`` with a weight of ``weight_size`` (of their
+    dtype and device): backward operator ``opname``'s kernels index them by those shapes. Returns
+    :func:`_checked_call`'s ``(stride, padding, dilation, output_padding, output_shape)``."""
     check_tensor(grad_output, "grad_output", opname)
     check_tensor(input, "input", opname)
     if grad_output.dtype is not input.dtype or grad_output._device is not input._device:
         raise RuntimeError(f"{opname}(): expected grad_output of input's dtype and device ({input.dtype} on "
                            f"{input._device}), got {grad_output.dtype} on {grad_output._device}")
-    expected = _checked_call(opname, input, tuple(weight_size), None, stride, padding, dilation, transposed,
-                             output_padding, groups)[4]
+    checked = _checked_call(opname, input, tuple(weight_size), None, stride, padding, dilation, transposed,
+                            output_padding, groups)
+    expected = checked[4]
     if tuple(grad_output.shape) != expected:
         raise RuntimeError(f"{opname}(): expected grad_output of size {list(expected)} (the output of the "
                            f"convolution of input {list(input.shape)} with weight {list(weight_size)}), got "
                            f"{list(grad_output.shape)}")
+    return checked
 
 
 def _checked_call(opname, input, w_shape, b_shape, stride, padding, dilation, transposed, output_padding, groups):
@@ -488,6 +555,15 @@ def _conv_bw_weight_ref(g, x, weight_size, stride, padding, dilation, transposed
                                                [False, True, False])[1]
 
 
+def _conv_backward_ref(g, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, mask):
+    """PyTorch's three gradients of a convolution (``aten.convolution_backward``), None where ``mask`` is False."""
+    import torch
+
+    return tuple(r if m else None for r, m in zip(torch.ops.aten.convolution_backward(
+        g, x, w, bias_sizes, list(stride), list(padding), list(dilation), bool(transposed), list(output_padding),
+        groups, list(mask)), mask))
+
+
 def _declare_samples():
     from flambeau._ops._samples import FLOAT, cases
     from flambeau._ops._samples import SampleInput as S
@@ -516,6 +592,23 @@ def _declare_samples():
                           1).named("transposed"),
         lambda mk, mki: S(mk((2, 3, 3)), mk((2, 2, 5)), [3, 2, 2], [2], [1], [2], False, [0], 1).named("1d"),
     ), dtypes=FLOAT, ref=_conv_bw_weight_ref)
+    every = [True, True, True]
+    CONVOLUTION_BACKWARD.samples(cases(
+        lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), [3], p2, z2, p2, False, z2, 1,
+                          every).named("plain"),
+        lambda mk, mki: S(mk((2, 4, 2, 2), noncontiguous=True), mk((2, 4, 3, 3), noncontiguous=True),
+                          mk((4, 2, 2, 2)), None, [2, 2], p2, p2, False, z2, 2, [True, True, False]).named("groups"),
+        lambda mk, mki: S(mk((1, 2, 4, 4)), mk((1, 2, 4, 4)), mk((2, 1, 3, 3)), [2], p2, p2, p2, False, z2, 2,
+                          every).named("depthwise"),
+        lambda mk, mki: S(mk((1, 3, 3, 4)), mk((1, 2, 2, 2)), mk((2, 3, 2, 2)), [3], [2, 2], [1, 0], p2, True,
+                          [1, 0], 1, every).named("transposed"),
+        lambda mk, mki: S(mk((2, 3, 3)), mk((2, 2, 5)), mk((3, 2, 2)), [3], [2], [1], [2], False, [0], 1,
+                          every).named("1d"),
+        lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), None, p2, z2, p2, False, z2, 1,
+                          [True, False, False]).named("input only"),
+        lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), [3], p2, z2, p2, False, z2, 1,
+                          [False, True, True]).named("weight and bias"),
+    ), dtypes=FLOAT, ref=_conv_backward_ref, gradcheck=False)
 
 
 _declare_samples()

@@ -35,6 +35,7 @@ from flambeau._ops._common import (
     check_tensor,
     common_device,
     grad_state,
+    output_mask_of,
     record,
     record_if_needed,
     wrap_dim,
@@ -443,9 +444,7 @@ def linear_backward(grad_output: Tensor, input: Tensor, weight: Tensor, output_m
         raise RuntimeError(f"{op}(): expected input (*, in), weight (out, in) and grad_output (*, out) with input's "
                            f"leading dims, got input {list(input.shape)}, weight {list(weight.shape)} and "
                            f"grad_output {list(grad_output.shape)}")
-    mask = tuple(bool(m) for m in output_mask)
-    if len(mask) != 3:
-        raise RuntimeError(f"{op}(): expected output_mask of 3 booleans, got {list(output_mask)}")
+    mask = output_mask_of(output_mask, op)
     dev = common_device(grad_output, input, weight)
     return wrap_optional(LINEAR_BACKWARD.kernel(dev.type)(grad_output._data, input._data, weight._data, mask), dev)
 

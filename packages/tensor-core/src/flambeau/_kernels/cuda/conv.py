@@ -508,6 +508,25 @@ def convolution_backward_weight(g, x, weight_size, stride, padding, dilation, tr
     return cast(gw, dtype)
 
 
+
+@kernel("convolution_backward", "cuda")
+def convolution_backward(g, x, w, stride, padding, dilation, transposed, output_padding, groups, mask):
+    """CUDA ``convolution_backward``: ``(grad_input, grad_weight)``, None where ``mask`` says so; through cuDNN
+    two library calls back to back (Note [Convolution backward as one operator] in ``flambeau._ops.conv``)."""
+    dtype = np.dtype(g.dtype)
+    cdt = compute_dtype(dtype)
+    g = cast(g, cdt)
+    gx = gw = None
+    if mask[0]:
+        wc = cast(w, cdt)
+        gx = cast(_forward(g, wc, stride, padding, dilation, groups) if transposed
+                  else _input_grad(g, wc, tuple(x.shape), stride, padding, dilation, groups), dtype)
+    if mask[1]:
+        xc, wshape = cast(x, cdt), tuple(w.shape)
+        gw = cast(_weight_grad(xc, g, wshape, stride, padding, dilation, groups) if transposed
+                  else _weight_grad(g, xc, wshape, stride, padding, dilation, groups), dtype)
+    return gx, gw
+
 def ptx_cases(ndim: int = 2) -> list:
     """``(label, python_function, signature)`` of every kernel of this module for every dtype it computes in."""
     from numba import types
