@@ -637,3 +637,33 @@ def test_leaf_whose_data_changed_shape_refuses_the_old_gradient():
     with pytest.raises(RuntimeError, match=r"got \[4, 3\] but expected shape compatible with \[7\]"):
         y.backward()
     assert x.grad is None
+
+
+@pytest.mark.parametrize("wanted", [("input", "weight", "bias"), ("weight", "bias"), ("input",)])
+def test_a_joint_derivative_runs_once_per_node_for_the_wanted_gradients(monkeypatch, wanted):
+    # Note [Shared backward calls]: one convolution_backward call per node, asked only for the gradients whose
+    # edges lead somewhere; create_graph runs the per-input formulas instead, with the same gradients
+    from flambeau.autograd import _formulas_conv
+
+    calls = []
+    fused = _formulas_conv._conv_backward
+    monkeypatch.setattr(_formulas_conv, "_conv_backward", lambda *a: calls.append(a[-1]) or fused(*a))
+    rng = np.random.default_rng(0)
+    values = {"input": rng.standard_normal((2, 3, 5, 5)), "weight": rng.standard_normal((4, 3, 3, 3)),
+              "bias": rng.standard_normal(4)}
+    expected = {}
+    theirs = {n: torch.tensor(v, requires_grad=n in wanted) for n, v in values.items()}
+    (torch.nn.functional.conv2d(theirs["input"], theirs["weight"], theirs["bias"], padding=1) ** 2).sum().backward()
+    for n in wanted:
+        expected[n] = theirs[n].grad.numpy()
+    for create_graph in (False, True):
+        calls.clear()
+        ours = {n: fl.tensor(v, requires_grad=n in wanted) for n, v in values.items()}
+        (fl.nn.functional.conv2d(ours["input"], ours["weight"], ours["bias"], padding=1) ** 2).sum().backward(
+            create_graph=create_graph)
+        assert calls == ([] if create_graph else [tuple(n in wanted for n in ("input", "weight", "bias"))])
+        for n in values:
+            if n in wanted:
+                np.testing.assert_allclose(ours[n].grad.detach().numpy(), expected[n], rtol=1e-10, atol=1e-10)
+            else:
+                assert ours[n].grad is None

@@ -13,7 +13,6 @@ import math
 import flambeau as fl
 from flambeau._ops import OPS
 from flambeau.autograd._opnode import Derivative as D
-from flambeau.autograd._shared_grads import masked_part
 
 __all__ = ["TABLE"]
 
@@ -141,23 +140,33 @@ def _is_transposed(m) -> bool:
     return m.dim() == 2 and m.stride(0) == 1 and m.stride(1) == m.shape[0] and m.shape[0] > 1 and m.shape[1] > 1
 
 
+def _plain_bias(metas) -> bool:
+    """Whether ``linear``'s bias is a ``(out,)`` vector (its recorded ``metas``): else a matrix bias of a 2-D input."""
+    bias = metas.get("bias")
+    return bias is not None and len(bias[0]) == 1 and bias[0][0] == metas["weight"][0][0]
+
+
 def _linear(name):
-    """The formula of ``linear``'s ``name`` (Note [Linear as one operator]): its part of one ``linear_backward``
-    call for all three gradients; differentiable products under ``create_graph`` and for complex dtypes (whose
-    gradients conjugate the other operand). A bias other than a ``(out,)`` vector (a matrix bias of a 2-D input)
-    gets ``g``, which the engine reduces to its shape."""
+    """The formula of ``linear``'s ``name`` where :func:`_linear_joint` does not answer: differentiable products
+    (under ``create_graph``, and for complex dtypes, whose gradients conjugate the other operand). A bias other
+    than a ``(out,)`` vector gets ``g``, which the engine reduces to its shape."""
     def formula(g, s):
-        metas = s._node._metas  # (shape, dtype, device) of each tensor input: read directly, once
-        bias = metas.get("bias")
-        plain_bias = bias is not None and len(bias[0]) == 1 and bias[0][0] == metas["weight"][0][0]
-        if name == "bias" and not plain_bias:
-            return g
-        if fl.is_grad_enabled() or metas["weight"][1].is_complex:  # (linear_backward: real dtypes, no conjugation)
-            if name == "input":
-                return g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight))
-            return _linear_weight_grad(g, _c(s.input)) if name == "weight" else g
-        return masked_part(g, s, name, lambda mask: OPS["linear_backward"].fn(g, s.input, s.weight, mask), plain_bias)
+        if name == "input":
+            return g.mm(_c(s.weight)) if g.ndim == 2 else g.matmul(_c(s.weight))
+        return _linear_weight_grad(g, _c(s.input)) if name == "weight" else g
     return formula
+
+
+def _linear_joint(g, s, need):
+    """``linear``'s gradients from one ``linear_backward`` call (Note [Linear as one operator]); None under
+    ``create_graph`` and for complex dtypes (linear_backward: real dtypes, no conjugation)."""
+    metas = s._node._metas  # (shape, dtype, device) of each tensor input: read directly, once
+    if fl.is_grad_enabled() or metas["weight"][1].is_complex:
+        return None
+    plain = _plain_bias(metas)
+    gi, gw, gb = OPS["linear_backward"].fn(g, s.input, s.weight,
+                                          ("input" in need, "weight" in need, plain and "bias" in need))
+    return {"input": gi, "weight": gw, "bias": gb if plain else g}
 
 
 def _linear_weight_grad(g, x):
@@ -410,7 +419,7 @@ TABLE: dict[str, D] = {
                 "mat2": lambda g, s: _scaled(_mm_grad(g, s.mat1, s.mat2, 1), s.get("alpha", 1))},
                save=("mat1", "mat2")),
     "linear": D({"input": _linear("input"), "weight": _linear("weight"), "bias": _linear("bias")},
-                save=("input", "weight")),
+                save=("input", "weight"), joint=_linear_joint),
     "baddbmm": D({"input": lambda g, s: g * s.get("beta", 1),
                   "batch1": lambda g, s: s.get("alpha", 1) * (g @ s.batch2.mT),
                   "batch2": lambda g, s: s.get("alpha", 1) * (s.batch1.mT @ g)}, save=("batch1", "batch2")),

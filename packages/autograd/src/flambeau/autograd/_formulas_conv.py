@@ -17,7 +17,7 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau._ops import get_op
 from flambeau.autograd._opnode import Derivative as D
-from flambeau.autograd._shared_grads import masked_part
+from flambeau.autograd._shared_grads import masked
 
 __all__ = ["TABLE"]
 
@@ -47,26 +47,16 @@ def _bias_grad(g):
 
 
 _conv_backward = get_op("convolution_backward").fn
-_DIFFERENTIABLE = {  # each input's formula under create_graph (and for complex dtypes): differentiable operators
-    "input": lambda g, s: _conv_input_grad(g, s.weight, s, s.input_shape),
-    "weight": lambda g, s: _conv_weight_grad(g, s.input, s.weight_shape, s),
-    "bias": lambda g, s: _bias_grad(g),
-}
 
 
-def _convolution(name):
-    """The formula of ``convolution``'s ``name``: its part of one ``convolution_backward`` call for all three
-    gradients (Note [Convolution backward as one operator] in ``flambeau._ops.conv``), or the differentiable
-    formula where the backward is recorded or the dtype is complex."""
-    differentiable = _DIFFERENTIABLE[name]
-
-    def formula(g, s):
-        if fl.is_grad_enabled() or g.dtype.is_complex:
-            return differentiable(g, s)
-        return masked_part(g, s, name, lambda mask: _conv_backward(
-            g, s.input, s.weight, None, s.stride, s.padding, s.dilation, s.transposed, s.output_padding, s.groups,
-            mask))
-    return formula
+def _conv_fused(g, s, mask):
+    """The three gradients from one ``convolution_backward`` call (Note [Convolution backward as one operator] in
+    ``flambeau._ops.conv``); None under ``create_graph`` and for complex dtypes, where the formulas' differentiable
+    operators run."""
+    if fl.is_grad_enabled() or g.dtype.is_complex:
+        return None
+    return _conv_backward(g, s.input, s.weight, None, s.stride, s.padding, s.dilation, s.transposed,
+                          s.output_padding, s.groups, mask)
 
 
 def _bw_grad_output(gg, s):
@@ -76,7 +66,11 @@ def _bw_grad_output(gg, s):
 
 
 TABLE: dict = {
-    "convolution": D({name: _convolution(name) for name in ("input", "weight", "bias")}, save=("input", "weight")),
+    "convolution": D({
+        "input": lambda g, s: _conv_input_grad(g, s.weight, s, s.input_shape),
+        "weight": lambda g, s: _conv_weight_grad(g, s.input, s.weight_shape, s),
+        "bias": lambda g, s: _bias_grad(g),
+    }, save=("input", "weight"), joint=masked(_conv_fused)),
     "convolution_backward_weight": D({
         "grad_output": _bw_grad_output,
         # <gg, W_grad(g, x)> = <g, convolution(x, gg)> = <input-gradient of that convolution at g, x>.

@@ -2,7 +2,7 @@
 
 Note [Fused norm backward]: the gradients of a normalisation w.r.t. its input, weight and bias
 share the same row sums, so the operator's fused ``*_backward`` kernel computes all those needed in
-one call (Note [Shared backward calls]: ``masked_part``). The fused kernels are not
+one call (Note [Shared backward calls]: the derivatives' ``joint``). The fused kernels are not
 differentiable: under ``create_graph=True`` (grad mode on while formulas run) the formulas switch
 to composites of differentiable operators that recompute the statistics from the input, so double
 backward is exact.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import flambeau as fl
 from flambeau._ops import OPS
 from flambeau.autograd._opnode import Derivative as D
-from flambeau.autograd._shared_grads import masked_part
+from flambeau.autograd._shared_grads import masked
 
 __all__ = ["TABLE"]
 
@@ -48,13 +48,9 @@ def _bn_composite(g, s, name):
     return invstd * (gh - gh.mean(dims, keepdim=True) - xhat * (gh * xhat).mean(dims, keepdim=True))
 
 
-def _bn(name):
-    def formula(g, s):
-        if fl.is_grad_enabled():
-            return _bn_composite(g, s, name)
-        return masked_part(g, s, name, lambda mask: OPS["batch_norm_backward"].fn(
-            g, s.input, s.weight, s.save_mean, s.save_invstd, s.training, mask))
-    return formula
+def _bn_fused(g, s, mask):
+    return None if fl.is_grad_enabled() else OPS["batch_norm_backward"].fn(
+        g, s.input, s.weight, s.save_mean, s.save_invstd, s.training, mask)
 
 
 # --- layer_norm ----------------------------------------------------------------------------------------
@@ -74,13 +70,9 @@ def _ln_composite(g, s, name):
     return invstd * (gh - gh.mean(dims, keepdim=True) - xhat * (gh * xhat).mean(dims, keepdim=True))
 
 
-def _ln(name):
-    def formula(g, s):
-        if fl.is_grad_enabled():
-            return _ln_composite(g, s, name)
-        return masked_part(g, s, name, lambda mask: OPS["layer_norm_backward"].fn(
-            g, s.input, s.normalized_shape, s.save_mean, s.save_rstd, s.weight, mask))
-    return formula
+def _ln_fused(g, s, mask):
+    return None if fl.is_grad_enabled() else OPS["layer_norm_backward"].fn(
+        g, s.input, s.normalized_shape, s.save_mean, s.save_rstd, s.weight, mask)
 
 
 # --- group_norm ----------------------------------------------------------------------------------------
@@ -103,23 +95,22 @@ def _gn_composite(g, s, name):
     return dx.reshape(x.shape)
 
 
-def _gn(name):
-    def formula(g, s):
-        if fl.is_grad_enabled():
-            return _gn_composite(g, s, name)
-        return masked_part(g, s, name, lambda mask: OPS["group_norm_backward"].fn(
-            g, s.input, s.num_groups, s.save_mean, s.save_rstd, s.weight, mask))
-    return formula
+def _gn_fused(g, s, mask):
+    return None if fl.is_grad_enabled() else OPS["group_norm_backward"].fn(
+        g, s.input, s.num_groups, s.save_mean, s.save_rstd, s.weight, mask)
 
 
-def _norm_entry(make, save):
-    return D({n: make(n) for n in _NAMES}, save=save)
+def _norm_entry(composite, fused):
+    """The derivative of a normalisation: its fused backward operator for every gradient at once (None under
+    ``create_graph``), else per input the ``composite(g, s, name)`` of differentiable operators."""
+    return D({n: (lambda g, s, n=n: composite(g, s, n)) for n in _NAMES}, save=("input", "weight"),
+             joint=masked(fused))
 
 
 TABLE = {
-    "batch_norm": _norm_entry(_bn, ("input", "weight")),
-    "layer_norm": _norm_entry(_ln, ("input", "weight")),
-    "group_norm": _norm_entry(_gn, ("input", "weight")),
+    "batch_norm": _norm_entry(_bn_composite, _bn_fused),
+    "layer_norm": _norm_entry(_ln_composite, _ln_fused),
+    "group_norm": _norm_entry(_gn_composite, _gn_fused),
 }
 
 

@@ -3,31 +3,26 @@
 See _formulas.py for the convention. Attention and the recurrent operators compute the gradients
 of all their inputs in one backward operator call (``_scaled_dot_product_attention_backward``,
 ``_lstm_layer_backward`` ...) from the values the forward saved (attention weights, gate
-activations): :func:`_shared` runs it once per backward pass and hands each input's formula its
-part (Note [Shared backward calls]). With ``create_graph=True`` attention is differentiated
-through a composite of flambeau operators (the softmax recomputed, so that second derivatives are
-right); the recurrent backward operators are not differentiable and raise instead.
+activations): it is their derivatives' ``joint``, which the node runs once per backward pass for
+every input whose gradient is wanted (Note [Shared backward calls]). With ``create_graph=True``
+attention is differentiated through a composite of flambeau operators (the softmax recomputed, so
+that second derivatives are right); the recurrent backward operators are not differentiable and raise instead.
 """
 
 from __future__ import annotations
 
 import flambeau as fl
 from flambeau.autograd._opnode import Derivative as D
-from flambeau.autograd._shared_grads import shared_part
 
 __all__ = ["TABLE"]
 
 _INF = float("inf")
 
 
-def _shared(name, compute):
-    """The formula of input ``name``: its part of ``compute(g, s, needed) -> {name: grad}``, run once (Note
-    [Shared backward calls])."""
-    return lambda g, s: shared_part(g, s, name, lambda need: compute(g, s, need))
-
-
-def _table(names, compute, save):
-    return D({n: _shared(n, compute) for n in names}, save=save)
+def _table(names, compute, save, outputs: int = 0):
+    """The derivative whose gradients all come from ``compute(g, s, need) -> {name: grad}``, one call per node (Note
+    [Shared backward calls]): it has no per-input formulas."""
+    return D(dict.fromkeys(names), save=save, outputs=outputs, joint=compute)
 
 
 def _no_double(opname):
@@ -168,14 +163,11 @@ _W = ("w_ih", "w_hh", "b_ih", "b_hh")
 TABLE: dict[str, D] = {
     "scaled_dot_product_attention": _table(("query", "key", "value", "attn_mask"), _sdpa_grads,
                                            ("query", "key", "value", "attn_mask")),
-    "_lstm_layer": D({n: _shared(n, _lstm_layer_grads) for n in ("input", "h0", "c0") + _W},
-                     save=("input", "h0", "c0", "w_ih", "w_hh", "result0"), outputs=3),
-    "_gru_layer": D({n: _shared(n, _gru_layer_grads) for n in ("input", "h0") + _W},
-                    save=("input", "h0", "w_ih", "w_hh", "result0"), outputs=2),
-    "_rnn_layer": D({n: _shared(n, _rnn_layer_grads) for n in ("input", "h0") + _W},
-                    save=("input", "h0", "w_ih", "w_hh", "result0"), outputs=2),
-    "lstm_cell": D({n: _shared(n, _lstm_cell_grads) for n in ("input", "hx") + _W},
-                   save=("input", "hx", "w_ih", "w_hh"), outputs=2),
+    "_lstm_layer": _table(("input", "h0", "c0") + _W, _lstm_layer_grads,
+                          ("input", "h0", "c0", "w_ih", "w_hh", "result0"), 3),
+    "_gru_layer": _table(("input", "h0") + _W, _gru_layer_grads, ("input", "h0", "w_ih", "w_hh", "result0"), 2),
+    "_rnn_layer": _table(("input", "h0") + _W, _rnn_layer_grads, ("input", "h0", "w_ih", "w_hh", "result0"), 2),
+    "lstm_cell": _table(("input", "hx") + _W, _lstm_cell_grads, ("input", "hx", "w_ih", "w_hh"), 2),
     "gru_cell": _table(("input", "hx") + _W, _gru_cell_grads, ("input", "hx", "w_ih", "w_hh")),
     "rnn_tanh_cell": _table(("input", "hx") + _W, _rnn_cell_grads("tanh"), ("input", "hx", "w_ih", "w_hh")),
     "rnn_relu_cell": _table(("input", "hx") + _W, _rnn_cell_grads("relu"), ("input", "hx", "w_ih", "w_hh")),

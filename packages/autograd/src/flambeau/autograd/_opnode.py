@@ -10,6 +10,11 @@ several outputs, the tuple of them, missing ones materialised as zeros); ``s`` g
 tensors, the non-tensor arguments and ``<name>_shape`` of every tensor input by name. Broadcasting
 and dtype changes are undone centrally in :func:`reduce_grad`, so formulas never sum over
 broadcast dimensions themselves.
+
+Where one backward operator call gives several inputs' gradients at once (Note [Shared backward calls] in
+``_shared_grads``), the derivative also has a ``joint`` ``f(grad, s, need)``: the node calls it once for the set of
+inputs whose gradient is wanted and takes every input's gradient from the dict it returns; where it returns None
+(grad mode on, say) the per-input formulas run.
 """
 
 from __future__ import annotations
@@ -71,15 +76,20 @@ class Derivative:
             raised if such an input requires grad and ``strict``).
         save: names of the inputs (or ``"result"``, ``"result0"``, ``"result1"`` ...) backward needs.
         outputs: number of outputs the operator returns as a tuple (0: a single tensor).
+        joint: ``f(grad, s, need) -> {input_name: gradient}`` or None: every wanted input's gradient (``need``:
+            the names of the inputs whose gradient is wanted) from one call (Note [Shared backward calls]),
+            or None where the per-input formulas are to run; those may then be None for inputs whose joint
+            always answers.
     """
 
     __slots__ = ("op_name", "formulas", "save", "outputs", "node_class", "pos_names", "tensor_args", "kinds",
-                 "formula_items", "pos_index", "list_args", "save_plan")
+                 "formula_items", "pos_index", "list_args", "save_plan", "joint")
 
-    def __init__(self, formulas: dict, save: tuple = (), outputs: int = 0):
+    def __init__(self, formulas: dict, save: tuple = (), outputs: int = 0, joint=None):
         self.formulas = formulas
         self.save = tuple(save)
         self.outputs = outputs
+        self.joint = joint
         self.op_name = None
         self.node_class = None
 
@@ -166,6 +176,24 @@ class _Values:
                 i = ("shape", "dtype", "device").index(what)
                 return meta[i] if not isinstance(meta, list) else [m[i] for m in meta]
         raise AttributeError(f"the derivative of {node._deriv.op_name} uses {name!r}, which it does not save")
+
+
+def wanted(node) -> set:
+    """Names of the inputs of ``node`` whose gradient is wanted (their edge, or one of a list's, leads somewhere)."""
+    metas, edges = node._metas, node.next_functions
+    need, k = set(), 0
+    for name, _ in node._deriv.formula_items:
+        meta = metas.get(name)
+        if meta is None:
+            continue
+        n = len(meta) if meta.__class__ is list else 1
+        if n == 1:
+            if edges[k][0] is not None:
+                need.add(name)
+        elif any(e[0] is not None for e in edges[k:k + n]):
+            need.add(name)
+        k += n
+    return need
 
 
 class OpNode(Node):
@@ -258,6 +286,8 @@ class OpNode(Node):
         s = _Values(self)
         metas = self._metas
         edges = self.next_functions
+        joint = deriv.joint
+        shared = None if joint is None else joint(g, s, wanted(self))
         result = []
         k = 0  # index into edges: one per tensor, one per element of a tensor list
         for name, formula in deriv.formula_items:
@@ -269,7 +299,7 @@ class OpNode(Node):
                 if all(e[0] is None for e in edges[k:k + n]):  # no element requires grad: skip the formula
                     result.extend([None] * n)
                 else:
-                    gs = formula(g, s)
+                    gs = formula(g, s) if shared is None else shared[name]
                     result.extend(None if gi is None or e[0] is None else reduce_grad(gi, m[0], m[1], m[2])
                                   for gi, m, e in zip(gs, meta, edges[k:k + n]))
                 k += n
@@ -279,7 +309,7 @@ class OpNode(Node):
                 k += 1
                 continue
             k += 1
-            gi = formula(g, s)
+            gi = formula(g, s) if shared is None else shared.get(name)
             if gi is not None and (gi._data.shape != meta[0] or gi.dtype is not meta[1] or gi._device is not meta[2]):
                 gi = reduce_grad(gi, meta[0], meta[1], meta[2])
             result.append(gi)
