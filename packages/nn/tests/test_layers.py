@@ -322,6 +322,17 @@ def test_embedding(padding_idx):
     _check(o, t, idx, grad_inputs=False)
 
 
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_scale_grad_by_freq(padding_idx):
+    # each row's gradient divided by its index's count in the batch (the composite derivative ignored the option)
+    t = tnn.Embedding(10, 4, padding_idx=padding_idx, scale_grad_by_freq=True).double()
+    o = nn.Embedding(10, 4, padding_idx=padding_idx, scale_grad_by_freq=True).double()
+    assert repr(o) == repr(t)
+    _copy_params(o, t)
+    idx = np.array([[1, 3, 3, 7], [3, 1, 9, 3]])
+    _check(o, t, idx, grad_inputs=False)
+
+
 def test_embedding_options():
     t = tnn.Embedding(10, 4, max_norm=1.0, norm_type=2.0).double()
     o = nn.Embedding(10, 4, max_norm=1.0).double()

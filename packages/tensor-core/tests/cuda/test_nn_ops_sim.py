@@ -106,18 +106,22 @@ def test_embedding_backward_padding_idx():
     _close(wc.grad, w.grad, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("scale", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float16])
-def test_embedding_backward_kernel_atomics(dtype):
+def test_embedding_backward_kernel_atomics(dtype, scale):
     from flambeau._backends import backend
     from flambeau._kernels.cuda.nn_ops import embedding_backward
 
     idx = np.array([[0, 2, 4], [2, 2, 0]])
     g = RNG.standard_normal((2, 3, 4)).astype(dtype)
+    rows = g.reshape(-1, 4).astype(np.float64)
+    if scale:  # scale_grad_by_freq: each row divided by its index's count
+        rows = rows / np.bincount(idx.reshape(-1), minlength=5)[idx.reshape(-1), None]
     want = np.zeros((5, 4), np.float64)
-    np.add.at(want, idx.reshape(-1), g.reshape(-1, 4).astype(np.float64))
+    np.add.at(want, idx.reshape(-1), rows)
     want[4] = 0  # padding_idx
     gc = fl.tensor(g).to("cuda")
-    got = embedding_backward(gc._data, fl.tensor(idx).to("cuda")._data, 5, 4)
+    got = embedding_backward(gc._data, fl.tensor(idx).to("cuda")._data, 5, 4, scale)
     assert got.dtype == dtype
     tol = 1e-2 if dtype == np.float16 else 1e-12
     np.testing.assert_allclose(backend("cuda").to_numpy(got), want, rtol=tol, atol=tol)

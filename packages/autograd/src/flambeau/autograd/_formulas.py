@@ -469,6 +469,7 @@ TABLE: dict[str, D] = {
     "topk": D({"input": lambda g, s: _scatter_back(g[0], s, s.result1, s.get("dim", -1))},
               save=("result1",), outputs=2),
     "embedding": D({"weight": lambda g, s: _embedding_grad(g, s)}, save=("input",)),
+    "embedding_dense_backward": D({"grad_output": lambda gg, s: _embedding_dense_double(gg, s)}, save=("indices",)),
 }
 
 
@@ -534,13 +535,24 @@ def _softplus_grad(s):
 
 
 def _embedding_grad(g, s):
-    idx = s.input.reshape(-1)
-    rows = g.reshape(-1, s.weight_shape[1])
-    padding_idx = s.get("padding_idx")
-    if padding_idx is not None:
-        keep = (idx != padding_idx).to(rows.dtype).unsqueeze(1)
-        rows = rows * keep
-    return fl.zeros(s.weight_shape, dtype=g.dtype, device=g.device).index_add_(0, idx, rows)
+    padding_idx = s.get("padding_idx")  # (the front made a negative one positive)
+    return OPS["embedding_dense_backward"].fn(g, s.input, s.weight_shape[0], -1 if padding_idx is None else padding_idx,
+                                              bool(s.get("scale_grad_by_freq", False)))
+
+
+def _embedding_dense_double(gg, s):
+    """The derivative of ``embedding_dense_backward`` in its ``grad_output`` (it is linear in it): the rows of
+    ``gg`` gathered at the indices, none at ``padding_idx``, each divided by its index's count where scaled."""
+    idx = s.indices
+    rows = fl.embedding(idx, gg)
+    if s.padding_idx >= 0:
+        rows = rows * (idx != s.padding_idx).to(rows.dtype).unsqueeze(-1)
+    if s.scale_grad_by_freq:
+        flat = idx.reshape(-1)
+        counts = fl.zeros(s.num_weights, dtype=rows.dtype, device=rows.device).index_add_(
+            0, flat, fl.ones(flat.shape, dtype=rows.dtype, device=rows.device))
+        rows = rows / fl.embedding(idx, counts.unsqueeze(1))
+    return rows
 
 
 # --- view rebasing (Note [In-place operators under autograd]) ----------------------------------------

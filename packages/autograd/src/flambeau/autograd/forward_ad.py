@@ -437,7 +437,7 @@ TANGENTS: dict = {
 _POINTWISE_CATEGORIES = {"arithmetic", "math", "rounding", "activation", "pointwise"}
 _LINEAR_CATEGORIES = {"view", "joining", "reordering", "conversion"}
 _LINEAR_OPS = {"sum", "mean", "cumsum", "gather", "index_select", "index", "masked_select", "take", "diagonal",
-               "diag", "trace", "nansum", "diag_embed"}
+               "diag", "trace", "nansum", "diag_embed", "embedding_dense_backward"}
 
 
 def _default_rule(op):

@@ -4,7 +4,8 @@ Softmax over the last dimension of a large contiguous tensor runs a fused numba 
 over rows (one pass for the maximum, one for ``exp`` and the sum, one to scale), built on first
 use; other cases use numpy. float32 rows take the vectorised ``expf`` of Note [Vectorised expf],
 which the fused kernels of cross-entropy, attention and the recurrent cells share. float16
-computes in float32. embedding and dropout are numpy gathers and products.
+computes in float32. embedding and dropout are numpy gathers and products; embedding's backward
+scatters with index_add's kernel.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._kernels._low_precision import takes_bfloat16
+from flambeau._kernels.cpu.indexing import _cpu_index_add as _index_add  # (the scatter of embedding's backward)
 from flambeau._ops._registry import kernel
 
 _max_reduce = np.maximum.reduce
@@ -153,6 +155,26 @@ kernel("log_softmax", "cpu")(_softmax_kernel(True))
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_embedding(weight, indices):
     return np.take(weight, indices, axis=0)
+
+
+@kernel("embedding_dense_backward", "cpu")
+def _k_embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """``(num_weights, D)`` zeros plus each row of ``grad`` ``indices.shape + (D,)`` added at its index (the
+    indices in range: the front checks them), but at ``padding_idx`` (-1: none); with ``scale_grad_by_freq``
+    each row divided by its index's count. float16 adds in float32."""
+    d = grad.dtype
+    acc = np.float32 if d == np.float16 else d
+    D = grad.shape[-1]
+    idx = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    rows = np.ascontiguousarray(grad, dtype=acc).reshape(-1, D)
+    if scale_grad_by_freq and idx.size:
+        rows = rows / np.bincount(idx, minlength=num_weights)[idx].astype(acc)[:, None]
+    if padding_idx >= 0:
+        keep = idx != padding_idx
+        idx, rows = idx[keep], rows[keep]
+    out = np.zeros((num_weights, D), acc)
+    _index_add(out, 0, idx, rows, 1)
+    return out.astype(d, copy=False)
 
 
 # --- dropout ---------------------------------------------------------------------------------------

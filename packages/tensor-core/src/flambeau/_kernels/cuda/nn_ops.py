@@ -2,7 +2,9 @@
 
 Conventions (the CPU kernels'; arrays are numba device arrays, possibly strided views):
     softmax, log_softmax: ``kernel(a, dim) -> array`` (C-contiguous, ``a``'s dtype);
-    embedding: ``kernel(weight, indices) -> array`` of shape ``indices.shape + (embedding_dim,)``.
+    embedding: ``kernel(weight, indices) -> array`` of shape ``indices.shape + (embedding_dim,)``;
+    embedding_dense_backward: ``kernel(grad, indices, num_weights, padding_idx, scale_grad_by_freq) -> array``
+    ``(num_weights, embedding_dim)`` of ``grad``'s dtype (``padding_idx`` -1: none).
 
 softmax and log_softmax run one block per row (a row is every element along ``dim``, at any stride):
 the row maximum and then the sum of ``exp(x - max)`` are reduced in shared memory (:func:`block_max`,
@@ -12,7 +14,7 @@ float16 and float32 accumulate in float32, float64 in float64; a row that is all
 outside ``[0, num_embeddings)`` is recorded in the device's error flag (Note [Device-side errors] in
 ``flambeau.cuda._sync``) and its row is written as zeros. :func:`embedding_renorm` rescales the
 referenced rows of ``weight`` in place for ``max_norm`` on the device; :func:`embedding_backward`
-is the gradient of ``weight``, scattered with atomic adds (not yet an operator: see its docstring).
+(``embedding_dense_backward``) is the gradient of ``weight``, scattered with atomic adds.
 """
 
 from __future__ import annotations
@@ -403,23 +405,6 @@ def embedding_kernel(weight, indices):
     return out
 
 
-def _mark_py():
-    """``mark[idx[k]] = 1`` for every in-range index (the rows ``max_norm`` renormalises)."""
-    bind_numba_cuda(globals())
-    offset = offset_fn()
-
-    def mark_rows(mark, idx, ist, ishape, K, rows):
-        i = cuda.grid(1)
-        step = cuda.gridsize(1)
-        while i < K:
-            r = idx[offset(i, ishape, ist)]
-            if r >= 0 and r < rows:
-                mark[r] = 1
-            i += step
-
-    return mark_rows
-
-
 def _renorm_py(acc):
     """Rescale each marked row of ``w`` whose ``p``-norm exceeds ``max_norm`` (one thread per row)."""
     bind_numba_cuda(globals())
@@ -459,7 +444,7 @@ def _renorm_py(acc):
 @functools.cache
 def _renorm_kernels(acc: str):
     bind_numba_cuda(globals())
-    return jit(_mark_py()), jit(_renorm_py(np.dtype(acc).type))
+    return _compiled(_count_py, "int32"), jit(_renorm_py(np.dtype(acc).type))  # (a count above 0 marks a row)
 
 
 @functools.partial(via_float32, writes=("weight",))  # called by the front directly (Note [bfloat16 on CUDA])
@@ -488,39 +473,60 @@ def embedding_renorm(weight, indices, max_norm: float, norm_type: float) -> None
 
 def _embedding_backward_py(acc):
     """``gw[idx[k], j] += g[k, j]`` (in numpy type ``acc``) with atomic adds, skipping ``padding_idx`` and
-    bad indices."""
+    bad indices; each divided by its row's count in ``counts`` where ``scale`` (scale_grad_by_freq)."""
     bind_numba_cuda(globals())
     offset = offset_fn()
     embed_index = _embed_index_fn()
 
-    def embedding_backward(gw, g, gk, gj, idx, ist, ishape, D, rows, total, padding_idx, err):
+    def embedding_backward(gw, g, gk, gj, idx, ist, ishape, D, rows, total, padding_idx, counts, scale, err):
         i = cuda.grid(1)
         step = cuda.gridsize(1)
         while i < total:
             k, j, r = embed_index(i, D, idx, ist, ishape, rows, err)
             if r >= 0 and r != padding_idx:
-                cuda.atomic.add(gw, r * D + j, acc(g[offset(k, ishape, gk) + j * gj]))
+                v = acc(g[offset(k, ishape, gk) + j * gj])
+                if scale:
+                    v = v / counts[r]
+                cuda.atomic.add(gw, r * D + j, v)
             i += step
 
     return embedding_backward
 
 
-@functools.cache
-def embedding_backward_kernel(acc: str):
+def _count_py(acc):
+    """``counts[idx[k]] += 1`` for every in-range index, in numpy type ``acc``: scale_grad_by_freq's frequencies,
+    and the rows ``max_norm`` renormalises (int32)."""
     bind_numba_cuda(globals())
-    return jit(_embedding_backward_py(np.dtype(acc).type))
+    offset = offset_fn()
+
+    def count_rows(counts, idx, ist, ishape, K, rows):
+        i = cuda.grid(1)
+        step = cuda.gridsize(1)
+        while i < K:
+            r = idx[offset(i, ishape, ist)]
+            if r >= 0 and r < rows:
+                cuda.atomic.add(counts, r, acc(1))
+            i += step
+
+    return count_rows
 
 
-def embedding_backward(grad, indices, num_weights: int, padding_idx):
-    """The gradient of embedding's ``weight``: ``(num_weights, D)`` zeros plus each row of ``grad``
-    (shape ``indices.shape + (D,)``) added at its index, atomically; ``padding_idx`` (or None) gets
-    nothing. float32 and float64 add in their dtype, float16 in float32 (cast at the end). The
-    order of the atomic adds makes float results nondeterministic in the last bits where an index
-    repeats (torch sorts the indices and reduces segments to be deterministic; this is the plain scatter).
+@functools.cache
+def _compiled(builder, acc: str):
+    """The kernel ``builder(acc's numpy type)`` makes, compiled once per accumulation dtype ``acc``."""
+    bind_numba_cuda(globals())
+    return jit(builder(np.dtype(acc).type))
 
-    Not yet an operator: the derivative of ``embedding`` (flambeau-autograd ``_formulas.py``) uses
-    ``index_add_``; an ``embedding_dense_backward`` operator would call this on CUDA.
-    """
+
+@kernel("embedding_dense_backward", "cuda")
+def embedding_backward(grad, indices, num_weights: int, padding_idx: int, scale_grad_by_freq: bool):
+    """CUDA ``embedding_dense_backward``: the gradient of embedding's ``weight``, ``(num_weights, D)`` zeros plus
+    each row of ``grad`` (shape ``indices.shape + (D,)``) added at its index, atomically; row ``padding_idx`` (-1:
+    none) gets nothing; with ``scale_grad_by_freq`` each row divided by its index's count in ``indices`` (counted
+    first, atomically). float32 and float64 add in their dtype, float16 in float32 (cast at the end). The order of
+    the atomic adds makes float results nondeterministic in the last bits where an index repeats (torch sorts the
+    indices and reduces segments to be deterministic; this is the plain scatter). An index out of range is
+    recorded in the device's error flag (Note [Device-side errors]) and adds nothing."""
     backend = be()
     d = np.dtype(grad.dtype)
     if d.kind != "f":
@@ -531,12 +537,19 @@ def embedding_backward(grad, indices, num_weights: int, padding_idx):
     total = indices.size * D
     if total:
         flat, ist, ishape = _index_layout(indices)
+        s = stream()
+        counts = gw  # (never read without scale_grad_by_freq; of ``acc`` as the kernel's signature wants)
+        if scale_grad_by_freq:
+            counts = backend.full((num_weights,), 0, acc)
+            grid, blk = launch_1d(indices.size)
+            _compiled(_count_py, np_name(acc))[grid, blk, s](backend.flat_view(counts), flat, ist, ishape,
+                                                             indices.size, num_weights)
         gst = elem_strides(grad)
         gk = gst[:-1] if indices.ndim else (0,)
         grid, blk = launch_1d(total)
-        embedding_backward_kernel(np_name(acc))[grid, blk, stream()](
-            backend.flat_view(gw), backend.flat_view(grad), gk, gst[-1],
-            flat, ist, ishape, D, num_weights, total, -1 if padding_idx is None else int(padding_idx), error_flag())
+        _compiled(_embedding_backward_py, np_name(acc))[grid, blk, s](
+            backend.flat_view(gw), backend.flat_view(grad), gk, gst[-1], flat, ist, ishape, D, num_weights, total,
+            int(padding_idx), backend.flat_view(counts), bool(scale_grad_by_freq), error_flag())
     if acc != d:
         from flambeau._kernels.cuda.core import copy_into
 
@@ -573,8 +586,10 @@ def ptx_cases(ndim: int = 2) -> list:
             sig = (arr(dn), arr(dn), i64, i64, arr(ix), idx, idx, i64, i64, i64, err)
             cases.append((f"embedding:{dn}:{ix}", _embedding_py(), sig))
     for ix in INDEX_DTYPES:
-        cases.append((f"embedding_mark:{ix}", _mark_py(), (arr("int32"), arr(ix), idx, idx, i64, i64)))
         for dn, acc in (("float16", "float32"), ("float32", "float32"), ("float64", "float64")):
-            sig = (arr(acc), arr(dn), idx, i64, arr(ix), idx, idx, i64, i64, i64, i64, err)
+            sig = (arr(acc), arr(dn), idx, i64, arr(ix), idx, idx, i64, i64, i64, i64, arr(acc), types.boolean, err)
             cases.append((f"embedding_backward:{dn}:{ix}", _embedding_backward_py(np.dtype(acc).type), sig))
+        for acc in ("int32", "float32", "float64"):
+            cases.append((f"embedding_count:{acc}:{ix}", _count_py(np.dtype(acc).type),
+                          (arr(acc), arr(ix), idx, idx, i64, i64)))
     return cases
