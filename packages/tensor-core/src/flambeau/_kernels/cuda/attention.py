@@ -437,15 +437,24 @@ def _like(a, cdt, shape=None):
     strides (densely), with its ``(batch strides, (row, column))`` element strides as the fused kernels take them."""
     backend = be()
     shape = tuple(a.shape) if shape is None else tuple(shape)
-    st = elem_strides(a)
+    stored, strides, fused = _like_layout(shape, tuple(a.strides), a.dtype.itemsize)
+    view = backend.as_strided(backend.flat_view(backend.empty(stored, cdt)), shape, strides, 0)
+    return view, fused
+
+
+@functools.lru_cache(maxsize=256)
+def _like_layout(shape: tuple, byte_strides: tuple, item: int) -> tuple:
+    """:func:`_like`'s geometry for a ``shape`` laid out as byte strides ``byte_strides`` (of ``item`` bytes) order
+    their dims: ``(the shape as stored, element strides, (batch strides, (row, column)))``, worked out once per
+    geometry (a GPT repeats the same few every step)."""
+    st = [b // item for b in byte_strides]
     order = sorted(range(len(shape)), key=lambda d: -st[d])  # outermost first; ties keep the dims' order
-    out = backend.empty(tuple(shape[d] for d in order), cdt)
-    dense = c_elem_strides(tuple(shape[d] for d in order))
+    stored = tuple(shape[d] for d in order)
+    dense = c_elem_strides(stored)
     strides = [0] * len(shape)
     for i, d in enumerate(order):
         strides[d] = dense[i]
-    view = backend.as_strided(backend.flat_view(out), shape, tuple(strides), 0)
-    return view, _batch_and_matrix(strides)
+    return stored, tuple(strides), _batch_and_matrix(strides)
 
 
 def _fused_backward(grad, q, k, v, attn, geometry, scale: float, cdt) -> tuple:
