@@ -51,3 +51,31 @@ def test_legacy_variable_like_torch():
         Variable([1.0])
     with pytest.raises(RuntimeError, match="only Tensors of floating point and complex dtype can require gradients"):
         Variable(fl.ones(2, dtype=fl.int64), requires_grad=True)
+
+
+@pytest.mark.parametrize("dtype", [fl.float16, fl.bfloat16])
+def test_embedding_double_backward_counts_exactly_in_low_precision(dtype):
+    # scale_grad_by_freq's counts past float16's 2048 (bfloat16's 256) integers: counted in int64
+    from flambeau._ops import OPS
+
+    g = fl.ones(5000, 1, dtype=dtype, requires_grad=True)
+    gw = OPS["embedding_dense_backward"].fn(g, fl.zeros(5000, dtype=fl.int64), 1, -1, True)
+    (gg,) = fl.autograd.grad(gw.sum(), g)
+    np.testing.assert_allclose(gg.float().numpy(), np.full((5000, 1), 1 / 5000), rtol=1e-2)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("dim", [1, 2])
+def test_transposed_convolution_input_gradient_with_output_padding_over_the_stride(create_graph, dim):
+    # output_padding 1 >= stride 1 (allowed below the dilation 2): the input's gradient is cut to its size
+    rng = np.random.default_rng(0)
+    xs, ws = (1, 2) + (5,) * dim, (2, 3) + (3,) * dim
+    xv, wv = rng.standard_normal(xs), rng.standard_normal(ws)
+    conv = {1: "conv_transpose1d", 2: "conv_transpose2d"}[dim]
+    tx, tw = torch.tensor(xv, requires_grad=True), torch.tensor(wv, requires_grad=True)
+    (getattr(torch.nn.functional, conv)(tx, tw, stride=1, output_padding=1, dilation=2) ** 2).sum().backward()
+    x, w = fl.tensor(xv, requires_grad=True), fl.tensor(wv, requires_grad=True)
+    (getattr(fl.nn.functional, conv)(x, w, stride=1, output_padding=1, dilation=2) ** 2).sum().backward(
+        create_graph=create_graph)
+    np.testing.assert_allclose(x.grad.detach().numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(w.grad.detach().numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-10)

@@ -333,6 +333,15 @@ def test_embedding_scale_grad_by_freq(padding_idx):
     _check(o, t, idx, grad_inputs=False)
 
 
+def test_embedding_of_a_complex_weight_refuses_autograd_as_torch():
+    w = fl.tensor(np.ones((5, 3)) + 1j * np.ones((5, 3)), dtype=fl.complex64).requires_grad_()
+    with pytest.raises(RuntimeError, match="embedding does not support automatic differentiation for outputs with "
+                                           "complex dtype"):
+        F.embedding(fl.tensor([1, 2]), w)
+    with fl.no_grad():
+        assert F.embedding(fl.tensor([1, 2]), w).shape == (2, 3)
+
+
 def test_embedding_options():
     t = tnn.Embedding(10, 4, max_norm=1.0, norm_type=2.0).double()
     o = nn.Embedding(10, 4, max_norm=1.0).double()

@@ -133,3 +133,14 @@ def test_errors_before_launch():
         fl.embedding(fl.tensor(np.array([0, 1])), x.to("cuda"))
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
         fl.softmax(fl.tensor(np.array([1, 2])).to("cuda"), 0)
+
+
+def test_embedding_and_its_backward_refuse_indices_on_another_device():
+    # a 0-d CPU tensor may join a CUDA operation as a scalar, but never as indices the kernels read
+    from flambeau._ops import OPS
+
+    w = fl.tensor(RNG.standard_normal((5, 3))).to("cuda")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        fl.embedding(fl.tensor(1), w)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        OPS["embedding_dense_backward"].fn(fl.ones(3).to("cuda"), fl.tensor(1), 5, -1, False)

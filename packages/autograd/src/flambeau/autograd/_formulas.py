@@ -541,17 +541,20 @@ def _embedding_grad(g, s):
 
 
 def _embedding_dense_double(gg, s):
-    """The derivative of ``embedding_dense_backward`` in its ``grad_output`` (it is linear in it): the rows of
-    ``gg`` gathered at the indices, none at ``padding_idx``, each divided by its index's count where scaled."""
-    idx = s.indices
+    """The derivative of ``embedding_dense_backward`` in its ``grad_output`` (it is linear in it): the rows of ``gg``
+    gathered at the indices, none at ``padding_idx`` (outside ``[0, num_weights)``: no padding row), each divided by
+    its index's count where scaled (counted in int64, divided in at least float32: exact for any count a batch
+    holds)."""
+    idx, n, padding_idx = s.indices, s.num_weights, s.padding_idx
     rows = fl.embedding(idx, gg)
-    if s.padding_idx >= 0:
-        rows = rows * (idx != s.padding_idx).to(rows.dtype).unsqueeze(-1)
+    if 0 <= padding_idx < n:
+        rows = rows * (idx != padding_idx).to(rows.dtype).unsqueeze(-1)
     if s.scale_grad_by_freq:
         flat = idx.reshape(-1)
-        counts = fl.zeros(s.num_weights, dtype=rows.dtype, device=rows.device).index_add_(
-            0, flat, fl.ones(flat.shape, dtype=rows.dtype, device=rows.device))
-        rows = rows / fl.embedding(idx, counts.unsqueeze(1))
+        counts = fl.zeros(n, dtype=fl.int64, device=idx.device).index_add_(
+            0, flat, fl.ones(flat.shape, dtype=fl.int64, device=idx.device))
+        wide = fl.float64 if rows.dtype is fl.float64 else fl.float32
+        rows = (rows.to(wide) / fl.embedding(idx, counts.to(wide).unsqueeze(1))).to(rows.dtype)
     return rows
 
 

@@ -4,7 +4,9 @@ A convolution is linear in its input and in its weight: the input gradient is th
 convolution of the output gradient with the same weight (and a transposed convolution's is a plain
 one), the weight gradient is ``convolution_backward_weight``, itself bilinear in the output
 gradient and the input, whose derivatives are convolutions again. So every formula here is built
-from the same two operators and second derivatives come for free.
+from the same two operators and second derivatives come for free. A first-order backward takes the
+three gradients from one ``convolution_backward`` call instead (the derivative's joint: Note
+[Convolution backward as one operator] in ``flambeau._ops.conv``).
 
 Pooling backwards are operators of their own (``max_pool_backward`` scatters through the saved
 indices, ``avg_pool2d_backward`` and ``adaptive_avg_pool2d_backward`` spread each gradient over its
@@ -27,8 +29,12 @@ _conv_weight = get_op("convolution_backward_weight").fn
 def _conv_input_grad(g, w, s, input_shape):
     """Gradient with respect to the input of ``convolution(x, w, ...)`` (x of ``input_shape``) given ``g``."""
     stride, padding, dilation, groups = s.stride, s.padding, s.dilation, s.groups
-    if s.transposed:  # the adjoint of a transposed convolution is the plain one
-        return fl.convolution(g, w, None, stride, padding, dilation, False, [0] * len(stride), groups)
+    if s.transposed:  # the adjoint of a transposed convolution is the plain one (cut to the input's size, which it
+        #               exceeds where output_padding is at least the stride: rows the convolution never read)
+        gx = fl.convolution(g, w, None, stride, padding, dilation, False, [0] * len(stride), groups)
+        if tuple(gx.shape) != tuple(input_shape):
+            gx = gx[(slice(None), slice(None), *(slice(0, n) for n in input_shape[2:]))]
+        return gx
     k = w.shape[2:]
     out = g.shape[2:]
     # The output_padding that makes the transposed convolution give back the input's size exactly.

@@ -606,6 +606,12 @@ def _declare_samples():
                           every).named("1d"),
         lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), None, p2, z2, p2, False, z2, 1,
                           [True, False, False]).named("input only"),
+        # output_padding at least the stride (allowed below the dilation): the plain convolution of the gradient
+        # is larger than the input, which gets its first rows
+        lambda mk, mki: S(mk((1, 3, 10, 10)), mk((1, 2, 5, 5)), mk((2, 3, 3, 3)), [3], p2, z2, [2, 2], True, p2, 1,
+                          every).named("transposed, output_padding over the stride"),
+        lambda mk, mki: S(mk((1, 3, 10)), mk((1, 2, 5)), mk((2, 3, 3)), None, [1], [0], [2], True, [1], 1,
+                          every).named("1d transposed, output_padding over the stride"),
         lambda mk, mki: S(mk((1, 3, 3, 3)), mk((1, 2, 4, 4)), mk((3, 2, 2, 2)), [3], p2, z2, p2, False, z2, 1,
                           [False, True, True]).named("weight and bias"),
     ), dtypes=FLOAT, ref=_conv_backward_ref, gradcheck=False)

@@ -24,7 +24,6 @@ from flambeau._ops._common import (
     Tensor,
     _wrap,
     check_tensor,
-    common_device,
     grad_state,
     inplace_by_engine,
     inplace_needs_engine,
@@ -97,7 +96,12 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
                            "arguments for embedding)")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
-    dev = common_device(weight, input)
+    if weight.dtype.is_complex and weight._requires_grad and grad_state.enabled:  # (as torch)
+        raise RuntimeError("embedding does not support automatic differentiation for outputs with complex dtype.")
+    if input._device is not weight._device:  # (no 0-d CPU indices beside a CUDA weight: the kernels index)
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{weight._device} and {input._device}!")
+    dev = weight._device
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
@@ -133,7 +137,7 @@ def embedding_dense_backward(grad_output: Tensor, indices: Tensor, num_weights: 
         indices: int64 or int32 indices into ``[0, num_weights)`` (checked on the CPU; on CUDA the kernel
             checks them and the next synchronisation raises).
         num_weights: the rows of the embedding matrix.
-        padding_idx: the row that gets no gradient, or -1 for none.
+        padding_idx: the row that gets no gradient (one outside ``[0, num_weights)``, such as -1: none).
         scale_grad_by_freq: divide each row's gradient by the number of times its index occurs in ``indices``.
 
     Returns:
@@ -150,10 +154,12 @@ def embedding_dense_backward(grad_output: Tensor, indices: Tensor, num_weights: 
         raise RuntimeError(f"{op}(): expected grad_output of shape indices.shape + (embedding_dim,) = "
                            f"{list(indices.shape)} + [D], got {list(grad_output.shape)}")
     n = int(num_weights)
-    if n < 0 or not -1 <= int(padding_idx) < max(n, 1):
-        raise RuntimeError(f"{op}(): expected num_weights >= 0 and padding_idx in [-1, num_weights), got "
-                           f"num_weights={num_weights} and padding_idx={padding_idx}")
-    dev = common_device(grad_output, indices)
+    if n < 0:
+        raise RuntimeError(f"{op}(): expected num_weights >= 0, got {num_weights}")
+    if indices._device is not grad_output._device:  # (no 0-d CPU indices beside CUDA gradients: the kernels index)
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{grad_output._device} and {indices._device}!")
+    dev = grad_output._device
     idx = indices._data
     if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):  # (as embedding's forward)
         raise IndexError("index out of range in self")
@@ -263,6 +269,8 @@ def _declare_samples():
         lambda mk, mki: S(mk((2, 4, 3)), mki((2, 4), 3), 4, -1, True).named("scaled by frequency"),
         lambda mk, mki: S(mk((4, 2)), mki((4,), 2), 3, 0, True).named("scaled, padding"),
         lambda mk, mki: S(mk((0, 3)), mki((0,), 2), 2, -1, False).named("no indices"),
+        lambda mk, mki: S(mk((3, 0)), mki((3,), 5), 5, -1, True).named("no columns"),
+        lambda mk, mki: S(mk((4, 2)), mki((4,), 3), 3, 7, False).named("padding_idx outside the rows"),
         ref=_embedding_dense_backward_reference)
     add("dropout", lambda mk, mki: S(mk((3, 4)), 0.5, True), lambda mk, mki: S(mk((3, 4)), 0.5, False),
         ref="nn.functional.dropout", nondeterministic=True, gradcheck=False)

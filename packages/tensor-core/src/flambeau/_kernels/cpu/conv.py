@@ -679,15 +679,19 @@ def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation,
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution_backward(g, x, w, stride, padding, dilation, transposed, output_padding, groups, mask):
     """``(grad_input, grad_weight)`` of ``convolution(x, w, ...)`` for ``g``, None where ``mask`` says so: the
-    input's is the adjoint (a plain convolution's transposed one, a transposed convolution's plain one), the
-    weight's as :func:`_k_convolution_backward_weight` makes it."""
+    input's is the adjoint (a plain convolution's transposed one; a transposed convolution's plain one, cut to the
+    input's size, which it exceeds where ``output_padding`` is at least the stride), the weight's as
+    :func:`_k_convolution_backward_weight` makes it."""
     low, half = g.dtype, _compute_dtype(g)
     g = np.ascontiguousarray(g if half is None else g.astype(half))
     gx = gw = None
     if mask[0]:
         wc = np.ascontiguousarray(w if half is None else w.astype(half))
-        gx = (_forward(g, wc, stride, padding, dilation, groups) if transposed
-              else _input_grad(g, wc, x.shape, stride, padding, dilation, groups))
+        if transposed:  # (an output_padding of at least the stride gave the input rows the convolution never read)
+            gx = _forward(g, wc, stride, padding, dilation, groups)
+            gx = np.ascontiguousarray(gx[:, :, :x.shape[2], :x.shape[3]])
+        else:
+            gx = _input_grad(g, wc, x.shape, stride, padding, dilation, groups)
     if mask[1]:
         xc = np.ascontiguousarray(x if half is None else x.astype(half))
         gw = (_weight_grad(xc, g, w.shape, stride, padding, dilation, groups) if transposed

@@ -166,10 +166,10 @@ def _k_embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_g
     acc = np.float32 if d == np.float16 else d
     D = grad.shape[-1]
     idx = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-    rows = np.ascontiguousarray(grad, dtype=acc).reshape(-1, D)
+    rows = np.ascontiguousarray(grad, dtype=acc).reshape(idx.size, D)
     if scale_grad_by_freq and idx.size:
         rows = rows / np.bincount(idx, minlength=num_weights)[idx].astype(acc)[:, None]
-    if padding_idx >= 0:
+    if 0 <= padding_idx < num_weights:
         keep = idx != padding_idx
         idx, rows = idx[keep], rows[keep]
     out = np.zeros((num_weights, D), acc)

@@ -519,8 +519,13 @@ def convolution_backward(g, x, w, stride, padding, dilation, transposed, output_
     gx = gw = None
     if mask[0]:
         wc = cast(w, cdt)
-        gx = cast(_forward(g, wc, stride, padding, dilation, groups) if transposed
-                  else _input_grad(g, wc, tuple(x.shape), stride, padding, dilation, groups), dtype)
+        if transposed:
+            gx = _forward(g, wc, stride, padding, dilation, groups)
+            if tuple(gx.shape) != tuple(x.shape):  # (see the CPU kernel: cut to the input's size)
+                gx = contig(view(gx, tuple(x.shape), elem_strides(gx)))
+        else:
+            gx = _input_grad(g, wc, tuple(x.shape), stride, padding, dilation, groups)
+        gx = cast(gx, dtype)
     if mask[1]:
         xc, wshape = cast(x, cdt), tuple(w.shape)
         gw = cast(_weight_grad(xc, g, wshape, stride, padding, dilation, groups) if transposed
