@@ -136,6 +136,7 @@ def reduce_grad(g: Tensor, shape: tuple, dtype, device=None) -> Tensor:
 
 _get = object.__getattribute__
 _OWN = frozenset({"_node", "get"})  # _Values' own attributes (besides dunders): never a formula's value
+_META = frozenset({"shape", "dtype", "device"})  # the suffixes of an input's recorded metadata (``input_shape``)
 
 
 class _Values:
@@ -152,6 +153,12 @@ class _Values:
 
     def get(self, name: str, default=None):
         """``name`` if the operator received it (or saved it), else ``default``."""
+        node = _get(self, "_node")
+        v = node._values.get(name, _MISSING)
+        if v is not _MISSING:
+            return v
+        if not node._released and name not in node._saved and name.rpartition("_")[2] not in _META:
+            return default  # (an optional argument not given, ``alpha`` say: no AttributeError raised and caught)
         try:
             return getattr(self, name)
         except AttributeError:
@@ -170,7 +177,7 @@ class _Values:
         if node._released:
             raise RuntimeError(FREED_MESSAGE)
         base, _, what = name.rpartition("_")
-        if what in ("shape", "dtype", "device"):
+        if what in _META:
             meta = node._metas.get(base)
             if meta is not None:
                 i = ("shape", "dtype", "device").index(what)
