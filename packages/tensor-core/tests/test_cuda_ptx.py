@@ -2,8 +2,9 @@
 
 - Every CUDA kernel of flambeau compiles to PTX for sm_80 and sm_90 (``numba.cuda.compile_ptx``
   works without a GPU): each kernel template for each dtype it supports, and every device
-  function (one per operator) for each dtype it supports. ``FLAMBEAU_PTX_FULL=1`` also compiles
-  every (operator, dtype, arch) instantiation separately (minutes).
+  function (one per operator) for each dtype it supports; and every (operator, dtype, arch) instantiation
+  of each kernel family whose sources changed since it last compiled (Note [PTX matrix cached by source] in
+  ``ptx_cache.py``; ``FLAMBEAU_PTX_FULL=1``: every family, about 11 minutes).
 - Logic that needs no device: allocator selection and the native allocator, stream and event
   bookkeeping against a fake driver, registration of the CUDA kernels (``flambeau._kernels.cuda``)
   in the kernel table, ``flambeau.cuda.is_available()`` without CUDA.
@@ -21,6 +22,7 @@ import sys
 import types as pytypes
 
 import numpy as np
+import ptx_cache
 import pytest
 
 import flambeau as fl
@@ -40,19 +42,10 @@ ARCHS = [(8, 0), (9, 0)]
 
 @pytest.fixture(scope="module")
 def kernels():
-    """flambeau._kernels.cuda, with device functions compiling for a fixed arch when no GPU is present.
-
-    numba compiles a device function called by a kernel for the *current* device's compute
-    capability; without a GPU there is none, so it is faked (the PTX of the calling kernel is
-    still generated for the requested ``cc``).
-    """
-    import numba.cuda.dispatcher as disp
-
-    saved = disp.get_current_device
-    if not ncuda.is_available():
-        disp.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(8, 0))
-    yield cuda_kernels
-    disp.get_current_device = saved
+    """flambeau._kernels.cuda, with device functions compiling for a fixed arch when no GPU is present
+    (:func:`ptx_cache.fixed_arch`)."""
+    with ptx_cache.fixed_arch():
+        yield cuda_kernels
 
 
 def _nbtype(name):
@@ -61,36 +54,8 @@ def _nbtype(name):
     return from_dtype(np.dtype(name))
 
 
-def _ptx(fn, sig, cc):
-    ptx, _ = ncuda.compile_ptx(fn, sig, cc=cc)
-    assert f".target sm_{cc[0]}{cc[1]}" in ptx
-    assert ".entry" in ptx
-    return ptx
-
-
-def _ptx_all_archs(fn, sig) -> list:
-    """PTX of kernel ``fn`` for every arch of ARCHS: typed and lowered once, then NVVM per arch.
-
-    This is what ``compile_ptx`` does for one arch; lowering is the slow part, so it is shared.
-    Falls back to one ``compile_ptx`` per arch if numba-cuda's internals differ.
-    """
-    from numba.cuda import compiler
-
-    lower = getattr(compiler, "_compile_pyfunc_with_fixup", None)
-    if lower is None:
-        return [_ptx(fn, sig, cc) for cc in ARCHS]
-    try:
-        lib, _ = lower(fn, sig, cc=ARCHS[0], debug=False, lineinfo=False, device=False, fastmath=False,
-                       opt=True, abi="numba", abi_info=None, forceinline=False, launch_bounds=None, lto=False)
-    except TypeError:
-        return [_ptx(fn, sig, cc) for cc in ARCHS]
-    out = []
-    for cc in ARCHS:
-        (ptx,) = lib.get_asm_strs(cc=cc)
-        assert f".target sm_{cc[0]}{cc[1]}" in ptx
-        assert ".entry" in ptx
-        out.append(ptx)
-    return out
+_ptx = ptx_cache._ptx
+_ptx_all_archs = ptx_cache.ptx_all_archs
 
 
 # --- every kernel template, every dtype, both archs ---------------------------------------------
@@ -172,19 +137,38 @@ def test_elementwise_template_and_every_device_function_compile(kernels, table, 
 
 
 @needs_compiler
-@pytest.mark.skipif(os.environ.get("FLAMBEAU_PTX_FULL") != "1",
-                    reason="the full (operator x dtype x arch) PTX matrix takes minutes; set FLAMBEAU_PTX_FULL=1")
-@pytest.mark.timeout(1800)  # (over pytest.ini's 300 s: the reductions take about 6 minutes on one busy core)
-@pytest.mark.parametrize("family", [f.__name__.rsplit(".", 1)[-1] for f in cuda_kernels.FAMILIES])
+@pytest.mark.timeout(1800)  # (over pytest.ini's 300 s: the reductions take about 7 minutes on one core)
+@pytest.mark.parametrize("family", [ptx_cache.family_name(f) for f in cuda_kernels.FAMILIES])
 def test_every_instantiation_compiles_to_ptx(kernels, family):
-    failures = []
-    module = next(f for f in kernels.FAMILIES if f.__name__.rsplit(".", 1)[-1] == family)
-    for label, fn, sig in module.ptx_cases():
-        try:
-            _ptx_all_archs(fn, sig)
-        except Exception as e:
-            failures.append(f"{label}: {str(e).splitlines()[0]}")
+    """Every (kernel, dtype) instantiation of a family compiles for sm_80 and sm_90, unless the family compiled at
+    these very sources before (Note [PTX matrix cached by source]; ``FLAMBEAU_PTX_FULL=1``: compiled anyway)."""
+    module = next(f for f in kernels.FAMILIES if ptx_cache.family_name(f) == family)
+    key = ptx_cache.family_key(module)
+    if os.environ.get("FLAMBEAU_PTX_FULL") != "1" and ptx_cache.recorded().get(family) == key:
+        pytest.skip(f"{family} compiled to PTX at these sources (tests/ptx_compiled.json)")
+    failures = ptx_cache.compile_family(module)
     assert not failures, "\n".join(failures)
+
+
+def test_ptx_cache_keys_follow_the_sources_the_kernels_are_made_of(monkeypatch):
+    # Note [PTX matrix cached by source]: a family's key covers its module and the device code it imports
+    import pathlib
+
+    root = ptx_cache._source_root()
+    files = {str(f.relative_to(root)) for f in ptx_cache._closure(pathlib.Path(cuda_kernels.conv.__file__), root)}
+    assert {"_kernels/cuda/conv.py", "_kernels/cuda/elementwise.py", "_kernels/cuda/_launch.py",
+            "_kernels/cuda/linalg.py", "_kernels/cuda/_index_math.py", "_dtype.py"} <= files
+    assert "_kernels/cuda/rnn.py" not in files and "_kernels/cuda/__init__.py" not in files
+    key = ptx_cache.family_key(cuda_kernels.conv)
+    assert ptx_cache.family_key(cuda_kernels.conv) == key
+    assert ptx_cache.family_key(cuda_kernels.rnn) != key
+    monkeypatch.setattr(ptx_cache, "_versions", lambda: "another numba")
+    assert ptx_cache.family_key(cuda_kernels.conv) != key
+    real_read = pathlib.Path.read_bytes
+    monkeypatch.undo()
+    monkeypatch.setattr(pathlib.Path, "read_bytes",
+                        lambda self: real_read(self) + (b"#" if self.name == "_index_math.py" else b""))
+    assert ptx_cache.family_key(cuda_kernels.conv) != key  # a helper two imports away changed
 
 
 def _all_ptx_cases(K) -> list:
