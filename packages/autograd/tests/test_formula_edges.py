@@ -79,3 +79,14 @@ def test_transposed_convolution_input_gradient_with_output_padding_over_the_stri
         create_graph=create_graph)
     np.testing.assert_allclose(x.grad.detach().numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(w.grad.detach().numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_with_reduce_has_no_derivative_as_torch(reduce):
+    # the plain scatter's gradients (zero where written) would be silently wrong for a reducing scatter
+    idx = np.array([[0, 1, 2], [2, 0, 1]])
+    for lib in (torch, fl):
+        a, s = lib.ones(3, 3, requires_grad=True), lib.ones(2, 3, requires_grad=True)
+        out = a.scatter(0, lib.tensor(idx), s, reduce=reduce).sum()
+        with pytest.raises(RuntimeError, match="derivative for aten::scatter is not implemented"):
+            out.backward()

@@ -453,8 +453,8 @@ TABLE: dict[str, D] = {
     "repeat": D({"input": lambda g, s: _repeat_grad(g, s)}),
     "gather": D({"input": lambda g, s: fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
                  .scatter_add(s.dim, s.index, g)}, save=("index",)),
-    "scatter": D({"input": lambda g, s: g.scatter(s.dim, s.index, 0.0),
-                  "src": lambda g, s: g.gather(s.dim, s.index)}, save=("index",)),
+    "scatter": D({"input": lambda g, s: _scatter_grad(g, s, "input"), "src": lambda g, s: _scatter_grad(g, s, "src")},
+                 save=("index",)),
     "scatter_add": D({"input": lambda g, s: g, "src": lambda g, s: g.gather(s.dim, s.index)}, save=("index",)),
     "index_select": D({"input": lambda g, s: fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
                        .index_add(s.dim, s.index, g)}, save=("index",)),
@@ -532,6 +532,15 @@ def _softplus_grad(s):
     threshold = s.get("threshold", 20.0)
     z = s.input * beta
     return fl.where(z > threshold, fl.ones_like(z), z.sigmoid())
+
+
+def _scatter_grad(g, s, name: str):
+    """``name``'s gradient of a scatter that writes ``src`` over ``input``: ``g`` but where written, and ``g`` read
+    where written. A ``reduce="add"`` or ``"multiply"`` scatter has no derivative, as in torch (those gradients would
+    be silently wrong for it)."""
+    if s.get("reduce") is not None:
+        raise RuntimeError("derivative for aten::scatter is not implemented")
+    return g.scatter(s.dim, s.index, 0.0) if name == "input" else g.gather(s.dim, s.index)
 
 
 def _embedding_grad(g, s):
