@@ -172,12 +172,12 @@ def recorded() -> dict:
 
 # --- the command: compile what is not recorded, record what compiles -----------------------------------
 def _compile_by_name(name: str) -> tuple:
+    """``(name, failures)`` of compiling kernel family ``name`` (in a worker process)."""
     from flambeau._kernels import cuda
 
     module = next(m for m in cuda.FAMILIES if family_name(m) == name)
     with fixed_arch():
-        key = family_key(module)
-        return name, key, compile_family(module)
+        return name, compile_family(module)
 
 
 def main(argv: list) -> int:
@@ -193,12 +193,12 @@ def main(argv: list) -> int:
     print(f"{len(keys) - len(todo)} families recorded at their sources; compiling {len(todo)}: {', '.join(todo)}")
     failed = {}
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        for name, key, failures in pool.imap_unordered(_compile_by_name, todo):
+        for name, failures in pool.imap_unordered(_compile_by_name, todo):
             if failures:
                 failed[name] = failures
                 record.pop(name, None)
             else:
-                record[name] = key
+                record[name] = keys[name]
             print(f"{name}: {'FAILED ' + str(len(failures)) if failures else 'compiled'}", flush=True)
     record = {n: record[n] for n in sorted(record) if n in keys}
     RECORD.write_text(json.dumps({"note": "keys of the kernel families that compiled to PTX for sm_80 and sm_90 "

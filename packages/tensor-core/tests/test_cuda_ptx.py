@@ -54,10 +54,6 @@ def _nbtype(name):
     return from_dtype(np.dtype(name))
 
 
-_ptx = ptx_cache._ptx
-_ptx_all_archs = ptx_cache.ptx_all_archs
-
-
 # --- every kernel template, every dtype, both archs ---------------------------------------------
 def _template_cases(K):
     from numba import types
@@ -95,7 +91,7 @@ def test_kernel_templates_compile_to_ptx(kernels, kind):
         if not label.startswith(kind + "["):
             continue
         try:
-            _ptx_all_archs(fn, sig)
+            ptx_cache.ptx_all_archs(fn, sig)
         except Exception as e:  # name the failing kernel
             raise AssertionError(f"{label} failed to compile: {e}") from e
 
@@ -132,7 +128,7 @@ def test_elementwise_template_and_every_device_function_compile(kernels, table, 
     names = [n for n, (_, kinds) in tab.items() if dn in elementwise.dtypes_for(kinds)]
     assert names
     fn, sig = _all_ops_kernel(kernels, table, names, dn)
-    for ptx in _ptx_all_archs(fn, sig):
+    for ptx in ptx_cache.ptx_all_archs(fn, sig):
         assert ptx.count("st.global") >= 1
 
 

@@ -116,6 +116,18 @@ def common_device(*tensors):
     return CPU if found is None else found
 
 
+def same_device(first: Tensor, *others):
+    """``first``'s device, which every tensor of ``others`` (None skipped) must share: no 0-dim CPU tensor joins
+    another device here, as :func:`common_device` lets it, where a kernel reads the tensor's memory (indices)."""
+    d = first._device
+    for t in others:
+        if t is not None and t._device is not d:
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, {d} and {t._device}!"
+            )
+    return d
+
+
 def _only_scalar_cpu(tensors, cpu) -> bool:
     return all(t._data.ndim == 0 for t in tensors if isinstance(t, Tensor) and t._device is cpu)
 

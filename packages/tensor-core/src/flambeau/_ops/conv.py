@@ -33,7 +33,7 @@ import numpy as np
 
 from flambeau import _dtype as dt
 from flambeau._kernels.cpu.conv import _out_size
-from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, output_mask_of, record
+from flambeau._ops._common import Tensor, _wrap, check_tensor, grad_state, output_mask_of, record, same_device
 from flambeau._ops._registry import declare, get_op
 
 __all__ = ["convolution", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
@@ -68,6 +68,13 @@ def _pad2(v, dim, fill):
     return (fill, v[0]) if dim == 1 else (v[0], v[1])
 
 
+def _params_2d(dim: int, stride, padding, dilation, output_padding) -> tuple:
+    """``(stride, padding, dilation, output_padding)`` of a ``dim``-D convolution as the 2-D kernels take them
+    (pairs; a 1-D convolution's with a height of 1)."""
+    return (_pad2(tuple(stride), dim, 1), _pad2(tuple(padding), dim, 0), _pad2(tuple(dilation), dim, 1),
+            _pad2(tuple(output_padding), dim, 0))
+
+
 def _check_dtypes(opname, x, w, b):
     if x.dtype is not w.dtype:
         raise RuntimeError(f"Input type ({x.dtype.scalar_name}) and weight type ({w.dtype.scalar_name}) "
@@ -77,9 +84,7 @@ def _check_dtypes(opname, x, w, b):
                            "should be the same")
     if x.dtype is dt.bool:
         raise NotImplementedError(f"\"{opname}\" not implemented for 'Bool'")
-    if x._device is not w._device or (b is not None and b._device is not x._device):
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{x._device} and {w._device if w._device is not x._device else b._device}!")
+    same_device(x, w, b)
 
 
 @CONVOLUTION.front
@@ -112,8 +117,7 @@ def _convolution(input: Tensor, weight: Tensor, bias, stride, padding, dilation,
                  output_padding, groups: int) -> Tensor:
     """:func:`convolution` of checked arguments (what conv1d, conv2d and their transposes call)."""
     dim = input.ndim - 2
-    stride, padding, dilation, output_padding = (_pad2(tuple(v), dim, f) for v, f in
-                                                 ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+    stride, padding, dilation, output_padding = _params_2d(dim, stride, padding, dilation, output_padding)
     x, w = _as4d(input._data, dim), _as4d(weight._data, dim)
     out = CONVOLUTION.kernel(input._device.type)(x, w, None if bias is None else bias._data, stride, padding,
                                                  dilation, bool(transposed), output_padding, int(groups))
@@ -146,8 +150,7 @@ def convolution_backward_weight(grad_output: Tensor, input: Tensor, weight_size,
     _check_grad_output("convolution_backward_weight", grad_output, input, ws, stride, padding, dilation, transposed,
                        output_padding, groups)
     dim = input.ndim - 2
-    st, pa, di, op = (_pad2(tuple(v), dim, f) for v, f in
-                      ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+    st, pa, di, op = _params_2d(dim, stride, padding, dilation, output_padding)
     ws4 = (ws[0], ws[1], 1, ws[2]) if dim == 1 else ws
     gw = CONVOLUTION_BACKWARD_WEIGHT.kernel(input._device.type)(
         _as4d(grad_output._data, dim), _as4d(input._data, dim), ws4, st, pa, di, bool(transposed), op, int(groups))
@@ -196,8 +199,7 @@ def convolution_backward(grad_output: Tensor, input: Tensor, weight: Tensor, bia
     dev = input._device
     gx = gw = gb = None
     if mask[0] or mask[1]:
-        st, pa, di, op = (_pad2(v, dim, f) for v, f in
-                          ((stride, 1), (padding, 0), (dilation, 1), (output_padding, 0)))
+        st, pa, di, op = _params_2d(dim, stride, padding, dilation, output_padding)
         gx, gw = CONVOLUTION_BACKWARD.kernel(dev.type)(
             _as4d(grad_output._data, dim), _as4d(input._data, dim), _as4d(weight._data, dim), st, pa, di,
             bool(transposed), op, int(groups), mask[:2])

@@ -29,6 +29,7 @@ from flambeau._ops._common import (
     inplace_needs_engine,
     record,
     record_if_needed,
+    same_device,
     wrap_dim,
 )
 from flambeau._ops._registry import declare
@@ -98,10 +99,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
         raise RuntimeError(f"'weight' must be 2-D, got {weight.ndim}-D")
     if weight.dtype.is_complex and weight._requires_grad and grad_state.enabled:  # (as torch)
         raise RuntimeError("embedding does not support automatic differentiation for outputs with complex dtype.")
-    if input._device is not weight._device:  # (no 0-d CPU indices beside a CUDA weight: the kernels index)
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{weight._device} and {input._device}!")
-    dev = weight._device
+    dev = same_device(weight, input)  # (no 0-d CPU indices beside a CUDA weight: the kernels read them)
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
@@ -156,10 +154,7 @@ def embedding_dense_backward(grad_output: Tensor, indices: Tensor, num_weights: 
     n = int(num_weights)
     if n < 0:
         raise RuntimeError(f"{op}(): expected num_weights >= 0, got {num_weights}")
-    if indices._device is not grad_output._device:  # (no 0-d CPU indices beside CUDA gradients: the kernels index)
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           f"{grad_output._device} and {indices._device}!")
-    dev = grad_output._device
+    dev = same_device(grad_output, indices)  # (no 0-d CPU indices beside CUDA gradients: the kernels read them)
     idx = indices._data
     if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):  # (as embedding's forward)
         raise IndexError("index out of range in self")

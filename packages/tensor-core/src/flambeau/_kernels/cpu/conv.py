@@ -674,7 +674,6 @@ def _k_convolution_backward_weight(g, x, weight_size, stride, padding, dilation,
     return gw.astype(low) if half is not None else gw
 
 
-
 @kernel("convolution_backward", "cpu")
 @takes_bfloat16  # hot in training; handles bfloat16 itself (test_bfloat16_against_torch)
 def _k_convolution_backward(g, x, w, stride, padding, dilation, transposed, output_padding, groups, mask):

@@ -33,6 +33,7 @@ from flambeau._kernels.cuda._launch import (
     REDUCE_BLOCK,
     be,
     bind_numba_cuda,
+    block_sums,
     elem_strides,
     jit,
     launch_1d,
@@ -248,10 +249,10 @@ def _dw_weight_py(acc, B=REDUCE_BLOCK, mode="final"):
     One row per weight element ``r = (o * KH + kh) * KW + kw`` of ``K = N * OH * OW`` terms, reduced by a
     block (threads take consecutive ``ow``: coalesced), a long row split over ``P`` blocks whose partial
     sums a second launch adds, as the normalisation kernels' rows (Note [Split rows] in
-    ``normalization``); the modes are theirs. Index arithmetic is written out (no device helpers, so that
-    numba's disk cache keeps the kernel).
+    ``normalization``); the modes are theirs, and so is the block's sum (``_launch.block_sums``).
     """
     bind_numba_cuda(globals())
+    block_sum, _ = block_sums()
     partial = mode == "partial"
     parts = mode == "parts"
 
@@ -286,13 +287,7 @@ def _dw_weight_py(acc, B=REDUCE_BLOCK, mode="final"):
                         x[xb + n * xst[0] + ih * xst[2] + iw * xst[3]])
                 k += P * B
         buf[t] = a
-        cuda.syncthreads()
-        width = B // 2
-        while width > 0:
-            if t < width:
-                buf[t] += buf[t + width]
-            cuda.syncthreads()
-            width //= 2
+        block_sum(buf, t, B)
         if t == 0:
             if partial:
                 part[r * P + p] = buf[0]
@@ -508,7 +503,6 @@ def convolution_backward_weight(g, x, weight_size, stride, padding, dilation, tr
     return cast(gw, dtype)
 
 
-
 @kernel("convolution_backward", "cuda")
 def convolution_backward(g, x, w, stride, padding, dilation, transposed, output_padding, groups, mask):
     """CUDA ``convolution_backward``: ``(grad_input, grad_weight)``, None where ``mask`` says so; through cuDNN
@@ -531,6 +525,7 @@ def convolution_backward(g, x, w, stride, padding, dilation, transposed, output_
         gw = cast(_weight_grad(xc, g, wshape, stride, padding, dilation, groups) if transposed
                   else _weight_grad(g, xc, wshape, stride, padding, dilation, groups), dtype)
     return gx, gw
+
 
 def ptx_cases(ndim: int = 2) -> list:
     """``(label, python_function, signature)`` of every kernel of this module for every dtype it computes in."""
