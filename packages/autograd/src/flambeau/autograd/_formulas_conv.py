@@ -57,9 +57,9 @@ _conv_backward = get_op("convolution_backward").fn
 
 def _conv_fused(g, s, mask):
     """The three gradients from one ``convolution_backward`` call (Note [Convolution backward as one operator] in
-    ``flambeau._ops.conv``); None under ``create_graph`` and for complex dtypes, where the formulas' differentiable
-    operators run."""
-    if fl.is_grad_enabled() or g.dtype.is_complex:
+    ``flambeau._ops.conv``); None for complex dtypes (and, through :func:`masked`, under ``create_graph``), where the
+    formulas' differentiable operators run."""
+    if g.dtype.is_complex:
         return None
     return _conv_backward(g, s.input, s.weight, None, s.stride, s.padding, s.dilation, s.transposed,
                           s.output_padding, s.groups, mask)

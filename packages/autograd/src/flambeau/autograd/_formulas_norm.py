@@ -49,8 +49,7 @@ def _bn_composite(g, s, name):
 
 
 def _bn_fused(g, s, mask):
-    return None if fl.is_grad_enabled() else OPS["batch_norm_backward"].fn(
-        g, s.input, s.weight, s.save_mean, s.save_invstd, s.training, mask)
+    return OPS["batch_norm_backward"].fn(g, s.input, s.weight, s.save_mean, s.save_invstd, s.training, mask)
 
 
 # --- layer_norm ----------------------------------------------------------------------------------------
@@ -71,8 +70,7 @@ def _ln_composite(g, s, name):
 
 
 def _ln_fused(g, s, mask):
-    return None if fl.is_grad_enabled() else OPS["layer_norm_backward"].fn(
-        g, s.input, s.normalized_shape, s.save_mean, s.save_rstd, s.weight, mask)
+    return OPS["layer_norm_backward"].fn(g, s.input, s.normalized_shape, s.save_mean, s.save_rstd, s.weight, mask)
 
 
 # --- group_norm ----------------------------------------------------------------------------------------
@@ -96,13 +94,12 @@ def _gn_composite(g, s, name):
 
 
 def _gn_fused(g, s, mask):
-    return None if fl.is_grad_enabled() else OPS["group_norm_backward"].fn(
-        g, s.input, s.num_groups, s.save_mean, s.save_rstd, s.weight, mask)
+    return OPS["group_norm_backward"].fn(g, s.input, s.num_groups, s.save_mean, s.save_rstd, s.weight, mask)
 
 
 def _norm_entry(composite, fused):
-    """The derivative of a normalisation: its fused backward operator for every gradient at once (None under
-    ``create_graph``), else per input the ``composite(g, s, name)`` of differentiable operators."""
+    """The derivative of a normalisation: its fused backward operator for every gradient at once (not under
+    ``create_graph``: :func:`masked`), else per input the ``composite(g, s, name)`` of differentiable operators."""
     return D({n: (lambda g, s, n=n: composite(g, s, n)) for n in _NAMES}, save=("input", "weight"),
              joint=masked(fused))
 

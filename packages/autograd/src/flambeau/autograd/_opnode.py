@@ -194,7 +194,7 @@ def wanted(node) -> set:
         if meta is None:
             continue
         n = len(meta) if meta.__class__ is list else 1
-        if n == 1:
+        if n == 1:  # (a tensor: a generator over a slice would take this function four times as long)
             if edges[k][0] is not None:
                 need.add(name)
         elif any(e[0] is not None for e in edges[k:k + n]):

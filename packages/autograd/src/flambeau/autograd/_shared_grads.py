@@ -16,20 +16,22 @@ Note [Shared backward calls]
 
 from __future__ import annotations
 
+import flambeau as fl
+
 __all__ = ["masked"]
 
 _NAMES = ("input", "weight", "bias")  # the three gradients of the masked backward operators
 
 
-def masked(compute, names: tuple = _NAMES):
+def masked(compute):
     """The ``joint`` of a derivative from ``compute(g, s, output_mask) -> (grad_input, grad_weight, grad_bias)``
-    (None where the mask is False: the backward operators' convention), or None from ``compute`` where the
-    per-input formulas are to run; ``names``: the inputs the three gradients belong to."""
-    first, second, third = names
-
+    (None where the mask is False: the backward operators' convention, for the inputs named ``input``, ``weight``
+    and ``bias``), or None from ``compute`` where the per-input formulas are to run. Those backward operators are
+    not differentiable, so under ``create_graph`` (grad mode on) the joint declines without calling ``compute``."""
     def joint(g, s, need: set):
-        mask = (first in need, second in need, third in need)
-        grads = compute(g, s, mask)
-        return None if grads is None else dict(zip(names, grads))
+        if fl.is_grad_enabled():
+            return None
+        grads = compute(g, s, ("input" in need, "weight" in need, "bias" in need))  # (the order of _NAMES)
+        return None if grads is None else dict(zip(_NAMES, grads))
 
     return joint
