@@ -125,15 +125,13 @@ def profile_small_op():
 
 
 def profile_model(name, steps=10):
-    """cProfile of ``steps`` training steps, backward included: cProfile sees one thread, so the autograd
-    engine's device thread is bypassed (backward runs inline, as the engine does for a reentrant one)."""
+    """cProfile of ``steps`` training steps, backward included (it runs in the calling thread: Note [Backward
+    in the calling thread])."""
     import torch
     import train
 
     import flambeau as fl
-    from flambeau.autograd import _device_threads
 
-    _device_threads.run_on_device = lambda device, fn: fn()
     _, _, fl_step, _ = train.build_pair(torch, name, device="cuda")
     for _ in range(2):
         fl_step()

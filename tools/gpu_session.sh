@@ -37,7 +37,7 @@ PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
 # STAGES picks stages by name (default: smoke host bench scale lstm tests rest table1, about 530 s): smoke kernels
-# probe ktimes devtime profile host bench scale lstm tests rest table1 paper nccl models extra
+# probe ktimes devtime profile host spy bench scale lstm tests rest table1 paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
 STAGES=" ${STAGES:-smoke host bench scale lstm tests rest table1} "
@@ -66,8 +66,22 @@ want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime
     echo "exit $?" >> "$OUT/devtime.txt"; }
 want profile && { timeout ${PROFILE_LIMIT:-180} $PY tools/gpu_profile.py ${PROFILE_SECTIONS:-} > "$OUT/profile.txt" 2>&1; echo "exit $?" >> "$OUT/profile.txt"; }
 # the same host paths against the fake device, on this host's CPU: what the real driver and GPU add to them
-want host && { for m in "" "--ffi" "--model resnet18" "--model gpt" "--model lstm_lm" "--paper resnet50"; do timeout 40 $PY tools/host_overhead.py $m; done \
+# (HOST_RUNS: which runs of tools/host_overhead.py, separated by commas)
+want host && { IFS=, read -ra runs <<< "${HOST_RUNS:-,--ffi,--model resnet18,--model gpt,--model lstm_lm,--paper resnet50}"
+    for m in "${runs[@]}"; do echo "=== host_overhead.py $m"; timeout 40 $PY tools/host_overhead.py $m; done \
     > "$OUT/host.txt" 2>&1; echo "exit $?" >> "$OUT/host.txt"; }
+# a real step's wall time against its threads' CPU time (flambeau's and torch's; flambeau's ResNet-18 again with the
+# legacy cuDNN calls), then py-spy's samples of flambeau's steps (when a py-spy wheel came in .whl/), to spy.txt and spy_raw.txt
+want spy && { timeout ${SPY_LIMIT:-100} $PY tools/gpu_spy.py ${SPY_MODELS:-resnet18 gpt} > "$OUT/spy.txt" 2>&1
+    echo "exit $?" >> "$OUT/spy.txt"
+    echo "=== the legacy cuDNN calls (FLAMBEAU_CUDNN_GRAPH=0)" >> "$OUT/spy.txt"
+    timeout 60 env FLAMBEAU_CUDNN_GRAPH=0 $PY tools/gpu_spy.py resnet18 >> "$OUT/spy.txt" 2>&1
+    # (SPY_RECORD: the runs of gpu_spy.py py-spy samples, separated by commas)
+    IFS=, read -ra runs <<< "${SPY_RECORD:-resnet18,gpt}"
+    if [ -x /tmp/site/bin/py-spy ]; then for m in "${runs[@]}"; do
+        timeout 40 /tmp/site/bin/py-spy record --format raw --threads --idle -r 250 --nonblocking -o /tmp/spy.txt \
+            -- $PY tools/gpu_spy.py $m --loop 8 >> "$OUT/spy.txt" 2>&1
+        { echo "=== $m"; cat /tmp/spy.txt; } >> "$OUT/spy_raw.txt"; done; fi; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
 want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only gpt > "$OUT/gpu_bench.txt" 2>&1
@@ -94,8 +108,9 @@ want rest && { timeout 60 $PY benchmarks/gpu.py --quick --only mlp --only lenet 
     --only ncf >> "$OUT/gpu_bench.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_bench.txt"; }
 
 # 4. Table 1 alone, every model at the paper's sizes (about 100 s), to $OUT/table1.md
-want table1 && { timeout ${TABLE1_LIMIT:-200} $PY benchmarks/paper/table1.py --device cuda --quick --out "$OUT/table1.md" \
-    > "$OUT/table1.txt" 2>&1; echo "exit $?" >> "$OUT/table1.txt"; }
+# (TABLE1_ARGS: more arguments, e.g. "--only resnet50")
+want table1 && { timeout ${TABLE1_LIMIT:-200} $PY benchmarks/paper/table1.py --device cuda --quick ${TABLE1_ARGS:-} \
+    --out "$OUT/table1.md" > "$OUT/table1.txt" 2>&1; echo "exit $?" >> "$OUT/table1.txt"; }
 
 # 5. the paper's evaluation on the GPU (issue 14): Figures 1 and 2, Table 1 at the paper's sizes, the ablations;
 # pages under docs/paper/gpu, brought back as $OUT/paper_gpu.tgz (each script's output in $OUT/paper.txt)

@@ -140,11 +140,20 @@ _CALLS: collections.Counter = collections.Counter()  # what --count counts: kern
 
 class _FakeLibrary:
     """A cffi library whose every function returns 0 (success) at once; cuDNN's algorithm queries report
-    one usable algorithm needing no workspace."""
+    one usable algorithm needing no workspace, its graph API's heuristics one engine configuration with the
+    numerical notes of ``ENGINE_NOTES`` and no workspace, and ``cudnnBackendSetAttribute`` keeps a variant
+    pack's ids and pointers in ``PACKS`` (``[(name, values)]``)."""
+
+    ENGINE_NOTES: list = []
+    PACKS: list = []
 
     def __getattr__(self, name):
+        if name == "cudnnBackendGetAttribute":
+            return self._get_attribute
+        if name == "cudnnBackendSetAttribute":
+            return self._set_attribute
         if name.startswith(("cublasGemm", "cublasSgemm", "cublasDgemm", "cudnnConvolution", "cudnnBatchNorm",
-                            "cudnnRNN")):
+                            "cudnnRNN", "cudnnBackendExecute")):
             def call(*args):
                 _CALLS[name] += 1
                 return 0
@@ -159,6 +168,24 @@ class _FakeLibrary:
                 return 0
             return pick
         return lambda *args: 0
+
+    def _get_attribute(self, descriptor, name, attr_type, requested, count, array):
+        from flambeau._kernels.cuda import _cudnn_graph as graph
+
+        values = {graph.HEUR_RESULTS: [None], graph.ENGINECFG_ENGINE: [None], graph.PLAN_WORKSPACE_SIZE: [0],
+                  graph.ENGINE_NUMERICAL_NOTE: self.ENGINE_NOTES}.get(name, [])
+        count[0] = len(values)
+        for i, v in enumerate(values[:requested]):
+            if v is not None:  # (descriptors asked for stay as they were made)
+                array[i] = v
+        return 0
+
+    def _set_attribute(self, descriptor, name, attr_type, n, values):
+        from flambeau._kernels.cuda import _cudnn_graph as graph
+
+        if name in (graph.PACK_UIDS, graph.PACK_POINTERS):
+            self.PACKS.append((name, [int(values[i]) for i in range(n)]))
+        return 0
 
 
 def _fake_libraries() -> None:
@@ -219,9 +246,6 @@ def paper_step(fl, name: str, size: str = "paper"):
 def model_steps(name: str, step, profile: bool) -> None:
     """Host time per training ``step`` on the fake device: the least CPU time of this thread over 15 steps
     (the machine's other load only adds to a step's time)."""
-    from flambeau.autograd import _device_threads
-
-    _device_threads.run_on_device = lambda device, fn: fn()  # backward on this thread: one profile sees it
     for _ in range(3):
         step()
     times = []

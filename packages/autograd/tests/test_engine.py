@@ -448,8 +448,11 @@ def test_loops_and_recursion_are_just_python():
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
 
 
-def test_device_worker_thread_runs_tasks_and_reraises():
-    from flambeau.autograd._device_threads import run_on_device
+def test_device_backward_runs_in_the_calling_thread_one_at_a_time():
+    """Note [Backward in the calling thread]: the caller runs the task, re-raises its error, enters again
+    from within a task, and a second thread's task on the same device waits until the first is done (another
+    device's does not)."""
+    from flambeau.autograd._device_locks import run_serialised
 
     names = []
 
@@ -457,12 +460,34 @@ def test_device_worker_thread_runs_tasks_and_reraises():
         names.append(threading.current_thread().name)
         return 42
 
-    assert run_on_device("fake:0", task) == 42
-    assert names == ["flambeau-autograd-fake:0"]
+    assert run_serialised("fake:0", task) == 42
+    assert names == [threading.current_thread().name]
     with pytest.raises(ValueError, match="boom"):
-        run_on_device("fake:0", lambda: (_ for _ in ()).throw(ValueError("boom")))
-    # reentrant: a task that runs another task on the same device does not deadlock
-    assert run_on_device("fake:0", lambda: run_on_device("fake:0", lambda: 7)) == 7
+        run_serialised("fake:0", lambda: (_ for _ in ()).throw(ValueError("boom")))
+    assert run_serialised("fake:0", lambda: run_serialised("fake:0", lambda: 7)) == 7  # reentrant
+
+    inside, release, order = threading.Event(), threading.Event(), []
+
+    def first():
+        order.append("first in")
+        inside.set()
+        release.wait(10)
+        order.append("first out")
+
+    holder = threading.Thread(target=run_serialised, args=("fake:0", first))
+    holder.start()
+    assert inside.wait(10)
+    other_device = threading.Thread(target=run_serialised, args=("fake:1", lambda: order.append("fake:1")))
+    other_device.start()
+    other_device.join(10)
+    same_device = threading.Thread(target=run_serialised, args=("fake:0", lambda: order.append("second")))
+    same_device.start()
+    same_device.join(0.2)
+    assert same_device.is_alive()  # waits for the first task
+    release.set()
+    for t in (holder, same_device):
+        t.join(10)
+    assert order == ["first in", "fake:1", "first out", "second"]
 
 
 def test_accumulated_gradients_never_alias_each_other():

@@ -434,12 +434,13 @@ def test_recurrent_bias_gradients_never_share_memory():
 
 
 def test_cudnn_math_type_follows_allow_tf32():
-    """float32 convolutions ask cuDNN for CUDNN_DEFAULT_MATH (TF32 allowed) while
+    """float32 convolutions through the legacy calls ask cuDNN for CUDNN_DEFAULT_MATH (TF32 allowed) while
     ``flambeau.backends.cudnn.allow_tf32`` is True, as torch's default, and CUDNN_FMA_MATH when it is
     False; float64 always FMA. Plans are kept per math type, so flipping the flag takes effect."""
     _run("""
         import flambeau.nn.functional as F
         from flambeau._kernels.cuda import _cudnn
+        _cudnn._GRAPH_API = False
         lib = _cudnn._state["lib"]
         seen = []
         lib.cudnnSetConvolutionMathType = lambda conv, math_type: seen.append(math_type) or 0
@@ -457,6 +458,70 @@ def test_cudnn_math_type_follows_allow_tf32():
     """)
 
 
+def test_cudnn_graph_plans_pack_each_call_s_pointers():
+    """Through cuDNN's graph API (Note [cuDNN's graph API]) a convolution's forward and its two gradients each
+    execute a plan with a variant pack of the operands' unique ids (x 1, w 2, y 3) and their device pointers."""
+    _run("""
+        import flambeau.nn.functional as F
+        import host_overhead
+        from flambeau._kernels.cuda import _cudnn_graph as graph
+        packs = host_overhead._FakeLibrary.PACKS
+        x = fl.empty(2, 4, 6, 6, device="cuda").requires_grad_()
+        w = fl.empty(3, 4, 3, 3, device="cuda").requires_grad_()
+        gy = fl.empty(2, 3, 6, 6, device="cuda")
+        packs.clear()
+        y = F.conv2d(x, w, padding=1)
+        y.backward(gy)
+        assert [name for name, _ in packs] == [graph.PACK_UIDS, graph.PACK_POINTERS] * 3, packs
+        got = {tuple(packs[i][1]): tuple(packs[i + 1][1]) for i in range(0, 6, 2)}
+        ptr = lambda t: t.data_ptr()
+        assert got == {(1, 2, 3): (ptr(x), ptr(w), ptr(y)),  # forward
+                       (2, 3, 1): (ptr(w), ptr(gy), ptr(x.grad)),  # the input's gradient
+                       (1, 3, 2): (ptr(x), ptr(gy), ptr(w.grad))}, got  # the weight's
+    """)
+
+
+@pytest.mark.parametrize("case", ["tf32 refused", "tf32 allowed", "nondeterministic refused"])
+def test_cudnn_graph_engines_are_filtered_as_torch_does(case):
+    """An engine whose numerical notes say it computes otherwise than asked (TF32 tensor cores for float32 with
+    ``allow_tf32`` False, non-deterministic under deterministic algorithms) is skipped; with none left the
+    legacy calls take the convolution."""
+    _run(f"""
+        import flambeau.nn.functional as F
+        import host_overhead
+        from flambeau._kernels.cuda import _cudnn_graph as graph
+        calls, case = host_overhead._CALLS, {case!r}
+        notes = host_overhead._FakeLibrary.ENGINE_NOTES
+        if case.startswith("tf32"):
+            notes[:] = [graph.NOTE_TENSOR_CORE]
+            fl.backends.cudnn.allow_tf32 = case == "tf32 allowed"
+        else:
+            notes[:] = [graph.NOTE_NONDETERMINISTIC]
+            fl.use_deterministic_algorithms(True)
+        calls.clear()
+        F.conv2d(fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda"))
+        by_graph = case == "tf32 allowed"
+        assert calls["cudnnBackendExecute"] == by_graph and calls["cudnnConvolutionForward"] == (not by_graph), calls
+    """)
+
+
+def test_cudnn_graph_failure_hands_the_configuration_to_the_legacy_calls():
+    """A plan of the graph API whose execution fails is replaced by the legacy calls' plan for good: the call
+    and the later ones of that configuration run ``cudnnConvolutionForward``."""
+    _run("""
+        import flambeau.nn.functional as F
+        import host_overhead
+        from flambeau._kernels.cuda import _cudnn
+        calls, lib = host_overhead._CALLS, _cudnn._state["lib"]
+        lib.cudnnBackendExecute = lambda *args: calls.update(["cudnnBackendExecute"]) or 5000  # EXECUTION_FAILED
+        x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
+        calls.clear()
+        F.conv2d(x, w)
+        F.conv2d(x, w)
+        assert calls["cudnnBackendExecute"] == 1 and calls["cudnnConvolutionForward"] == 2, calls
+    """)
+
+
 def test_depthwise_convolutions_follow_the_switch():
     """Depthwise float32 convolutions, forward and both gradients, go to cuDNN (``DEPTHWISE_BY_CUDNN``, measured
     faster on an H100 than flambeau's direct kernels); with the switch off they run the direct kernels, and other
@@ -471,7 +536,7 @@ def test_depthwise_convolutions_follow_the_switch():
             calls.clear()
             xl, wl = x.requires_grad_(), w.requires_grad_()
             F.conv2d(xl, wl, padding=1, groups=groups).sum().backward()
-            return sum(n for name, n in calls.items() if name.startswith("cudnnConvolution"))
+            return sum(n for name, n in calls.items() if name.startswith(("cudnnConvolution", "cudnnBackendExecute")))
 
         def pair(c, cg, o):
             return fl.empty(2, c, 6, 6, device="cuda"), fl.empty(o, cg, 3, 3, device="cuda")
@@ -494,10 +559,8 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
         import numpy as np
         import train
         from flambeau._kernels.cuda import _cudnn_bn, _direct
-        from flambeau.autograd import _device_threads
 
         _cudnn_bn.forward = _cudnn_bn.backward = lambda *args: None
-        _device_threads.run_on_device = lambda device, fn: fn()
         checked = []
         real = _direct.Kernel.launch_keyed
 
@@ -539,9 +602,7 @@ def test_training_steps_after_the_first_make_no_raw_allocation():
         sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
         import numpy as np
         import train
-        from flambeau.autograd import _device_threads
 
-        _device_threads.run_on_device = lambda device, fn: fn()
         for name, spec in train.MODELS.items():
             model = spec.build(fl).to("cuda")
             x, y = spec.make_batch(np.random.default_rng(0))
@@ -568,9 +629,7 @@ def test_training_steps_at_gpu_sizes_make_no_raw_allocation_after_the_first():
     _run(f"""
         sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
         import host_overhead
-        from flambeau.autograd import _device_threads
 
-        _device_threads.run_on_device = lambda device, fn: fn()
         steps = [(name, lambda name=name: host_overhead.train_step(fl, name, gpu_size=True), 8)
                  for name in ("resnet18", "mobilenet_v2", "gpt")]
         steps.append(("gnmt", lambda: host_overhead.paper_step(fl, "gnmt"), 4))
@@ -640,9 +699,7 @@ def test_batch_norm_in_training_goes_through_cudnn():
     call each (the fake device's library counts them); evaluation mode, no affine transform, a 2-d input or no
     input gradient run flambeau's kernels."""
     _run("""
-        from flambeau.autograd import _device_threads
 
-        _device_threads.run_on_device = lambda device, fn: fn()
         calls = host_overhead._CALLS
 
         def count(module, shape=(8, 4, 5, 5), train=True, input_grad=True, dtype=fl.float32):

@@ -216,15 +216,19 @@ def test_cudnn_failure_falls_back_to_numba(fake_cudnn):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("api", ["graph", "legacy"])
 @pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
-def test_cudnn_matches_numba_path_and_cpu(dtype, monkeypatch):
+def test_cudnn_matches_numba_path_and_cpu(dtype, api, monkeypatch):
+    """cuDNN's results through its graph API (Note [cuDNN's graph API]) and through the legacy calls, against the
+    numba kernels' and the CPU's."""
     from flambeau._kernels.cuda import _cudnn
 
     if not _cudnn.available():
         pytest.skip("libcudnn not installed (pip install nvidia-cudnn-cu12)")
     tol = 1e-4 if dtype is fl.float32 else 1e-10
     cases = [((2, 4, 6, 5), (6, 2, 3, 3), dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)),
-             ((2, 3, 5, 5), (3, 1, 3, 3), dict(padding=1, groups=3))]
+             ((2, 3, 5, 5), (3, 1, 3, 3), dict(padding=1, groups=3)),
+             ((3, 8, 9, 9), (16, 8, 3, 3), dict(padding=1))]
     for xs, ws, kw in cases:
         x, w = _t(xs, dtype, requires_grad=True), _t(ws, dtype, requires_grad=True)
         out = fl.conv2d(x, w, **kw)
@@ -232,11 +236,16 @@ def test_cudnn_matches_numba_path_and_cpu(dtype, monkeypatch):
         out.backward(g)
         results = []
         for use in (True, False):
+            monkeypatch.setattr(_cudnn, "_GRAPH_API", api == "graph")
+            monkeypatch.setattr(_cudnn, "_PLANS", {})
             if not use:
                 monkeypatch.setattr(_cudnn, "available", lambda: False)
             xc, wc = _cuda_leaf(x), _cuda_leaf(w)
             outc = fl.conv2d(xc, wc, **kw)
             outc.backward(g.to("cuda"))
+            if use:  # every configuration was planned through the API asked for
+                plans = [plan for key, plan in _cudnn._PLANS.items() if key[0] in ("forward", "data", "filter")]
+                assert plans and {plan.graph for plan in plans} == {api == "graph"}, plans
             results.append((outc, xc.grad, wc.grad))
             for got, want in zip(results[-1], (out, x.grad, w.grad)):
                 _close(got, want, rtol=tol, atol=tol)

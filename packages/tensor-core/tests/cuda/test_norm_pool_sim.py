@@ -148,6 +148,8 @@ def test_layer_norm_rows_take_one_launch_each_way(affine, monkeypatch):
     assert set(templates) <= {"ln_forward", "ln_grad_input", "column_sums"}, templates
 
 
+@pytest.mark.cudasim(reason="tiny shapes take this path with the simulator's blocks of 2 to 8 threads (a GPU's take "
+                            "it in test_large_shapes_gpu.py)")
 @pytest.mark.parametrize("case", ["layer_norm", "batch_norm_2d", "group_norm_2d"])
 def test_column_sums_match_cpu(case, monkeypatch):
     """Sums over the rows of a row-major (K, C) gradient run as column tiles (Note [Column sums]), split into

@@ -190,13 +190,14 @@ ENGINE = Engine()
 
 
 def _run(roots, execute):
-    """Execute in the calling thread for CPU graphs, in the device's worker thread for CUDA ones."""
+    """Execute in the calling thread; one CUDA graph's backward at a time per device (Note [Backward in the
+    calling thread])."""
     try:
         for _edge, g in roots:
             if g._device.type == "cuda":
-                from flambeau.autograd._device_threads import run_on_device
+                from flambeau.autograd._device_locks import run_serialised
 
-                return run_on_device(g._device, execute)
+                return run_serialised(g._device, execute)
         return execute()
     finally:
         freeze_after_first_backward()  # once per process (Note [Freezing the import-time heap])

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import ctypes.util
 import math
+import os
 import threading
 
 import numpy as np
 
 from flambeau._determinism import cudnn_allow_tf32, cudnn_enabled, deterministic
-from flambeau._kernels.cuda import _launch
+from flambeau._kernels.cuda import _cudnn_graph, _launch
 from flambeau.cuda import _streams
 from flambeau.cuda._streams import stream_handle
 
@@ -96,7 +97,7 @@ int cudnnBatchNormalizationBackward(cudnnHandle_t handle, int mode, const void *
     uintptr_t x, cudnnTensorDescriptor_t dyDesc, uintptr_t dy, cudnnTensorDescriptor_t dxDesc, uintptr_t dx,
     cudnnTensorDescriptor_t dBnScaleBiasDesc, uintptr_t bnScale, uintptr_t dBnScaleResult, uintptr_t dBnBiasResult,
     double epsilon, uintptr_t savedMean, uintptr_t savedInvVariance);
-"""
+""" + _cudnn_graph.CDEF
 
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1}  # cudnnDataType_t: CUDNN_DATA_FLOAT, CUDNN_DATA_DOUBLE
 CUDNN_TENSOR_NCHW = 0
@@ -105,6 +106,7 @@ CUDNN_DEFAULT_MATH = 0  # cudnnMathType_t: tensor cores allowed, TF32 for float3
 CUDNN_FMA_MATH = 3  # FMA only: no tensor cores, no TF32
 FALLBACK_WORKSPACE = 1 << 30  # bytes a workspace may take where the device's free memory cannot be read
 _ALGOS = 8  # heuristics asked for
+_GRAPH_API = os.environ.get("FLAMBEAU_CUDNN_GRAPH", "1") != "0"  # Note [cuDNN's graph API]
 _INT_MAX = 2**31 - 1
 
 
@@ -296,7 +298,10 @@ def _supported(dtype, *shapes) -> bool:
 
 
 class _Plan:
-    """The descriptors, algorithm and workspace size of one convolution configuration (Note [cuDNN plans])."""
+    """The descriptors, algorithm and workspace size of one convolution configuration for the legacy calls
+    (Note [cuDNN plans])."""
+
+    graph = False
 
     def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups,
                  math_type):
@@ -371,31 +376,51 @@ def _scalars(ffi, dtype) -> tuple:
     return pair
 
 
+def _make_plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type,
+               align):
+    """A graph-API plan of this configuration where the graph API takes it, else a legacy one (Note [cuDNN's
+    graph API])."""
+    if _GRAPH_API:
+        try:
+            return _cudnn_graph.GraphPlan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
+                                          dilation, align, _workspace_limit(), deterministic(),
+                                          math_type == CUDNN_DEFAULT_MATH)
+        except _cudnn_graph.GraphRefused:
+            pass
+    return _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
+
+
 def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, a, b, out):
     """One cuDNN call: ``kind`` is ``forward`` (a = x, b = w, out = y), ``data`` (a = w, b = dy, out = dx) or
     ``filter`` (a = x, b = dy, out = dw). The shapes and geometry are tuples of ints (the plan's key)."""
     ffi, lib = _lib()
     backend = _launch.be()  # (through the modules, as tests replace them)
-    dev = _streams.current_device()
     h = _handle(ffi, lib, _launch.stream())
-    one, zero = _scalars(ffi, dtype)
     data_ptr = backend.data_ptr
     math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
-    key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
-           dev)
     pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
+    align = _cudnn_graph.alignment(pa, pb, pout)
+    key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
+           _streams.current_device(), id(h), align)
+    args = (ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
     with _PLANS_LOCK:
-        plan = cached_plan(key, lambda: _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
-                                              dilation, groups, math_type))
-        d, algo, nbytes = plan.d, plan.algo, plan.nbytes
+        plan = cached_plan(key, lambda: _make_plan(*args, align))
         try:
-            ws = backend.empty((nbytes,), np.uint8) if nbytes else None
+            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
         except MemoryError:  # Note [cuDNN workspaces]
-            if plan.lean[1] >= nbytes:
-                raise
-            algo, nbytes = plan.algo, plan.nbytes = plan.lean  # for this call and the later ones
-            ws = backend.empty((nbytes,), np.uint8) if nbytes else None
+            plan = _PLANS[key] = _leaner(plan, args)
+            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
         pws = 0 if ws is None else data_ptr(ws)
+        if plan.graph:
+            if _cudnn_graph.execute(ffi, lib, h, plan, pa, pb, pout, pws) == 0:
+                return out
+            # the graph API failed where the legacy calls may not: this configuration is theirs from now on
+            plan.close()
+            plan = _PLANS[key] = _Plan(*args)
+            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
+            pws = 0 if ws is None else data_ptr(ws)
+        d, algo, nbytes = plan.d, plan.algo, plan.nbytes
+        one, zero = _scalars(ffi, dtype)
         if kind == "forward":
             rc = lib.cudnnConvolutionForward(h, one, d.x, pa, d.w, pb, d.conv, algo, pws, nbytes, zero, d.y, pout)
         elif kind == "data":
@@ -406,6 +431,20 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
                                                     pout)
     _check(rc, f"cudnnConvolution {kind}")
     return out
+
+
+def _leaner(plan, args):
+    """The plan to use when ``plan``'s workspace cannot be allocated (Note [cuDNN workspaces]): the legacy calls'
+    usable algorithm of least workspace, for this call and the later ones; re-raises MemoryError where that one
+    needs no less."""
+    nbytes = plan.nbytes
+    if plan.graph:
+        plan.close()
+        plan = _Plan(*args)
+    if plan.lean[1] >= nbytes:
+        raise MemoryError(f"cuDNN's workspace of {nbytes} bytes could not be allocated")
+    plan.algo, plan.nbytes = plan.lean
+    return plan
 
 
 def forward(x, w, y_shape, stride, padding, dilation, groups):

@@ -1,0 +1,248 @@
+"""Convolutions through cuDNN's graph (backend) API: an execution plan per configuration, one execute per call.
+
+Note [cuDNN's graph API]
+    cuDNN 9 keeps its legacy convolution calls (``cudnnConvolutionForward`` and the two backward ones) on top of
+    its graph API, and each legacy call pays for that on the host: about 80 µs per call on an H200's host, 30% of
+    a ResNet-18 training step's host time there (py-spy of ``tools/gpu_spy.py``), where torch's whole
+    convolution operator takes a fraction of that. torch calls the graph API itself (through cudnn-frontend): a
+    configuration's operation graph, engine and execution plan are made once and cached, and a call only packs
+    its three device pointers and the workspace (a *variant pack*) and executes the plan. flambeau does the same,
+    in C through cffi:
+
+    * plan (once per configuration, Note [cuDNN plans]): tensor descriptors of x, w and y (NCHW, C-contiguous,
+      unique ids 1, 2 and 3, the pointers' common alignment), the convolution descriptor, the operation
+      (forward, backward data or backward filter), the operation graph, and the heuristics' engine configurations
+      (instant mode, then the fallback mode), tried in their order until one finalizes into an execution plan
+      whose workspace fits (Note [cuDNN workspaces]). Configurations are skipped, as torch filters them, where
+      they would compute otherwise than asked: non-deterministic ones under deterministic algorithms, tensor
+      cores (TF32) for float32 when ``backends.cudnn.allow_tf32`` is False, and those that compile kernels at run
+      time (the first call would pay seconds of compilation).
+    * call: a variant pack (ids, pointers, workspace), ``cudnnBackendExecute``, the pack destroyed.
+
+    Anything the graph API refuses (no engine, a status other than success while planning) leaves that
+    configuration to the legacy calls of ``_cudnn``, as does ``FLAMBEAU_CUDNN_GRAPH=0``. Each plan is built with
+    the calling thread's handle, so the handle is part of the plan's key. The enumerations below are cuDNN 9's
+    ``cudnn_graph.h`` (cuDNN 8's ``cudnn_backend.h``, the same values).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["CDEF", "GraphPlan", "execute"]
+
+CDEF = """
+typedef void* cudnnBackendDescriptor_t;
+int cudnnBackendCreateDescriptor(int descriptorType, cudnnBackendDescriptor_t *descriptor);
+int cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor);
+int cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor);
+int cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, int attributeName, int attributeType,
+    int64_t elementCount, const void *arrayOfElements);
+int cudnnBackendGetAttribute(cudnnBackendDescriptor_t descriptor, int attributeName, int attributeType,
+    int64_t requestedElementCount, int64_t *elementCount, void *arrayOfElements);
+int cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+    cudnnBackendDescriptor_t variantPack);
+"""
+
+# cudnnBackendDescriptorType_t
+CONVOLUTION, ENGINE, ENGINECFG, ENGINEHEUR, EXECUTION_PLAN = 1, 2, 3, 4, 5
+OPERATION = {"forward": 10, "filter": 11, "data": 12}
+OPERATIONGRAPH, VARIANT_PACK, TENSOR = 15, 16, 17
+# cudnnBackendAttributeType_t
+T_HANDLE, T_DATA_TYPE, T_INT64, T_FLOAT, T_DOUBLE, T_VOID_PTR, T_CONV_MODE, T_HEUR_MODE = 0, 1, 3, 4, 5, 6, 7, 8
+T_NUMERICAL_NOTE, T_DESCRIPTOR, T_BEHAVIOR_NOTE = 11, 15, 19
+# cudnnBackendAttributeName_t
+CONV_COMP_TYPE, CONV_MODE, CONV_DILATIONS, CONV_STRIDES, CONV_POST_PAD, CONV_PRE_PAD, CONV_DIMS = range(100, 107)
+HEUR_MODE, HEUR_GRAPH, HEUR_RESULTS = 200, 201, 202
+ENGINECFG_ENGINE = 300
+PLAN_HANDLE, PLAN_ENGINE_CONFIG, PLAN_WORKSPACE_SIZE = 400, 401, 402
+GRAPH_HANDLE, GRAPH_OPS = 800, 801
+TENSOR_ALIGNMENT, TENSOR_DATA_TYPE, TENSOR_DIMS, TENSOR_STRIDES, TENSOR_UID = 900, 901, 902, 903, 906
+PACK_UIDS, PACK_POINTERS, PACK_WORKSPACE = 1000, 1001, 1003
+ENGINE_NUMERICAL_NOTE, ENGINE_BEHAVIOR_NOTE = 1303, 1305
+# the operations' attributes: alpha, beta, the convolution, and its x, w and y in each operation's own names
+_OPERATION_ATTRS = {  # kind -> (alpha, beta, conv, {role: attribute})
+    "forward": (700, 701, 702, {"w": 703, "x": 704, "y": 705}),
+    "data": (706, 707, 708, {"w": 709, "x": 710, "y": 711}),
+    "filter": (712, 713, 714, {"w": 715, "x": 716, "y": 717}),
+}
+UID = {"x": 1, "w": 2, "y": 3}
+# which roles ``_cudnn._run``'s operands a, b and out have in each kind of call
+ROLES = {"forward": ("x", "w", "y"), "data": ("w", "y", "x"), "filter": ("x", "y", "w")}
+CUDNN_CROSS_CORRELATION = 1
+HEUR_INSTANT, HEUR_FALLBACK = 0, 2
+NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION, NOTE_NONDETERMINISTIC = 0, 1, 2, 4
+BEHAVIOR_RUNTIME_COMPILATION = 0
+NUMERICAL_NOTES, BEHAVIOR_NOTES = 10, 4  # how many of each cuDNN 9 defines (CUDNN_*_NOTE_TYPE_COUNT)
+_CONFIGS = 16  # engine configurations asked of each heuristics mode
+
+
+class GraphRefused(RuntimeError):
+    """The graph API could not plan this configuration (the legacy calls take it)."""
+
+
+def alignment(*pointers: int) -> int:
+    """The largest power of two up to 16 bytes dividing every pointer (part of a plan's key: a plan for
+    16-byte-aligned tensors may use vector loads that others cannot take)."""
+    a = 16
+    for p in pointers:
+        while p % a:
+            a //= 2
+    return a
+
+
+class GraphPlan:
+    """An execution plan of one convolution configuration (Note [cuDNN's graph API]); ``nbytes`` is its
+    workspace. Raises :class:`GraphRefused` where the graph API takes no engine for it."""
+
+    graph = True
+
+    def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, align,
+                 workspace_limit: int, deterministic: bool, allow_tf32: bool):
+        self.ffi, self.lib, self.made = ffi, lib, []
+        self._keep = []  # cffi buffers the descriptors were given (kept with them)
+        try:
+            dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
+            tensors = {role: self._tensor(dt, shape, UID[role], align)
+                       for role, shape in (("x", x_shape), ("w", w_shape), ("y", y_shape))}
+            conv = self._new(CONVOLUTION)
+            self._set(conv, CONV_COMP_TYPE, T_DATA_TYPE, "int[]", [dt])
+            self._set(conv, CONV_MODE, T_CONV_MODE, "int[]", [CUDNN_CROSS_CORRELATION])
+            self._set(conv, CONV_DIMS, T_INT64, "int64_t[]", [len(stride)])
+            self._set(conv, CONV_DILATIONS, T_INT64, "int64_t[]", list(dilation))
+            self._set(conv, CONV_STRIDES, T_INT64, "int64_t[]", list(stride))
+            self._set(conv, CONV_PRE_PAD, T_INT64, "int64_t[]", list(padding))
+            self._set(conv, CONV_POST_PAD, T_INT64, "int64_t[]", list(padding))
+            self._finalize(conv)
+            alpha, beta, conv_attr, roles = _OPERATION_ATTRS[kind]
+            op = self._new(OPERATION[kind])
+            for role, attr in roles.items():
+                self._set(op, attr, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [tensors[role]])
+            self._set(op, conv_attr, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [conv])
+            scale_type, ctype = (T_FLOAT, "float[]") if dt == 0 else (T_DOUBLE, "double[]")
+            self._set(op, alpha, scale_type, ctype, [1.0])
+            self._set(op, beta, scale_type, ctype, [0.0])
+            self._finalize(op)
+            graph = self._new(OPERATIONGRAPH)
+            self._set(graph, GRAPH_HANDLE, T_HANDLE, "cudnnHandle_t[]", [h])
+            self._set(graph, GRAPH_OPS, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [op])
+            self._finalize(graph)
+            unwanted = {NOTE_NONDETERMINISTIC} if deterministic else set()
+            if dt == 0 and not allow_tf32:
+                unwanted |= {NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION}
+            self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
+            self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
+        except BaseException:
+            self.close()
+            raise
+
+    # --- building ---------------------------------------------------------------------------------------
+    def _check(self, rc, what):
+        if rc != 0:
+            raise GraphRefused(f"{what} failed with cuDNN status {rc}")
+
+    def _new(self, descriptor_type):
+        p = self.ffi.new("cudnnBackendDescriptor_t *")
+        self._check(self.lib.cudnnBackendCreateDescriptor(descriptor_type, p), "cudnnBackendCreateDescriptor")
+        self.made.append(p[0])
+        return p[0]
+
+    def _set(self, d, name, attr_type, ctype, values):
+        buf = self.ffi.new(ctype, values)
+        self._keep.append(buf)
+        self._check(self.lib.cudnnBackendSetAttribute(d, name, attr_type, len(values), buf),
+                    f"cudnnBackendSetAttribute({name})")
+
+    def _finalize(self, d):
+        self._check(self.lib.cudnnBackendFinalize(d), "cudnnBackendFinalize")
+
+    def _tensor(self, dt, shape, uid, align):
+        d = self._new(TENSOR)
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        self._set(d, TENSOR_DATA_TYPE, T_DATA_TYPE, "int[]", [dt])
+        self._set(d, TENSOR_DIMS, T_INT64, "int64_t[]", list(shape))
+        self._set(d, TENSOR_STRIDES, T_INT64, "int64_t[]", strides)
+        self._set(d, TENSOR_UID, T_INT64, "int64_t[]", [uid])
+        self._set(d, TENSOR_ALIGNMENT, T_INT64, "int64_t[]", [align])
+        self._finalize(d)
+        return d
+
+    def _notes(self, engine, name, attr_type, capacity: int) -> set | None:
+        """The engine's notes of one kind (``capacity``: how many cuDNN defines), or None where it tells none."""
+        count = self.ffi.new("int64_t *")
+        notes = self.ffi.new(f"int[{capacity}]")
+        if self.lib.cudnnBackendGetAttribute(engine, name, attr_type, capacity, count, notes):
+            return None
+        return {notes[i] for i in range(min(count[0], capacity))}
+
+    def _configs(self, graph, mode) -> list:
+        """The heuristics' engine configurations for ``graph`` in ``mode``, best first."""
+        heur = self._new(ENGINEHEUR)
+        self._set(heur, HEUR_MODE, T_HEUR_MODE, "int[]", [mode])
+        self._set(heur, HEUR_GRAPH, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [graph])
+        self._finalize(heur)
+        configs = [self._new(ENGINECFG) for _ in range(_CONFIGS)]
+        array = self.ffi.new("cudnnBackendDescriptor_t[]", configs)
+        count = self.ffi.new("int64_t *")
+        self._check(self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, _CONFIGS, count, array),
+                    "engine heuristics")
+        return configs[:min(count[0], _CONFIGS)]
+
+    def _first_plan(self, h, graph, unwanted: set, workspace_limit: int):
+        """The first engine configuration (instant heuristics, then fallback) with none of the ``unwanted``
+        numerical notes and no run-time compilation that finalizes into a plan of workspace within the limit."""
+        ffi, lib = self.ffi, self.lib
+        for mode in (HEUR_INSTANT, HEUR_FALLBACK):
+            try:
+                configs = self._configs(graph, mode)
+            except GraphRefused:
+                continue
+            for config in configs:
+                engine = self._new(ENGINE)
+                count = ffi.new("int64_t *")
+                engine_array = ffi.new("cudnnBackendDescriptor_t[]", [engine])
+                if lib.cudnnBackendGetAttribute(config, ENGINECFG_ENGINE, T_DESCRIPTOR, 1, count, engine_array):
+                    continue
+                numerical = self._notes(engine, ENGINE_NUMERICAL_NOTE, T_NUMERICAL_NOTE, NUMERICAL_NOTES)
+                if (numerical is None and unwanted) or (numerical and numerical & unwanted):
+                    continue  # (an engine that tells no notes is taken only where none is unwanted)
+                behaviour = self._notes(engine, ENGINE_BEHAVIOR_NOTE, T_BEHAVIOR_NOTE, BEHAVIOR_NOTES)
+                if behaviour and BEHAVIOR_RUNTIME_COMPILATION in behaviour:
+                    continue
+                plan = self._new(EXECUTION_PLAN)
+                self._set(plan, PLAN_HANDLE, T_HANDLE, "cudnnHandle_t[]", [h])
+                self._set(plan, PLAN_ENGINE_CONFIG, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [config])
+                if lib.cudnnBackendFinalize(plan):
+                    continue  # this engine cannot run the graph here: the next one
+                size = ffi.new("int64_t *")
+                if lib.cudnnBackendGetAttribute(plan, PLAN_WORKSPACE_SIZE, T_INT64, 1, count, size):
+                    continue
+                if size[0] <= workspace_limit:
+                    return plan, int(size[0])
+        raise GraphRefused("no engine of cuDNN's graph API takes this convolution")
+
+    def close(self) -> None:
+        for d in reversed(self.made):
+            self.lib.cudnnBackendDestroyDescriptor(d)
+        self.made, self._keep = [], []
+
+
+def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:
+    """Run ``plan`` on device pointers ``a``, ``b`` and ``out`` (``_cudnn._run``'s operands) with ``workspace``
+    (0: none); cuDNN's status."""
+    p = ffi.new("cudnnBackendDescriptor_t *")
+    rc = lib.cudnnBackendCreateDescriptor(VARIANT_PACK, p)
+    if rc:
+        return rc
+    pack = p[0]
+    try:
+        pointers = ffi.new("uintptr_t[4]", (a, b, out, workspace))  # (one buffer: the workspace's is the last)
+        rc = (lib.cudnnBackendSetAttribute(pack, PACK_UIDS, T_INT64, 3, plan.uids)
+              or lib.cudnnBackendSetAttribute(pack, PACK_POINTERS, T_VOID_PTR, 3, pointers)
+              or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, pointers + 3)
+              or lib.cudnnBackendFinalize(pack))
+        return rc or lib.cudnnBackendExecute(h, plan.plan, pack)
+    finally:
+        lib.cudnnBackendDestroyDescriptor(pack)

@@ -1,0 +1,102 @@
+"""Where a real GPU training step's time goes on the host: wall time against CPU time, per thread.
+
+Run on a lent GPU (``tools/gpu_session.sh``, stage ``spy``), from the repository root:
+
+    python tools/gpu_spy.py resnet18 gpt           # per step: wall, process CPU, calling thread's CPU;
+                                                   # flambeau's and torch's
+    python tools/gpu_spy.py resnet18 --loop 8      # only steps, for 8 s: the target of a sampling profiler,
+                                                   # ``py-spy record --format raw -- python tools/gpu_spy.py ...``
+    ... --gpu-size                                 # the models at their sizes of ``gpu.py --size gpu``
+    ... --paper                                    # Table 1's models at the paper's sizes (mobilenet_v2, ...)
+    ... --fake                                     # on the fake device of tools/host_overhead.py (no GPU)
+
+A step whose wall time is its calling thread's CPU time is bound by the host's Python; wall time well above
+the CPU time of every thread is time spent waiting (the device, a lock, a thread hand-over).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(_ROOT / "benchmarks"))
+sys.path.insert(0, str(_ROOT / "tools"))
+
+
+def _step(lib, name: str, gpu_size: bool):
+    """A training step of ``name`` on the GPU: a model of benchmarks/train.py (at its size of ``gpu.py --size
+    gpu`` where ``gpu_size``) or, with ``--paper``, of Table 1 (benchmarks/paper/models.py) at the paper's size."""
+    if lib.__name__ == "torch":
+        lib.manual_seed(0)
+    if "--paper" in sys.argv:
+        sys.path.insert(0, str(_ROOT / "benchmarks" / "paper"))
+        import models
+
+        spec = models.MODELS[name]
+        module = spec.builder(lib, **spec.sizes["paper"].kwargs).to("cuda")
+        arrays, labels = spec.make_batch("paper", np.random.default_rng(0))
+        inputs = tuple(lib.from_numpy(a).to("cuda") for a in arrays)
+        targets, step = lib.from_numpy(labels).to("cuda"), models.make_step(lib, spec, module)
+        return lambda: step(inputs, targets)
+    import train
+
+    spec = (train.GPU_MODELS if gpu_size else train.MODELS)[name]
+    model = spec.build(lib).to("cuda")
+    x, y = spec.make_batch(np.random.default_rng(0))
+    optimizer = getattr(lib.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
+    return train.train_step(lib, spec, model, optimizer, lib.from_numpy(x).to("cuda"), lib.from_numpy(y).to("cuda"))
+
+
+def _times(step, synchronize, steps: int = 20) -> str:
+    for _ in range(5):
+        step()
+    synchronize()
+    walls, cpus, threads = [], [], []
+    for _ in range(steps):
+        w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
+        step()
+        synchronize()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+        threads.append(time.thread_time() - t0)
+    ms = [statistics.median(v) * 1e3 for v in (walls, cpus, threads)]
+    return f"wall {ms[0]:7.2f} ms   process CPU {ms[1]:7.2f} ms   calling thread CPU {ms[2]:7.2f} ms"
+
+
+def main() -> None:
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and not a.replace(".", "").isdigit()]
+    gpu_size = "--gpu-size" in sys.argv
+    if "--fake" in sys.argv:
+        import host_overhead
+
+        fl = host_overhead.fake_device()
+    else:
+        import flambeau as fl
+
+    if "--loop" in sys.argv:
+        seconds = float(sys.argv[sys.argv.index("--loop") + 1])
+        step = _step(fl, names[0], gpu_size)
+        end, count = time.perf_counter() + seconds, 0
+        while time.perf_counter() < end:
+            step()
+            count += 1
+        fl.cuda.synchronize()
+        print(f"{names[0]}: {count} steps in {seconds:.0f} s")
+        return
+    for name in names:
+        step = _step(fl, name, gpu_size)
+        print(f"{name:10s} flambeau   {_times(step, fl.cuda.synchronize)}", flush=True)
+        if "--fake" not in sys.argv:
+            import torch
+
+            print(f"{name:10s} torch      {_times(_step(torch, name, gpu_size), torch.cuda.synchronize)}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
