@@ -107,9 +107,9 @@ def fake_device(libraries: bool = True, caching_allocator: bool = False):
     be = backend("cuda")
     be._context = lambda index: None
 
-    def make_plan(self, key):
-        argtypes = tuple(_direct.numba_type(k) for k in key)
-        plan = self._plans[key] = _direct.Plan(1, argtypes, "fake")
+    def make_plan(self, key):  # (as the real one: arguments the direct path does not take get no plan)
+        argtypes = None if None in key else tuple(_direct.numba_type(k) for k in key)
+        plan = self._plans[key] = None if argtypes is None else _direct.Plan(1, argtypes, "fake")
         return plan
 
     _direct.Kernel._make_plan = make_plan
@@ -126,8 +126,7 @@ def fake_device(libraries: bool = True, caching_allocator: bool = False):
     from flambeau.cuda import _sync
 
     flag = be.empty((4,), np.int64)
-    flag.__class__ = Flag
-    _direct._ARRAY_CLASSES.add(Flag)
+    flag.__class__ = Flag  # (a class of its own, as a GPU's mapped array: the kernels' launchers register it)
     _sync._flags[0] = flag
     if libraries:
         _fake_libraries()

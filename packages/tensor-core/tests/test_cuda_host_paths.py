@@ -553,7 +553,9 @@ def test_depthwise_convolutions_follow_the_switch():
 def test_keyed_launches_keep_their_contract_through_training_steps():
     """``launch_keyed``'s callers promise that equal keys mean equal argument types: through two training
     steps of every model of benchmarks/train.py, each keyed launch's plan is the one its arguments'
-    own types select (batch norm on flambeau's kernels, not cuDNN's: Note [Batch norm through cuDNN])."""
+    own types select (batch norm on flambeau's kernels, not cuDNN's: Note [Batch norm through cuDNN]). And
+    every launch goes the direct way: none falls back to numba's dispatcher (~100 µs on a GPU's host), as
+    the launches given the device's error flag did while its class was not registered."""
     _run(f"""
         sys.path.insert(0, {str(TOOLS.parent / "benchmarks")!r})
         import numpy as np
@@ -570,6 +572,15 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
             checked.append(key)
 
         _direct.Kernel.launch_keyed = launch_keyed
+        dispatched, real_launch = [], _direct.Kernel.launch
+
+        def launch(self, config, plan, args):
+            if plan is None:
+                dispatched.append(self.dispatcher.py_func.__name__)
+            else:
+                real_launch(self, config, plan, args)
+
+        _direct.Kernel.launch = launch
         for name, spec in train.MODELS.items():
             model = spec.build(fl).to("cuda")
             x, y = spec.make_batch(np.random.default_rng(0))
@@ -578,6 +589,7 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
             step()
             step()
         assert len(checked) > 1000, len(checked)
+        assert not dispatched, sorted(set(dispatched))
         # the paper's sizes take other host paths: rows split over blocks (one allocation for their partials),
         # column tiles, multi-chunk optimizer tables (Table 1's two convolutional models of modest parameters)
         import host_overhead
@@ -588,6 +600,7 @@ def test_keyed_launches_keep_their_contract_through_training_steps():
             step()
             step()
         assert len(checked) - before > 1000, len(checked) - before
+        assert not dispatched, sorted(set(dispatched))
     """)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from flambeau._backends import backend
 from flambeau._kernels.cuda._direct import _ARRAY_CLASSES as _DEVICE_ARRAYS
-from flambeau._kernels.cuda._direct import FlatArg, Kernel
+from flambeau._kernels.cuda._direct import FlatArg, Kernel, register_array_class
 from flambeau.cuda._streams import current_stream
 from flambeau.cuda._sync import ERR_INDEX, ERR_VALUE
 
@@ -288,7 +288,15 @@ def c_elem_strides(shape) -> tuple:
 
 def error_flag():
     """The current device's error flag, for kernels that meet bad indices (Note [Device-side errors]
-    in ``flambeau.cuda._sync``): pass it to the kernel, which records a fault instead of accessing."""
+    in ``flambeau.cuda._sync``): pass it to the kernel, which records a fault instead of accessing.
+
+    The flag is a numba mapped array, a class of its own: the direct launch path takes it once registered
+    (Note [Direct kernel launches]). Unregistered, every kernel given the flag (cross-entropy, embedding,
+    gathers and scatters) went through numba's dispatcher on a GPU, about 100 µs of host time a launch on an
+    H200's host (py-spy of ``tools/gpu_spy.py``), where a direct launch takes a few."""
     from flambeau.cuda._sync import error_flag as flag
 
-    return flag(current_stream().device_index)
+    f = flag(current_stream().device_index)
+    if f.__class__ not in _DEVICE_ARRAYS:
+        register_array_class(f.__class__)
+    return f
