@@ -141,12 +141,17 @@ class _FakeLibrary:
     """A cffi library whose every function returns 0 (success) at once; cuDNN's algorithm queries report
     one usable algorithm needing no workspace, its graph API's heuristics one engine configuration with the
     numerical notes of ``ENGINE_NOTES`` and no workspace, and ``cudnnBackendSetAttribute`` keeps a variant
-    pack's ids and pointers in ``PACKS`` (``[(name, values)]``)."""
+    pack's ids and pointers in ``PACKS`` (``[(name, values)]``) where it is a list (None: not kept, as in timed
+    steps)."""
 
     ENGINE_NOTES: list = []
-    PACKS: list = []
+    PACKS: list | None = None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):  # made once per name, as a cffi library's functions are looked up once
+        fn = self.__dict__[name] = self._function(name)
+        return fn
+
+    def _function(self, name):
         if name == "cudnnBackendGetAttribute":
             return self._get_attribute
         if name == "cudnnBackendSetAttribute":
@@ -180,18 +185,21 @@ class _FakeLibrary:
         return 0
 
     def _set_attribute(self, descriptor, name, attr_type, n, values):
-        from flambeau._kernels.cuda import _cudnn_graph as graph
-
-        if name in (graph.PACK_UIDS, graph.PACK_POINTERS):
+        if self.PACKS is not None and name in _PACK_ATTRIBUTES:
             self.PACKS.append((name, [int(values[i]) for i in range(n)]))
         return 0
+
+
+_PACK_ATTRIBUTES: set = set()  # a variant pack's ids and pointers (cuDNN's attribute names, set on installing)
 
 
 def _fake_libraries() -> None:
     """cuBLAS and cuDNN as :class:`_FakeLibrary` behind their real cffi declarations."""
     import cffi
 
-    from flambeau._kernels.cuda import _cublas, _cudnn
+    from flambeau._kernels.cuda import _cublas, _cudnn, _cudnn_graph
+
+    _PACK_ATTRIBUTES.update((_cudnn_graph.PACK_UIDS, _cudnn_graph.PACK_POINTERS))
 
     for module in (_cublas, _cudnn):
         ffi = cffi.FFI()

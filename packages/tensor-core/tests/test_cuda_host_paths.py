@@ -465,7 +465,7 @@ def test_cudnn_graph_plans_pack_each_call_s_pointers():
         import flambeau.nn.functional as F
         import host_overhead
         from flambeau._kernels.cuda import _cudnn_graph as graph
-        packs = host_overhead._FakeLibrary.PACKS
+        packs = host_overhead._FakeLibrary.PACKS = []
         x = fl.empty(2, 4, 6, 6, device="cuda").requires_grad_()
         w = fl.empty(3, 4, 3, 3, device="cuda").requires_grad_()
         gy = fl.empty(2, 3, 6, 6, device="cuda")

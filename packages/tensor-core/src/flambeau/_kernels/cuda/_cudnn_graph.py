@@ -134,6 +134,10 @@ class GraphPlan:
                 unwanted |= {NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION}
             self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
             self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
+            # a call's variant pack and pointers are written here (calls run under _cudnn's plans lock)
+            self.pack_holder = ffi.new("cudnnBackendDescriptor_t *")
+            self.pointers = ffi.new("uintptr_t[4]")  # a, b, out and the workspace
+            self.workspace_pointer = self.pointers + 3
         except BaseException:
             self.close()
             raise
@@ -231,17 +235,17 @@ class GraphPlan:
 
 def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:
     """Run ``plan`` on device pointers ``a``, ``b`` and ``out`` (``_cudnn._run``'s operands) with ``workspace``
-    (0: none); cuDNN's status."""
-    p = ffi.new("cudnnBackendDescriptor_t *")
-    rc = lib.cudnnBackendCreateDescriptor(VARIANT_PACK, p)
+    (0: none); cuDNN's status. The caller holds ``_cudnn``'s plans lock (the plan's buffers are reused)."""
+    holder, pointers = plan.pack_holder, plan.pointers
+    rc = lib.cudnnBackendCreateDescriptor(VARIANT_PACK, holder)
     if rc:
         return rc
-    pack = p[0]
+    pack = holder[0]
     try:
-        pointers = ffi.new("uintptr_t[4]", (a, b, out, workspace))  # (one buffer: the workspace's is the last)
+        pointers[0], pointers[1], pointers[2], pointers[3] = a, b, out, workspace
         rc = (lib.cudnnBackendSetAttribute(pack, PACK_UIDS, T_INT64, 3, plan.uids)
               or lib.cudnnBackendSetAttribute(pack, PACK_POINTERS, T_VOID_PTR, 3, pointers)
-              or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, pointers + 3)
+              or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, plan.workspace_pointer)
               or lib.cudnnBackendFinalize(pack))
         return rc or lib.cudnnBackendExecute(h, plan.plan, pack)
     finally:
