@@ -522,6 +522,59 @@ def test_cudnn_graph_failure_hands_the_configuration_to_the_legacy_calls():
     """)
 
 
+def test_cudnn_graph_descriptors_are_destroyed_once_and_closed_plans_never_stay_cached():
+    """A graph plan keeps the descriptors of its one engine configuration (the refused candidates' and the unused
+    configurations' are destroyed at once); a refused graph leaves none alive; a plan whose execution fails is
+    closed and out of the cache even when the legacy calls cannot take its configuration either (the numba
+    kernels then do); no descriptor is destroyed twice."""
+    _run("""
+        import flambeau.nn.functional as F
+        import host_overhead
+        from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
+        ffi, lib = _cudnn._state["ffi"], _cudnn._state["lib"]
+        live, made = set(), [0]
+
+        def create(kind, p):
+            made[0] += 1
+            p[0] = ffi.cast("void *", made[0])
+            live.add(made[0])
+            return 0
+
+        def destroy(d):
+            address = int(ffi.cast("uintptr_t", d))
+            assert address in live, f"descriptor {address} destroyed twice or never made"
+            live.remove(address)
+            return 0
+
+        real_get = lib.cudnnBackendGetAttribute
+
+        def get(d, name, kind, requested, count, array):
+            rc = real_get(d, name, kind, requested, count, array)
+            if name == graph.HEUR_RESULTS:
+                count[0] = 2  # two configurations: the first one is taken
+            return rc
+
+        lib.cudnnBackendCreateDescriptor, lib.cudnnBackendDestroyDescriptor = create, destroy
+        lib.cudnnBackendGetAttribute = get
+        x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
+        F.conv2d(x, w)
+        # 3 tensors, the convolution, the operation, its graph, the instant heuristics, one configuration, its
+        # engine and its execution plan (the variant pack of the call is destroyed after it)
+        assert len(live) == 10, len(live)
+        plans = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
+        assert len(plans) == 1
+        host_overhead._FakeLibrary.ENGINE_NOTES[:] = [graph.NOTE_DOWN_CONVERT]  # every engine refused
+        F.conv2d(fl.empty(1, 2, 6, 6, device="cuda"), w)
+        assert len(live) == 10, len(live)  # the refused graph left nothing alive
+        host_overhead._FakeLibrary.ENGINE_NOTES[:] = []
+        lib.cudnnBackendExecute = lambda *args: 5000  # the plan's execution fails ...
+        lib.cudnnGetConvolutionForwardAlgorithm_v7 = lambda *args: 3000  # ... and the legacy calls refuse too
+        F.conv2d(x, w)
+        assert not live and plans[0].plan is None, live  # closed, and no longer cached:
+        assert not [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
+    """)
+
+
 def test_depthwise_convolutions_follow_the_switch():
     """Depthwise float32 convolutions, forward and both gradients, go to cuDNN (``DEPTHWISE_BY_CUDNN``, measured
     faster on an H100 than flambeau's direct kernels); with the switch off they run the direct kernels, and other

@@ -11,8 +11,9 @@ Note [Backward in the calling thread]
     3.5 ms inline, on a Xeon).
     So the calling thread runs the backward itself, holding its device's lock: callers on several threads are
     still serialised per device, a reentrant backward (a custom Function's backward that calls backward)
-    enters the lock again, and the backward runs on the calling thread's current device and stream, where
-    its forward most often ran, with the caller's grad and anomaly modes.
+    enters the lock again, and the backward runs with the graph's device current (the engine makes it so) and on
+    that device's current stream of the calling thread, where its forward most often ran. It keeps the caller's
+    thread-local modes (grad, anomaly, autocast, saved-tensor hooks), as the CPU's backward does.
 """
 
 from __future__ import annotations

@@ -197,6 +197,10 @@ def _run(roots, execute):
             if g._device.type == "cuda":
                 from flambeau.autograd._device_locks import run_serialised
 
+                index = g._device.index
+                if index is not None and index != fl.cuda.current_device():
+                    with fl.cuda.device(index):  # the graph's device is current in its backward (its handles)
+                        return run_serialised(g._device, execute)
                 return run_serialised(g._device, execute)
         return execute()
     finally:

@@ -405,19 +405,13 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     args = (ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
     with _PLANS_LOCK:
         plan = cached_plan(key, lambda: _make_plan(*args, align))
-        try:
-            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
-        except MemoryError:  # Note [cuDNN workspaces]
-            plan = _PLANS[key] = _leaner(plan, args)
-            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
+        plan, ws = _with_workspace(key, plan, args)
         pws = 0 if ws is None else data_ptr(ws)
         if plan.graph:
             if _cudnn_graph.execute(ffi, lib, h, plan, pa, pb, pout, pws) == 0:
                 return out
             # the graph API failed where the legacy calls may not: this configuration is theirs from now on
-            plan.close()
-            plan = _PLANS[key] = _Plan(*args)
-            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
+            plan, ws = _with_workspace(key, _replace(key, plan, lambda: _Plan(*args)), args)
             pws = 0 if ws is None else data_ptr(ws)
         d, algo, nbytes = plan.d, plan.algo, plan.nbytes
         one, zero = _scalars(ffi, dtype)
@@ -433,18 +427,33 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     return out
 
 
-def _leaner(plan, args):
-    """The plan to use when ``plan``'s workspace cannot be allocated (Note [cuDNN workspaces]): the legacy calls'
-    usable algorithm of least workspace, for this call and the later ones; re-raises MemoryError where that one
-    needs no less."""
-    nbytes = plan.nbytes
-    if plan.graph:
-        plan.close()
-        plan = _Plan(*args)
-    if plan.lean[1] >= nbytes:
-        raise MemoryError(f"cuDNN's workspace of {nbytes} bytes could not be allocated")
-    plan.algo, plan.nbytes = plan.lean
-    return plan
+def _replace(key, old, make):
+    """The plan ``make()`` gives, cached for ``key`` in place of ``old``, which is closed whatever happens: a
+    closed plan never stays in the cache (where ``make`` raises, ``key`` has no plan). Under _PLANS_LOCK."""
+    _PLANS.pop(key, None)
+    try:
+        new = make()
+    finally:
+        old.close()
+    _PLANS[key] = new
+    return new
+
+
+def _with_workspace(key, plan, args):
+    """``(plan, workspace array or None)`` for a call of ``plan`` (Note [cuDNN workspaces]): where its workspace
+    cannot be allocated, the legacy calls' usable algorithm of least workspace takes this configuration from now
+    on; MemoryError where that one needs no less. Under _PLANS_LOCK."""
+    empty = _launch.be().empty
+    try:
+        return plan, (empty((plan.nbytes,), np.uint8) if plan.nbytes else None)
+    except MemoryError:
+        nbytes = plan.nbytes
+        if plan.graph:
+            plan = _replace(key, plan, lambda: _Plan(*args))
+        if plan.lean[1] >= nbytes:
+            raise
+        plan.algo, plan.nbytes = plan.lean  # for this call and the later ones
+        return plan, (empty((plan.nbytes,), np.uint8) if plan.nbytes else None)
 
 
 def forward(x, w, y_shape, stride, padding, dilation, groups):

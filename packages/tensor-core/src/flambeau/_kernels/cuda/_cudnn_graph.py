@@ -13,10 +13,12 @@ Note [cuDNN's graph API]
       unique ids 1, 2 and 3, the pointers' common alignment), the convolution descriptor, the operation
       (forward, backward data or backward filter), the operation graph, and the heuristics' engine configurations
       (instant mode, then the fallback mode), tried in their order until one finalizes into an execution plan
-      whose workspace fits (Note [cuDNN workspaces]). Configurations are skipped, as torch filters them, where
-      they would compute otherwise than asked: non-deterministic ones under deterministic algorithms, tensor
-      cores (TF32) for float32 when ``backends.cudnn.allow_tf32`` is False, and those that compile kernels at run
-      time (the first call would pay seconds of compilation).
+      whose workspace fits (Note [cuDNN workspaces]); what the refused ones made is destroyed at once.
+      Configurations are skipped, as torch filters them, where they would compute otherwise than asked: inputs
+      converted to a narrower type, non-deterministic ones under deterministic algorithms, tensor cores (TF32)
+      and reduced-precision sums for float32 when ``backends.cudnn.allow_tf32`` is False, reduced-precision sums
+      for float64; and those that compile kernels at run time (the first call would pay seconds of
+      compilation).
     * call: a variant pack (ids, pointers, workspace), ``cudnnBackendExecute``, the pack destroyed.
 
     Anything the graph API refuses (no engine, a status other than success while planning) leaves that
@@ -103,6 +105,7 @@ class GraphPlan:
                  workspace_limit: int, deterministic: bool, allow_tf32: bool):
         self.ffi, self.lib, self.made = ffi, lib, []
         self._keep = []  # cffi buffers the descriptors were given (kept with them)
+        self.handle = h  # (its id is part of the plan's key: kept, it is not reused by another handle)
         try:
             dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
             tensors = {role: self._tensor(dt, shape, UID[role], align)
@@ -129,9 +132,13 @@ class GraphPlan:
             self._set(graph, GRAPH_HANDLE, T_HANDLE, "cudnnHandle_t[]", [h])
             self._set(graph, GRAPH_OPS, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [op])
             self._finalize(graph)
-            unwanted = {NOTE_NONDETERMINISTIC} if deterministic else set()
-            if dt == 0 and not allow_tf32:
-                unwanted |= {NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION}
+            unwanted = {NOTE_DOWN_CONVERT}  # (as torch: inputs converted to a narrower type, never)
+            if deterministic:
+                unwanted.add(NOTE_NONDETERMINISTIC)
+            if dt == 0 and not allow_tf32:  # float32 without TF32 tensor cores
+                unwanted |= {NOTE_TENSOR_CORE, NOTE_REDUCED_PRECISION}
+            elif dt == 1:  # (float64's tensor cores compute in float64)
+                unwanted.add(NOTE_REDUCED_PRECISION)
             self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
             self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
             # a call's variant pack and pointers are written here (calls run under _cudnn's plans lock)
@@ -182,7 +189,8 @@ class GraphPlan:
         return {notes[i] for i in range(min(count[0], capacity))}
 
     def _configs(self, graph, mode) -> list:
-        """The heuristics' engine configurations for ``graph`` in ``mode``, best first."""
+        """The heuristics' engine configurations for ``graph`` in ``mode``, best first (the descriptors it did not
+        fill are destroyed)."""
         heur = self._new(ENGINEHEUR)
         self._set(heur, HEUR_MODE, T_HEUR_MODE, "int[]", [mode])
         self._set(heur, HEUR_GRAPH, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [graph])
@@ -190,47 +198,62 @@ class GraphPlan:
         configs = [self._new(ENGINECFG) for _ in range(_CONFIGS)]
         array = self.ffi.new("cudnnBackendDescriptor_t[]", configs)
         count = self.ffi.new("int64_t *")
-        self._check(self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, _CONFIGS, count, array),
-                    "engine heuristics")
-        return configs[:min(count[0], _CONFIGS)]
+        rc = self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, _CONFIGS, count, array)
+        n = 0 if rc else max(0, min(count[0], _CONFIGS))
+        self._drop(configs[n:])
+        self._check(rc, "engine heuristics")
+        return configs[:n]
+
+    def _drop(self, descriptors) -> None:
+        """Destroy ``descriptors`` now (candidates not taken), not with the plan."""
+        for d in descriptors:
+            self.made.remove(d)
+            self.lib.cudnnBackendDestroyDescriptor(d)
+
+    def _candidate(self, h, config, unwanted: set, workspace_limit: int):
+        """``(plan, workspace bytes)`` of engine configuration ``config``, or None where its engine has an
+        ``unwanted`` numerical note or compiles at run time, its plan does not finalize, or its workspace is past
+        the limit. What it made for a refused configuration is destroyed."""
+        ffi, lib = self.ffi, self.lib
+        engine, plan = self._new(ENGINE), self._new(EXECUTION_PLAN)
+        count, size = ffi.new("int64_t *"), ffi.new("int64_t *")
+        if lib.cudnnBackendGetAttribute(config, ENGINECFG_ENGINE, T_DESCRIPTOR, 1, count,
+                                        ffi.new("cudnnBackendDescriptor_t[]", [engine])) == 0:
+            numerical = self._notes(engine, ENGINE_NUMERICAL_NOTE, T_NUMERICAL_NOTE, NUMERICAL_NOTES)
+            behaviour = self._notes(engine, ENGINE_BEHAVIOR_NOTE, T_BEHAVIOR_NOTE, BEHAVIOR_NOTES)
+            # (an engine that tells no numerical notes is taken only where none is unwanted)
+            wanted = (not unwanted if numerical is None else not numerical & unwanted) \
+                and not (behaviour and BEHAVIOR_RUNTIME_COMPILATION in behaviour)
+            handles = ffi.new("cudnnHandle_t[]", [h])
+            configs = ffi.new("cudnnBackendDescriptor_t[]", [config])
+            if (wanted and lib.cudnnBackendSetAttribute(plan, PLAN_HANDLE, T_HANDLE, 1, handles) == 0
+                    and lib.cudnnBackendSetAttribute(plan, PLAN_ENGINE_CONFIG, T_DESCRIPTOR, 1, configs) == 0
+                    and lib.cudnnBackendFinalize(plan) == 0
+                    and lib.cudnnBackendGetAttribute(plan, PLAN_WORKSPACE_SIZE, T_INT64, 1, count, size) == 0
+                    and 0 <= size[0] <= workspace_limit):
+                return plan, int(size[0])
+        self._drop([plan, engine])
+        return None
 
     def _first_plan(self, h, graph, unwanted: set, workspace_limit: int):
-        """The first engine configuration (instant heuristics, then fallback) with none of the ``unwanted``
-        numerical notes and no run-time compilation that finalizes into a plan of workspace within the limit."""
-        ffi, lib = self.ffi, self.lib
+        """The first engine configuration (instant heuristics, then fallback) that :meth:`_candidate` takes."""
         for mode in (HEUR_INSTANT, HEUR_FALLBACK):
             try:
                 configs = self._configs(graph, mode)
             except GraphRefused:
                 continue
-            for config in configs:
-                engine = self._new(ENGINE)
-                count = ffi.new("int64_t *")
-                engine_array = ffi.new("cudnnBackendDescriptor_t[]", [engine])
-                if lib.cudnnBackendGetAttribute(config, ENGINECFG_ENGINE, T_DESCRIPTOR, 1, count, engine_array):
-                    continue
-                numerical = self._notes(engine, ENGINE_NUMERICAL_NOTE, T_NUMERICAL_NOTE, NUMERICAL_NOTES)
-                if (numerical is None and unwanted) or (numerical and numerical & unwanted):
-                    continue  # (an engine that tells no notes is taken only where none is unwanted)
-                behaviour = self._notes(engine, ENGINE_BEHAVIOR_NOTE, T_BEHAVIOR_NOTE, BEHAVIOR_NOTES)
-                if behaviour and BEHAVIOR_RUNTIME_COMPILATION in behaviour:
-                    continue
-                plan = self._new(EXECUTION_PLAN)
-                self._set(plan, PLAN_HANDLE, T_HANDLE, "cudnnHandle_t[]", [h])
-                self._set(plan, PLAN_ENGINE_CONFIG, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [config])
-                if lib.cudnnBackendFinalize(plan):
-                    continue  # this engine cannot run the graph here: the next one
-                size = ffi.new("int64_t *")
-                if lib.cudnnBackendGetAttribute(plan, PLAN_WORKSPACE_SIZE, T_INT64, 1, count, size):
-                    continue
-                if size[0] <= workspace_limit:
-                    return plan, int(size[0])
+            for i, config in enumerate(configs):
+                found = self._candidate(h, config, unwanted, workspace_limit)
+                if found is not None:
+                    self._drop(configs[:i] + configs[i + 1:])  # (the plan's own configuration is kept with it)
+                    return found
+            self._drop(configs)
         raise GraphRefused("no engine of cuDNN's graph API takes this convolution")
 
     def close(self) -> None:
         for d in reversed(self.made):
             self.lib.cudnnBackendDestroyDescriptor(d)
-        self.made, self._keep = [], []
+        self.made, self._keep, self.plan = [], [], None  # (a closed plan cannot execute: None is refused)
 
 
 def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:
