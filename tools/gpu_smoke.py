@@ -78,6 +78,23 @@ def main() -> None:
 
     check("conv2d forward/backward vs torch (max abs err)", conv)
 
+    def graph_plans():
+        """Which API planned each convolution call (Note [cuDNN's graph API]), with and without TF32, float64:
+        all "graph" where cuDNN's graph API and its engines' notes are read as expected."""
+        seen = {}
+        for name, dtype, tf32 in (("tf32", fl.float32, True), ("fp32", fl.float32, False), ("fp64", fl.float64, True)):
+            _cudnn._PLANS.clear()
+            fl.backends.cudnn.allow_tf32 = tf32
+            x = fl.randn(4, 8, 12, 12, device="cuda", dtype=dtype, requires_grad=True)
+            w = fl.randn(16, 8, 3, 3, device="cuda", dtype=dtype, requires_grad=True)
+            fl.nn.functional.conv2d(x, w, padding=1).sum().backward()
+            seen[name] = {key[0]: "graph" if plan.graph else "legacy" for key, plan in _cudnn._PLANS.items()
+                          if key[0] in ("forward", "data", "filter")}
+        fl.backends.cudnn.allow_tf32 = True
+        return seen
+
+    check("cuDNN plans by API", graph_plans)
+
     def batch_norm():
         """Training batch norm through cuDNN (Note [Batch norm through cuDNN]) against torch's: the output, the
         running statistics and the three gradients, and whether cuDNN took both calls."""
