@@ -575,6 +575,39 @@ def test_cudnn_graph_descriptors_are_destroyed_once_and_closed_plans_never_stay_
     """)
 
 
+def test_cudnn_graph_workspace_out_of_memory_hands_over_to_the_leanest_legacy_algorithm():
+    """Note [cuDNN workspaces]: where a graph plan's workspace cannot be allocated when it runs, the legacy calls'
+    usable algorithm of least workspace takes the call and the configuration (the graph plan closed)."""
+    _run("""
+        import numpy as np
+        import flambeau.nn.functional as F
+        import host_overhead
+        from flambeau._backends import backend
+        from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
+        calls, lib = host_overhead._CALLS, _cudnn._state["lib"]
+        real_get, be = lib.cudnnBackendGetAttribute, backend("cuda")
+        real_empty = be.empty
+
+        def get(d, name, kind, requested, count, array):
+            rc = real_get(d, name, kind, requested, count, array)
+            if name == graph.PLAN_WORKSPACE_SIZE:
+                array[0] = 1 << 20  # the graph plan's workspace: a MiB
+            return rc
+
+        def empty(shape, dtype, *args):
+            if tuple(shape) == (1 << 20,) and np.dtype(dtype) == np.uint8:
+                raise MemoryError("CUDA out of memory: tried to allocate 1 MiB")
+            return real_empty(shape, dtype, *args)
+
+        lib.cudnnBackendGetAttribute, be.empty = get, empty
+        calls.clear()
+        F.conv2d(fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda"))
+        assert calls["cudnnConvolutionForward"] == 1 and not calls["cudnnBackendExecute"], calls
+        (plan,) = [plan for key, plan in _cudnn._PLANS.items() if key[0] == "forward"]
+        assert not plan.graph and plan.nbytes == 0  # the legacy calls' leanest (the fake's: no workspace)
+    """)
+
+
 def test_depthwise_convolutions_follow_the_switch():
     """Depthwise float32 convolutions, forward and both gradients, go to cuDNN (``DEPTHWISE_BY_CUDNN``, measured
     faster on an H100 than flambeau's direct kernels); with the switch off they run the direct kernels, and other

@@ -78,6 +78,8 @@ class FakeCudnn:
 
 @pytest.fixture
 def fake(monkeypatch):
+    """The legacy calls' plans over :class:`FakeCudnn` (the graph API's are test_cuda_host_paths.py's)."""
+    monkeypatch.setattr(_cudnn, "_GRAPH_API", False)
     ffi = cffi.FFI()
     ffi.cdef(_cudnn._CDEF)
     lib = FakeCudnn(ffi)

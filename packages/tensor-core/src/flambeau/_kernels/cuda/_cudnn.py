@@ -401,7 +401,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
     align = _cudnn_graph.alignment(pa, pb, pout)
     key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
-           _streams.current_device(), id(h), align)
+           _streams.current_device(), int(ffi.cast("uintptr_t", h)), align)  # (a graph plan is the handle's)
     args = (ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
     with _PLANS_LOCK:
         plan = cached_plan(key, lambda: _make_plan(*args, align))

@@ -105,7 +105,6 @@ class GraphPlan:
                  workspace_limit: int, deterministic: bool, allow_tf32: bool):
         self.ffi, self.lib, self.made = ffi, lib, []
         self._keep = []  # cffi buffers the descriptors were given (kept with them)
-        self.handle = h  # (its id is part of the plan's key: kept, it is not reused by another handle)
         try:
             dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
             tensors = {role: self._tensor(dt, shape, UID[role], align)
