@@ -77,6 +77,9 @@ want spy && { timeout ${SPY_LIMIT:-100} $PY tools/gpu_spy.py ${SPY_MODELS:-resne
     echo "exit $?" >> "$OUT/spy.txt"
     echo "=== the legacy cuDNN calls (FLAMBEAU_CUDNN_GRAPH=0)" >> "$OUT/spy.txt"
     timeout 60 env FLAMBEAU_CUDNN_GRAPH=0 $PY tools/gpu_spy.py resnet18 >> "$OUT/spy.txt" 2>&1
+    echo "=== host µs per library call (--floors), then with the legacy cuDNN calls" >> "$OUT/spy.txt"
+    timeout 60 $PY tools/gpu_spy.py --floors >> "$OUT/spy.txt" 2>&1
+    timeout 60 env FLAMBEAU_CUDNN_GRAPH=0 $PY tools/gpu_spy.py --floors >> "$OUT/spy.txt" 2>&1
     # (SPY_RECORD: the runs of gpu_spy.py py-spy samples, separated by commas)
     IFS=, read -ra runs <<< "${SPY_RECORD:-resnet18,gpt}"
     if [ -x /tmp/site/bin/py-spy ]; then for m in "${runs[@]}"; do

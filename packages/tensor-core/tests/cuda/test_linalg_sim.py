@@ -365,3 +365,27 @@ def test_tiled_kernels_on_many_tiles(monkeypatch):
     np.testing.assert_allclose((ga @ gb).cpu().numpy(), a @ b, rtol=1e-12)
     np.testing.assert_allclose(fl.baddbmm(gc, ga, gb, beta=0.5, alpha=2.0).cpu().numpy(), 0.5 * c + 2.0 * (a @ b),
                                rtol=1e-12)
+
+
+def test_bias_rows_fill_every_row_in_one_launch():
+    """Note [Linear's bias rows]: ``fill_rows`` writes a contiguous bias into every row of a contiguous output
+    (what cuBLAS then adds the product to; only a GPU takes the cuBLAS path, so the kernel is checked here by
+    itself), and declines, writing nothing, where the operands are otherwise."""
+    from flambeau._backends import backend
+    from flambeau._kernels.cuda.linalg import fill_rows
+
+    be = backend("cuda")
+    for dtype, shape in ((np.float32, (5, 7)), (np.float64, (2, 3, 4)), (np.float16, (1, 9))):
+        bias = RNG.standard_normal(shape[-1]).astype(dtype)
+        out = be.empty(shape, np.dtype(dtype))
+        assert fill_rows(out, be.from_numpy(bias))
+        np.testing.assert_array_equal(be.to_numpy(out), np.broadcast_to(bias, shape))
+    out = be.from_numpy(np.zeros((3, 4), np.float32))
+    declined = [be.from_numpy(np.ones(3, np.float32)),  # another length
+                be.from_numpy(np.ones((1, 4), np.float32)),  # not 1-d
+                be.from_numpy(np.ones(4, np.float64)),  # another dtype
+                be.from_numpy(np.ones(8, np.float32))[::2]]  # strided
+    for bias in declined:
+        assert not fill_rows(out, bias)
+    assert not fill_rows(be.from_numpy(np.zeros((4, 3), np.int64)), be.from_numpy(np.ones(3, np.int64)))
+    np.testing.assert_array_equal(be.to_numpy(out), 0)  # nothing written
