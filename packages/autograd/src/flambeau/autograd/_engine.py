@@ -197,11 +197,8 @@ def _run(roots, execute):
             if g._device.type == "cuda":
                 from flambeau.autograd._device_locks import run_serialised
 
-                index = g._device.index
-                if index is not None and index != fl.cuda.current_device():
-                    with fl.cuda.device(index):  # the graph's device is current in its backward (its handles)
-                        return run_serialised(g._device, execute)
-                return run_serialised(g._device, execute)
+                with fl.cuda.device(g._device.index):  # the graph's device is current in its backward (its handles)
+                    return run_serialised(g._device, execute)
         return execute()
     finally:
         freeze_after_first_backward()  # once per process (Note [Freezing the import-time heap])

@@ -152,37 +152,40 @@ class _Values:
         self._node = node
 
     def get(self, name: str, default=None):
-        """``name`` if the operator received it (or saved it), else ``default``."""
-        node = _get(self, "_node")
-        v = node._values.get(name, _MISSING)
-        if v is not _MISSING:
-            return v
-        if not node._released and name not in node._saved and name.rpartition("_")[2] not in _META:
-            return default  # (an optional argument not given, ``alpha`` say: no AttributeError raised and caught)
-        try:
-            return getattr(self, name)
-        except AttributeError:
-            return default
+        """``name`` if the operator received it (or saved it), else ``default`` (an optional argument not given,
+        ``alpha`` say: no AttributeError raised and caught)."""
+        v = _lookup(_get(self, "_node"), name)
+        return default if v is _MISSING else v
 
     def __getattribute__(self, name):
         if name in _OWN or name[:2] == "__":
             return _get(self, name)
         node = _get(self, "_node")
-        v = node._values.get(name, _MISSING)
-        if v is not _MISSING:
-            return v
-        saved = node._saved.get(name)
-        if saved is not None:
-            return saved.unpack(node)
-        if node._released:
-            raise RuntimeError(FREED_MESSAGE)
-        base, _, what = name.rpartition("_")
-        if what in _META:
-            meta = node._metas.get(base)
-            if meta is not None:
-                i = ("shape", "dtype", "device").index(what)
-                return meta[i] if not isinstance(meta, list) else [m[i] for m in meta]
-        raise AttributeError(f"the derivative of {node._deriv.op_name} uses {name!r}, which it does not save")
+        v = _lookup(node, name)
+        if v is _MISSING:
+            raise AttributeError(f"the derivative of {node._deriv.op_name} uses {name!r}, which it does not save")
+        return v
+
+
+def _lookup(node, name: str):
+    """What a formula's ``s.name`` reads of ``node``: a non-tensor argument, a saved tensor unpacked, or an input's
+    recorded ``_shape`` / ``_dtype`` / ``_device``; ``_MISSING`` where the node has none of them (RuntimeError
+    once its saved tensors were released)."""
+    v = node._values.get(name, _MISSING)
+    if v is not _MISSING:
+        return v
+    saved = node._saved.get(name)
+    if saved is not None:
+        return saved.unpack(node)
+    if node._released:
+        raise RuntimeError(FREED_MESSAGE)
+    base, _, what = name.rpartition("_")
+    if what in _META:
+        meta = node._metas.get(base)
+        if meta is not None:
+            i = ("shape", "dtype", "device").index(what)
+            return meta[i] if not isinstance(meta, list) else [m[i] for m in meta]
+    return _MISSING
 
 
 def wanted(node) -> set:
