@@ -45,13 +45,9 @@ def _step(lib, name: str, gpu_size: bool):
         inputs = tuple(lib.from_numpy(a).to("cuda") for a in arrays)
         targets, step = lib.from_numpy(labels).to("cuda"), models.make_step(lib, spec, module)
         return lambda: step(inputs, targets)
-    import train
+    import host_overhead
 
-    spec = (train.GPU_MODELS if gpu_size else train.MODELS)[name]
-    model = spec.build(lib).to("cuda")
-    x, y = spec.make_batch(np.random.default_rng(0))
-    optimizer = getattr(lib.optim, spec.optimizer)(model.parameters(), **spec.optimizer_args)
-    return train.train_step(lib, spec, model, optimizer, lib.from_numpy(x).to("cuda"), lib.from_numpy(y).to("cuda"))
+    return host_overhead.train_step(lib, name, gpu_size)  # (any library with torch's names)
 
 
 def _times(step, synchronize, steps: int = 20) -> str:

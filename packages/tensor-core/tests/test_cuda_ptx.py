@@ -37,7 +37,6 @@ ncuda = pytest.importorskip("numba.cuda")
 
 SIM = bool(numba.config.ENABLE_CUDASIM)
 needs_compiler = pytest.mark.skipif(SIM, reason="compile_ptx needs numba-cuda without the simulator")
-ARCHS = [(8, 0), (9, 0)]
 
 
 @pytest.fixture(scope="module")

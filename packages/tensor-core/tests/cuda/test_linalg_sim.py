@@ -368,11 +368,11 @@ def test_tiled_kernels_on_many_tiles(monkeypatch):
 
 
 def test_bias_rows_fill_every_row_in_one_launch():
-    """Note [Linear's bias rows]: ``fill_rows`` writes a contiguous bias into every row of a contiguous output
-    (what cuBLAS then adds the product to; only a GPU takes the cuBLAS path, so the kernel is checked here by
-    itself), and declines, writing nothing, where the operands are otherwise."""
+    """Note [Rows copied in one launch]: ``copy_rows`` writes a contiguous bias into every row of a contiguous
+    output (what cuBLAS then adds the product to; only a GPU takes the cuBLAS path, so the kernel is checked here
+    by itself), and declines, writing nothing, where the operands are otherwise."""
     from flambeau._backends import backend
-    from flambeau._kernels.cuda.linalg import fill_rows
+    from flambeau._kernels.cuda.core import copy_rows as fill_rows
 
     be = backend("cuda")
     for dtype, shape in ((np.float32, (5, 7)), (np.float64, (2, 3, 4)), (np.float16, (1, 9))):

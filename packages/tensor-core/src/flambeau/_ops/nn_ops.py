@@ -73,6 +73,14 @@ log_softmax = LOG_SOFTMAX.fn
 
 
 # --- embedding -------------------------------------------------------------------------------------
+def _check_cpu_indices(idx, n: int, dev) -> None:
+    """IndexError where CPU indices ``idx`` leave ``[0, n)``. A device kernel checks its indices itself and reports
+    a bad one at the next synchronisation (Note [Device-side errors]): reading them here would make the host
+    wait."""
+    if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise IndexError("index out of range in self")
+
+
 EMBEDDING = declare("embedding(Tensor input, Tensor weight, int? padding_idx=None, float? max_norm=None, "
                     "float norm_type=2.0, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
                     category="nn", method=False)
@@ -106,10 +114,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx=None, max_norm=None, no
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
     idx = input._data
-    # On the CPU the indices are checked here; a device kernel checks them itself and reports a bad one
-    # at the next synchronisation (Note [Device-side errors]): reading them here would make the host wait.
-    if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise IndexError("index out of range in self")
+    _check_cpu_indices(idx, n, dev)
     if max_norm is not None:
         _renorm_rows(weight, idx, float(max_norm), float(norm_type))
     out = _wrap(EMBEDDING.kernel(weight._device.type)(weight._data, idx), weight._device)
@@ -156,8 +161,7 @@ def embedding_dense_backward(grad_output: Tensor, indices: Tensor, num_weights: 
         raise RuntimeError(f"{op}(): expected num_weights >= 0, got {num_weights}")
     dev = same_device(grad_output, indices)  # (no 0-d CPU indices beside CUDA gradients: the kernels read them)
     idx = indices._data
-    if dev.type == "cpu" and idx.size and (idx.min() < 0 or idx.max() >= n):  # (as embedding's forward)
-        raise IndexError("index out of range in self")
+    _check_cpu_indices(idx, n, dev)
     out = _wrap(EMBEDDING_DENSE_BACKWARD.kernel(dev.type)(grad_output._data, idx, n, int(padding_idx),
                                                          bool(scale_grad_by_freq)), dev)
     record_if_needed(EMBEDDING_DENSE_BACKWARD, (grad_output, indices, n, int(padding_idx), bool(scale_grad_by_freq)),

@@ -9,8 +9,9 @@ raises :class:`CudnnUnavailable` on a failing status (the caller falls back to n
 (device, thread); each call sets its stream to the current stream, so cuDNN work is ordered with
 flambeau's kernels.
 
-The legacy (v7) convolution API, present in cuDNN 8 and 9: NCHW float32 and float64 tensors,
-symmetric padding, groups. float32 runs on TF32 tensor cores where the device has them and
+Convolutions run through cuDNN's graph API where it takes them (``_cudnn_graph``, Note [cuDNN's graph API]),
+else through the legacy (v7) calls, present in cuDNN 8 and 9: NCHW float32 and float64 tensors, symmetric
+padding, groups. float32 runs on TF32 tensor cores where the device has them and
 ``flambeau.backends.cudnn.allow_tf32`` is True (the default, as torch's: ``CUDNN_DEFAULT_MATH``), else
 with ``CUDNN_FMA_MATH`` (results agree with the CPU to float32 rounding). The algorithm is the first the
 heuristics (``cudnnGet*Algorithm_v7``) rate usable whose workspace fits the device's free memory (a
@@ -401,7 +402,7 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
     align = _cudnn_graph.alignment(pa, pb, pout)
     key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
-           _streams.current_device(), int(ffi.cast("uintptr_t", h)), align)  # (a graph plan is the handle's)
+           _streams.current_device(), h, align)  # (a graph plan is its handle's; cffi pointers hash by address)
     args = (ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
     with _PLANS_LOCK:
         plan = cached_plan(key, lambda: _make_plan(*args, align))

@@ -88,11 +88,10 @@ class GraphRefused(RuntimeError):
 def alignment(*pointers: int) -> int:
     """The largest power of two up to 16 bytes dividing every pointer (part of a plan's key: a plan for
     16-byte-aligned tensors may use vector loads that others cannot take)."""
-    a = 16
+    bits = 16
     for p in pointers:
-        while p % a:
-            a //= 2
-    return a
+        bits |= p
+    return bits & -bits  # (the lowest set bit of them all, at most 16)
 
 
 class GraphPlan:
@@ -104,7 +103,6 @@ class GraphPlan:
     def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, align,
                  workspace_limit: int, deterministic: bool, allow_tf32: bool):
         self.ffi, self.lib, self.made = ffi, lib, []
-        self._keep = []  # cffi buffers the descriptors were given (kept with them)
         try:
             dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
             tensors = {role: self._tensor(dt, shape, UID[role], align)
@@ -159,10 +157,8 @@ class GraphPlan:
         self.made.append(p[0])
         return p[0]
 
-    def _set(self, d, name, attr_type, ctype, values):
-        buf = self.ffi.new(ctype, values)
-        self._keep.append(buf)
-        self._check(self.lib.cudnnBackendSetAttribute(d, name, attr_type, len(values), buf),
+    def _set(self, d, name, attr_type, ctype, values):  # (cuDNN copies the values: the buffer need not live on)
+        self._check(self.lib.cudnnBackendSetAttribute(d, name, attr_type, len(values), self.ffi.new(ctype, values)),
                     f"cudnnBackendSetAttribute({name})")
 
     def _finalize(self, d):
@@ -252,7 +248,7 @@ class GraphPlan:
     def close(self) -> None:
         for d in reversed(self.made):
             self.lib.cudnnBackendDestroyDescriptor(d)
-        self.made, self._keep, self.plan = [], [], None  # (a closed plan cannot execute: None is refused)
+        self.made, self.plan = [], None  # (a closed plan cannot execute: None is refused)
 
 
 def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:

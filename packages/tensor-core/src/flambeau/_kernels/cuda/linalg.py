@@ -38,7 +38,6 @@ from flambeau._kernels.cuda._launch import (
     c_elem_strides,
     jit,
     launch_1d,
-    launch_keyed,
     row_parts,
     sim,
     stream,
@@ -227,46 +226,6 @@ def _rowdot_py(acc, B=REDUCE_BLOCK):
     return rowdot
 
 
-# Note [Linear's bias rows]
-#     cuBLAS adds the product to C (beta 1), so a linear layer's output is first filled with its bias in every
-#     row. ``copy_into``'s general broadcast did that, working out a broadcast's geometry every call: on the fake
-#     device of ``tools/host_overhead.py`` (an Intel Xeon) ``F.linear`` took 42 µs with a bias and 15 µs without;
-#     a GPT step makes seventeen. The common case, a contiguous bias of the output's last length and a contiguous
-#     output, is one keyed launch of its own with nothing to work out, ``out[i] = bias[i % N]``: 32 µs with the
-#     bias. (cuBLASLt's bias epilogue would spare the launch too; it is not bound yet.)
-def _bias_rows_py(acc, _unused=0):
-    """``out[i] = bias[i % N]`` over the ``total`` elements of a C-contiguous ``out`` of rows of ``N``."""
-    bind_numba_cuda(globals())
-
-    def bias_rows(out, bias, N, total):
-        i = cuda.grid(1)
-        step = cuda.gridsize(1)
-        while i < total:
-            out[i] = bias[i % N]
-            i += step
-
-    return bias_rows
-
-
-_BIAS_ROWS_DTYPES = frozenset(np.dtype(d) for d in ("float16", "float32", "float64"))  # cuBLAS's
-
-
-def fill_rows(out, x) -> bool:
-    """Write ``x`` into every row of ``out`` in one launch (Note [Linear's bias rows]): ``x`` 1-d of ``out``'s
-    last length and dtype, both C-contiguous, a float dtype cuBLAS takes; False (nothing written) otherwise."""
-    backend = be()
-    if x.ndim != 1 or x.dtype != out.dtype or out.dtype not in _BIAS_ROWS_DTYPES or not out.ndim \
-            or x.shape[0] != out.shape[-1] or not backend.is_c_contiguous(out) or not backend.is_c_contiguous(x):
-        return False
-    total = out.size
-    if total:
-        g, blk = launch_1d(total)
-        name = np_name(out.dtype)  # (the key fixes the types: two C arrays of this dtype and two ints)
-        launch_keyed(_compiled(_bias_rows_py, name, 0), (g, blk, stream()), name, backend.flat_view(out), x,
-                     x.shape[0], total)
-    return True
-
-
 @functools.cache
 def _compiled(template, acc: str, size: int):
     bind_numba_cuda(globals())
@@ -439,8 +398,8 @@ def _cublas_gemm(out, a, A, b, B, batch, M, N, K, x, alpha, beta, KZ, zs) -> boo
     if not _cublas.available():
         return False
     use_x = x is not None and beta != 0
-    if use_x and not fill_rows(out, x):  # C = broadcast input, then C = beta * C + alpha * A @ B
-        copy_into(out, x)
+    if use_x:
+        copy_into(out, x)  # C = broadcast input, then C = beta * C + alpha * A @ B
     for q in range(KZ):  # addbmm: one GEMM per summed batch, accumulating into C after the first
         _cublas.gemm(out, a, b, (A[0], A[1], A[2], q * zs[0]), (B[0], B[1], B[2], q * zs[1]), batch, M, N, K,
                      float(alpha), 1.0 if q else float(beta) if use_x else 0.0, be(), stream())
@@ -944,7 +903,7 @@ _ROWDOT_TYPES = sorted({t for acc, dn, on in _GEMM_TYPES + [("int64", d, "int64"
 
 
 def ptx_cases(ndim: int = 2) -> list:
-    """``(label, python_function, signature)`` of the matmul, addmm, rowdot and bias-rows kernels per dtype."""
+    """``(label, python_function, signature)`` of the matmul, addmm and rowdot kernels per dtype."""
     from numba import types
     from numba.np.numpy_support import from_dtype
 
@@ -968,8 +927,6 @@ def ptx_cases(ndim: int = 2) -> list:
         cases.append((f"gemm_each:{acc}:{dn}", _gemm_each_py(a_t),
                       (O, A, t1, i64, i64, i64, A, t1, i64, i64, i64, t1, i64, i64, i64, i64, O, t1, i64, i64, b1,
                        nb(acc), nb(acc), i64)))
-    for dn in sorted(str(d) for d in _BIAS_ROWS_DTYPES):
-        cases.append((f"bias_rows:{dn}", _bias_rows_py(np.dtype(dn).type), (arr(dn), arr(dn), i64, i64)))
     for acc, dn, on in _ROWDOT_TYPES:
         A, O = arr(dn), arr(on)
         cases.append((f"rowdot:{acc}:{dn}->{on}", _rowdot_py(np.dtype(acc).type),
