@@ -10,7 +10,7 @@ rank first against what ``cudnnFind*`` measures fastest (``flambeau._kernels.cud
 heuristics' first). Arguments: substrings of the rows to run (default all), ``--no-find``, and
 ``model:NAME`` (a model of benchmarks/paper/models.py at the paper's size, or ``model:train:NAME`` one of
 benchmarks/train.py: its training step's kernels, both libraries', summed per kernel name over a step; the
-rows are then skipped unless named too).
+rows are then skipped unless named too; float32 convolutions without TF32 unless ``--tf32`` is given).
 """
 
 from __future__ import annotations
@@ -130,8 +130,9 @@ def model_kernels(name: str, top: int = 14) -> None:
 
     import flambeau as fl
 
-    fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    if "--tf32" not in sys.argv:  # (--tf32: both libraries' defaults, TF32 convolutions as a training script has)
+        fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     if name.startswith("train:"):
         import train
 

@@ -38,7 +38,7 @@ PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
 WORKERS=${WORKERS:-14}
 # STAGES picks stages by name (default: smoke spy bench scale tests table1, about 340 s on an H200): smoke kernels
-# probe ktimes devtime profile host spy bench scale lstm tests rest table1 paper nccl models extra
+# probe ktimes engines devtime profile host spy calls bench scale lstm tests rest table1 paper nccl models extra
 # Each stage's start goes to $OUT/stages.txt, so a run says where its minutes went.
 trap '[[ $BASH_COMMAND == timeout* ]] && echo "$(date +%s) ${BASH_COMMAND:0:90}" >> "$OUT/stages.txt"' DEBUG
 STAGES=" ${STAGES:-smoke spy bench scale tests table1} "
@@ -62,6 +62,9 @@ want probe && timeout 60 $PY tools/gpu_probe_linalg.py >> "$OUT/smoke.txt" 2>&1
 # which kernels those operators run and how long each takes, flambeau's and torch's (CUPTI), and cuDNN's algorithms
 want ktimes && { timeout ${KTIMES_LIMIT:-150} $PY tools/gpu_kernel_times.py ${KTIMES_ROWS:-} > "$OUT/ktimes.txt" 2>&1
     echo "exit $?" >> "$OUT/ktimes.txt"; }
+# every engine cuDNN's graph API offers for ResNet-18's convolutions, its notes and time, and which flambeau and torch take
+want engines && { timeout ${ENGINES_LIMIT:-90} $PY tools/gpu_cudnn_engines.py > "$OUT/engines.txt" 2>&1
+    echo "exit $?" >> "$OUT/engines.txt"; }
 # where the device's time goes in a ResNet-18 and a GPT step, flambeau's kernels against torch's
 want devtime && { timeout ${DEVTIME_LIMIT:-120} $PY tools/gpu_profile.py devtime:resnet18 devtime:gpt > "$OUT/devtime.txt" 2>&1
     echo "exit $?" >> "$OUT/devtime.txt"; }
@@ -86,6 +89,11 @@ want spy && { timeout ${SPY_LIMIT:-100} $PY tools/gpu_spy.py ${SPY_MODELS:-resne
         timeout 40 /tmp/site/bin/py-spy record --format raw --threads --idle -r 250 --nonblocking -o /tmp/spy.txt \
             -- $PY tools/gpu_spy.py $m --loop 8 >> "$OUT/spy.txt" 2>&1
         { echo "=== $m"; cat /tmp/spy.txt; } >> "$OUT/spy_raw.txt"; done; fi; }
+
+# each native call of a real step (cuLaunchKernel, cuDNN's and cuBLAS's functions, numba's driver calls) timed by name:
+# the step's host time less those is its Python (CALLS_MODELS: the models, and --gpu-size where wanted)
+want calls && { timeout ${CALLS_LIMIT:-60} $PY tools/gpu_calls.py ${CALLS_MODELS:-resnet18 gpt} > "$OUT/calls.txt" 2>&1
+    echo "exit $?" >> "$OUT/calls.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
 want bench && { timeout 100 $PY benchmarks/gpu.py --quick --only resnet18 --only gpt > "$OUT/gpu_bench.txt" 2>&1

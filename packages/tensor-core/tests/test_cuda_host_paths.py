@@ -505,6 +505,56 @@ def test_cudnn_graph_engines_are_filtered_as_torch_does(case):
     """)
 
 
+def test_cudnn_graph_takes_an_acceptable_engine_listed_after_the_sixteenth():
+    """The heuristics' whole list is asked for, as torch asks: where the first twenty configurations of the instant
+    mode are refused (TF32 tensor cores for float32 without TF32) and the twenty-first is not, that one runs, not
+    the fallback list's (the first sixteen alone sent ResNet-18's convolutions to cuDNN's legacy kernels on an
+    H100)."""
+    _run("""
+        import flambeau.nn.functional as F
+        from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
+        ffi, lib = _cudnn._state["ffi"], _cudnn._state["lib"]
+        made, kinds, order = [0], {}, {}  # descriptor -> its type; a configuration -> its place in its list
+        listed, engine_of = 24, {}
+        real_get = lib.cudnnBackendGetAttribute
+
+        def create(kind, p):
+            made[0] += 1
+            p[0] = ffi.cast("void *", made[0])
+            kinds[made[0]] = kind
+            return 0
+
+        def address(d):
+            return int(ffi.cast("uintptr_t", d))
+
+        def get(d, name, kind, requested, count, array):
+            if name == graph.HEUR_RESULTS:
+                count[0] = listed
+                for i in range(min(requested, listed)):
+                    order[address(array[i])] = i
+                return 0
+            if name == graph.ENGINECFG_ENGINE:
+                engine_of[address(array[0])] = order[address(d)]
+                count[0] = 1
+                return 0
+            if name == graph.ENGINE_NUMERICAL_NOTE:  # the first twenty engines use TF32 tensor cores
+                refused = engine_of[address(d)] < 20
+                count[0] = int(refused)
+                if refused and requested:
+                    array[0] = graph.NOTE_TENSOR_CORE
+                return 0
+            return real_get(d, name, kind, requested, count, array)
+
+        lib.cudnnBackendCreateDescriptor, lib.cudnnBackendGetAttribute = create, get
+        fl.backends.cudnn.allow_tf32 = False
+        F.conv2d(fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda"))
+        (plan,) = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
+        assert list(kinds.values()).count(graph.ENGINEHEUR) == 1  # the instant list had one: no fallback asked for
+        assert sorted(order.values()) == list(range(listed))  # every configuration was asked for
+        assert max(engine_of.values()) == 20  # the first one without tensor cores was taken
+    """)
+
+
 def test_cudnn_graph_failure_hands_the_configuration_to_the_legacy_calls():
     """A plan of the graph API whose execution fails is replaced by the legacy calls' plan for good: the call
     and the later ones of that configuration run ``cudnnConvolutionForward``."""
@@ -821,3 +871,18 @@ def test_batch_norm_in_training_goes_through_cudnn():
         assert count(fl.nn.BatchNorm1d(4).to("cuda"), shape=(8, 4)) == (0, 0)
         assert count(fl.nn.BatchNorm2d(4, eps=1e-6).to("cuda")) == (0, 1)  # (the saved statistics are eps-free)
     """)
+
+
+def test_the_gpu_diagnostic_tools_run_on_the_fake_device():
+    """``tools/gpu_calls.py`` and ``tools/gpu_cudnn_engines.py`` run on a lent GPU's scarce minutes: their ``--fake``
+    runs here keep them working (every native call of a step timed by name; every engine configuration listed,
+    flambeau's marked)."""
+    env = {**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    calls = subprocess.run([sys.executable, str(TOOLS / "gpu_calls.py"), "lenet", "--fake"], capture_output=True,
+                           text=True, timeout=300, env=env)
+    assert calls.returncode == 0, calls.stdout + calls.stderr
+    assert "=== lenet: wall" in calls.stdout and "cuLaunchKernel (direct)" in calls.stdout, calls.stdout
+    engines = subprocess.run([sys.executable, str(TOOLS / "gpu_cudnn_engines.py"), "--fake"], capture_output=True,
+                             text=True, timeout=300, env=env)
+    assert engines.returncode == 0, engines.stdout + engines.stderr
+    assert engines.stdout.count("<- flambeau") == 18, engines.stdout  # 3 convolutions x 3 kinds x TF32 on, off

@@ -12,7 +12,8 @@ Note [cuDNN's graph API]
     * plan (once per configuration, Note [cuDNN plans]): tensor descriptors of x, w and y (NCHW, C-contiguous,
       unique ids 1, 2 and 3, the pointers' common alignment), the convolution descriptor, the operation
       (forward, backward data or backward filter), the operation graph, and the heuristics' engine configurations
-      (instant mode, then the fallback mode), tried in their order until one finalizes into an execution plan
+      (every one the instant mode lists, then the fallback mode's), tried in their order until one finalizes into
+      an execution plan
       whose workspace fits (Note [cuDNN workspaces]); what the refused ones made is destroyed at once.
       Configurations are skipped, as torch filters them, where they would compute otherwise than asked: inputs
       converted to a narrower type, non-deterministic ones under deterministic algorithms, tensor cores (TF32)
@@ -78,7 +79,12 @@ HEUR_INSTANT, HEUR_FALLBACK = 0, 2
 NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION, NOTE_NONDETERMINISTIC = 0, 1, 2, 4
 BEHAVIOR_RUNTIME_COMPILATION = 0
 NUMERICAL_NOTES, BEHAVIOR_NOTES = 10, 4  # how many of each cuDNN 9 defines (CUDNN_*_NOTE_TYPE_COUNT)
-_CONFIGS = 16  # engine configurations asked of each heuristics mode
+# Engine configurations asked of each heuristics mode: all it lists (up to _CONFIGS; _CONFIGS_UNCOUNTED where it
+# cannot say how many), as torch asks for all of them. With the first sixteen alone, ResNet-18's float32 step
+# without TF32 ran the fallback list's legacy implicit-GEMM kernels on an H100, 11.3 ms of device time per step
+# against torch's 2.7 (torch ran cuDNN's FFMA implicit-GEMM engines): the first sixteen of the instant list were
+# presumably all refused (tools/gpu_cudnn_engines.py lists them, their notes and times on a GPU).
+_CONFIGS, _CONFIGS_UNCOUNTED = 256, 16
 
 
 class GraphRefused(RuntimeError):
@@ -190,11 +196,13 @@ class GraphPlan:
         self._set(heur, HEUR_MODE, T_HEUR_MODE, "int[]", [mode])
         self._set(heur, HEUR_GRAPH, T_DESCRIPTOR, "cudnnBackendDescriptor_t[]", [graph])
         self._finalize(heur)
-        configs = [self._new(ENGINECFG) for _ in range(_CONFIGS)]
+        count = self.ffi.new("int64_t *")  # how many it has: every one is asked for, as torch does (see _CONFIGS)
+        rc = self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, 0, count, self.ffi.NULL)
+        wanted = max(1, min(count[0], _CONFIGS)) if rc == 0 else _CONFIGS_UNCOUNTED
+        configs = [self._new(ENGINECFG) for _ in range(wanted)]
         array = self.ffi.new("cudnnBackendDescriptor_t[]", configs)
-        count = self.ffi.new("int64_t *")
-        rc = self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, _CONFIGS, count, array)
-        n = 0 if rc else max(0, min(count[0], _CONFIGS))
+        rc = self.lib.cudnnBackendGetAttribute(heur, HEUR_RESULTS, T_DESCRIPTOR, wanted, count, array)
+        n = 0 if rc else max(0, min(count[0], wanted))
         self._drop(configs[n:])
         self._check(rc, "engine heuristics")
         return configs[:n]
