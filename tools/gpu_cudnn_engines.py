@@ -8,10 +8,11 @@ Run on a lent GPU (``tools/gpu_session.sh``, stage ``engines``), from the reposi
 For each configuration (forward, data and filter gradients; float32 with TF32 allowed and without), the engine
 configurations the heuristics list (instant mode, then the fallback list) in their order: the engine's global
 index, its numerical and behaviour notes, its workspace, and the time per call of its plan (20 calls queued
-back to back: the host's time to queue them, then until the device finished). ``flambeau`` marks the one
-``flambeau._kernels.cuda._cudnn_graph.GraphPlan`` takes; ``torch`` the one torch's filter would (it refuses
-down-converting engines, non-deterministic ones where determinism is asked, and tensor-core ones for float32
-without TF32; it keeps engines that compile at run time, which this tool does not time).
+back to back, their variant pack kept as flambeau keeps it: the host's time to queue them, then until the device
+finished). ``flambeau`` marks the one ``flambeau._kernels.cuda._cudnn_graph.GraphPlan`` takes; ``torch`` the one
+torch's filter would (it refuses down-converting engines, non-deterministic ones where determinism is asked, and
+tensor-core ones for float32 without TF32; it keeps engines that compile at run time, which this tool does not
+time).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _time_plan(ffi, lib, h, found, uids):
     ws = fl.empty(max(nbytes, 1), dtype=fl.uint8, device="cuda")
     pointers = ffi.new("uintptr_t[4]")
     p = types.SimpleNamespace(plan=plan, uids=uids, pack_holder=ffi.new("cudnnBackendDescriptor_t *"),
-                              pointers=pointers, workspace_pointer=pointers + 3)
+                              pointers=pointers, workspace_pointer=pointers + 3, packs={})
     a, b, out = (t.data_ptr() for t in _Survey.buffers)
     run = lambda: graph.execute(ffi, lib, h, p, a, b, out, ws.data_ptr() if nbytes else 0)  # noqa: E731
     for _ in range(3):
@@ -85,6 +86,8 @@ def _time_plan(ffi, lib, h, found, uids):
     t1 = time.perf_counter()
     fl.cuda.synchronize()
     t2 = time.perf_counter()
+    for pack in p.packs.values():  # (the plan itself is the survey's, destroyed with it)
+        lib.cudnnBackendDestroyDescriptor(pack)
     return (t1 - t0) / CALLS * 1e6, (t2 - t0) / CALLS * 1e6
 
 

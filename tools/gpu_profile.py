@@ -94,6 +94,19 @@ def floors():
     numba_us = per_call_us(lambda: k[1, 64, s](a, 64, np.float32(2.0)), sync=s.synchronize)
     print(f"numba dispatcher launch: {numba_us:.1f} us")
     print(f"raw cuLaunchKernel:      {per_call_us(raw, sync=s.synchronize):.1f} us")
+    # the driver's own cost of the two ways to hand it the arguments, each built once: flambeau's direct launches
+    # pass one packed buffer (``extra``), the CUDA runtime (torch) an array of pointers to each (``kernelParams``)
+    buf = fmt.pack(0, 0, 64, 4, ptr, 64, 4, 64, 5.0)
+    extra = (ctypes.c_void_p * 5)(1, ctypes.cast(ctypes.c_char_p(buf), ctypes.c_void_p).value, 2,
+                                  ctypes.addressof(size), 0)
+    values = [ctypes.c_int64(v) for v in (0, 0, 64, 4, ptr, 64, 4, 64)] + [ctypes.c_float(5.0)]
+    params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    by_extra = lambda: launch(func, 1, 1, 1, 64, 1, 1, 0, sh, None, extra)  # noqa: E731
+    by_params = lambda: launch(func, 1, 1, 1, 64, 1, 1, 0, sh, params, None)  # noqa: E731
+    assert by_params() == 0 and by_extra() == 0
+    for _ in range(3):  # (alternating: the host is shared)
+        print(f"cuLaunchKernel, built once: extra {per_call_us(by_extra, sync=s.synchronize):.1f} us, "
+              f"kernelParams {per_call_us(by_params, sync=s.synchronize):.1f} us")
     print(f"be.empty((8,)) float32:  {per_call_us(lambda: be.empty((8,), np.float32)):.1f} us")
     print(f"be.flat_view(2-d):       {per_call_us(lambda: be.flat_view(a.reshape(8, 8)[:, :4])):.1f} us")
     print(f"current_stream().numba:  {per_call_us(lambda: current_stream().numba):.1f} us")

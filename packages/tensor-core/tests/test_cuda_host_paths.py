@@ -42,6 +42,31 @@ def _run(body: str, caching_allocator: bool = False) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+# cuDNN descriptors numbered from 1 for the graph-API tests (the fake library leaves them NULL): ``live`` holds the
+# addresses not yet destroyed, ``kinds`` each one's descriptor type; destroying one twice, or one never made, fails
+_NUMBERED_DESCRIPTORS = textwrap.dedent("""
+    from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
+    ffi, lib = _cudnn._state["ffi"], _cudnn._state["lib"]
+    live, kinds = set(), {}
+
+    def address(d):
+        return int(ffi.cast("uintptr_t", d))
+
+    def create(kind, p):
+        kinds[len(kinds) + 1] = kind
+        p[0] = ffi.cast("void *", len(kinds))
+        live.add(len(kinds))
+        return 0
+
+    def destroy(d):
+        assert address(d) in live, f"descriptor {address(d)} destroyed twice or never made"
+        live.remove(address(d))
+        return 0
+
+    lib.cudnnBackendCreateDescriptor, lib.cudnnBackendDestroyDescriptor = create, destroy
+""")
+
+
 def test_views_by_address_match_the_cpu():
     _run("""
         from flambeau._backends import backend
@@ -505,27 +530,45 @@ def test_cudnn_graph_engines_are_filtered_as_torch_does(case):
     """)
 
 
+def test_cudnn_graph_variant_packs_are_kept_by_pointers():
+    """Note [Variant packs kept]: a call with the pointers of an earlier one executes that call's variant pack (no
+    pack is made); new pointers make a new pack; a plan keeps at most ``_PACKS_KEPT``, the oldest destroyed first,
+    and the rest with the plan."""
+    _run(_NUMBERED_DESCRIPTORS + textwrap.dedent("""
+        import flambeau.nn.functional as F
+        executed = []
+        lib.cudnnBackendExecute = lambda h, plan, pack: executed.append(address(pack)) or 0
+        graph._PACKS_KEPT = 3
+        x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
+        outs = [F.conv2d(x, w) for _ in range(2)]  # two outputs alive: two pointer triples
+        F.conv2d(x, w)
+        (plan,) = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
+        assert len(plan.packs) == 3 and len(set(executed)) == 3, (plan.packs, executed)
+        ptr = lambda t: t.data_ptr()
+        before = len(live)
+        _cudnn._run("forward", x._data.dtype, (1, 2, 5, 5), (3, 2, 3, 3), (1, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1,
+                    x._data, w._data, outs[0]._data)  # the first call's pointers again: its pack
+        assert executed[-1] == executed[0] and len(live) == before, executed
+        y = fl.empty(1, 3, 3, 3, device="cuda")
+        _cudnn._run("forward", x._data.dtype, (1, 2, 5, 5), (3, 2, 3, 3), (1, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1,
+                    x._data, w._data, y._data)  # a fourth triple: the oldest pack goes
+        kept = {address(pack) for pack in plan.packs.values()}
+        assert len(kept) == 3 and executed[0] not in kept and executed[0] not in live and len(live) == before
+        assert (ptr(x), ptr(w), ptr(y), 0) in plan.packs
+        plan.close()
+        assert not plan.packs
+    """))
+
+
 def test_cudnn_graph_takes_an_acceptable_engine_listed_after_the_sixteenth():
     """The heuristics' whole list is asked for, as torch asks: where the first twenty configurations of the instant
     mode are refused (TF32 tensor cores for float32 without TF32) and the twenty-first is not, that one runs, not
     the fallback list's (the first sixteen alone sent ResNet-18's convolutions to cuDNN's legacy kernels on an
     H100)."""
-    _run("""
+    _run(_NUMBERED_DESCRIPTORS + textwrap.dedent("""
         import flambeau.nn.functional as F
-        from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
-        ffi, lib = _cudnn._state["ffi"], _cudnn._state["lib"]
-        made, kinds, order = [0], {}, {}  # descriptor -> its type; a configuration -> its place in its list
-        listed, engine_of = 24, {}
+        order, listed, engine_of = {}, 24, {}  # a configuration -> its place in its list; an engine -> its config's
         real_get = lib.cudnnBackendGetAttribute
-
-        def create(kind, p):
-            made[0] += 1
-            p[0] = ffi.cast("void *", made[0])
-            kinds[made[0]] = kind
-            return 0
-
-        def address(d):
-            return int(ffi.cast("uintptr_t", d))
 
         def get(d, name, kind, requested, count, array):
             if name == graph.HEUR_RESULTS:
@@ -545,14 +588,14 @@ def test_cudnn_graph_takes_an_acceptable_engine_listed_after_the_sixteenth():
                 return 0
             return real_get(d, name, kind, requested, count, array)
 
-        lib.cudnnBackendCreateDescriptor, lib.cudnnBackendGetAttribute = create, get
+        lib.cudnnBackendGetAttribute = get
         fl.backends.cudnn.allow_tf32 = False
         F.conv2d(fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda"))
         (plan,) = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
         assert list(kinds.values()).count(graph.ENGINEHEUR) == 1  # the instant list had one: no fallback asked for
         assert sorted(order.values()) == list(range(listed))  # every configuration was asked for
         assert max(engine_of.values()) == 20  # the first one without tensor cores was taken
-    """)
+    """))
 
 
 def test_cudnn_graph_failure_hands_the_configuration_to_the_legacy_calls():
@@ -577,25 +620,9 @@ def test_cudnn_graph_descriptors_are_destroyed_once_and_closed_plans_never_stay_
     configurations' are destroyed at once); a refused graph leaves none alive; a plan whose execution fails is
     closed and out of the cache even when the legacy calls cannot take its configuration either (the numba
     kernels then do); no descriptor is destroyed twice."""
-    _run("""
+    _run(_NUMBERED_DESCRIPTORS + textwrap.dedent("""
         import flambeau.nn.functional as F
         import host_overhead
-        from flambeau._kernels.cuda import _cudnn, _cudnn_graph as graph
-        ffi, lib = _cudnn._state["ffi"], _cudnn._state["lib"]
-        live, made = set(), [0]
-
-        def create(kind, p):
-            made[0] += 1
-            p[0] = ffi.cast("void *", made[0])
-            live.add(made[0])
-            return 0
-
-        def destroy(d):
-            address = int(ffi.cast("uintptr_t", d))
-            assert address in live, f"descriptor {address} destroyed twice or never made"
-            live.remove(address)
-            return 0
-
         real_get = lib.cudnnBackendGetAttribute
 
         def get(d, name, kind, requested, count, array):
@@ -604,25 +631,24 @@ def test_cudnn_graph_descriptors_are_destroyed_once_and_closed_plans_never_stay_
                 count[0] = 2  # two configurations: the first one is taken
             return rc
 
-        lib.cudnnBackendCreateDescriptor, lib.cudnnBackendDestroyDescriptor = create, destroy
         lib.cudnnBackendGetAttribute = get
         x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
         F.conv2d(x, w)
         # 3 tensors, the convolution, the operation, its graph, the instant heuristics, one configuration, its
-        # engine and its execution plan (the variant pack of the call is destroyed after it)
-        assert len(live) == 10, len(live)
+        # engine, its execution plan and the call's variant pack (kept for the next call with its pointers)
+        assert len(live) == 11, len(live)
         plans = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
         assert len(plans) == 1
         host_overhead._FakeLibrary.ENGINE_NOTES[:] = [graph.NOTE_DOWN_CONVERT]  # every engine refused
         F.conv2d(fl.empty(1, 2, 6, 6, device="cuda"), w)
-        assert len(live) == 10, len(live)  # the refused graph left nothing alive
+        assert len(live) == 11, len(live)  # the refused graph left nothing alive
         host_overhead._FakeLibrary.ENGINE_NOTES[:] = []
         lib.cudnnBackendExecute = lambda *args: 5000  # the plan's execution fails ...
         lib.cudnnGetConvolutionForwardAlgorithm_v7 = lambda *args: 3000  # ... and the legacy calls refuse too
         F.conv2d(x, w)
         assert not live and plans[0].plan is None, live  # closed, and no longer cached:
         assert not [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
-    """)
+    """))
 
 
 def test_cudnn_graph_workspace_out_of_memory_hands_over_to_the_leanest_legacy_algorithm():

@@ -20,7 +20,8 @@ Note [cuDNN's graph API]
       and reduced-precision sums for float32 when ``backends.cudnn.allow_tf32`` is False, reduced-precision sums
       for float64; and those that compile kernels at run time (the first call would pay seconds of
       compilation).
-    * call: a variant pack (ids, pointers, workspace), ``cudnnBackendExecute``, the pack destroyed.
+    * call: a variant pack (ids, pointers, workspace), kept with the plan for the next call with the same pointers
+      (Note [Variant packs kept]), and ``cudnnBackendExecute``.
 
     Anything the graph API refuses (no engine, a status other than success while planning) leaves that
     configuration to the legacy calls of ``_cudnn``, as does ``FLAMBEAU_CUDNN_GRAPH=0``. Each plan is built with
@@ -109,6 +110,7 @@ class GraphPlan:
     def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, align,
                  workspace_limit: int, deterministic: bool, allow_tf32: bool):
         self.ffi, self.lib, self.made = ffi, lib, []
+        self.packs: dict = {}  # (a, b, out, workspace) -> its finalized variant pack (Note [Variant packs kept])
         try:
             dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
             tensors = {role: self._tensor(dt, shape, UID[role], align)
@@ -144,7 +146,7 @@ class GraphPlan:
                 unwanted.add(NOTE_REDUCED_PRECISION)
             self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
             self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
-            # a call's variant pack and pointers are written here (calls run under _cudnn's plans lock)
+            # a new variant pack's pointers are written here (calls run under _cudnn's plans lock)
             self.pack_holder = ffi.new("cudnnBackendDescriptor_t *")
             self.pointers = ffi.new("uintptr_t[4]")  # a, b, out and the workspace
             self.workspace_pointer = self.pointers + 3
@@ -254,25 +256,44 @@ class GraphPlan:
         raise GraphRefused("no engine of cuDNN's graph API takes this convolution")
 
     def close(self) -> None:
+        for pack in self.packs.values():
+            self.lib.cudnnBackendDestroyDescriptor(pack)
+        self.packs = {}
         for d in reversed(self.made):
             self.lib.cudnnBackendDestroyDescriptor(d)
         self.made, self.plan = [], None  # (a closed plan cannot execute: None is refused)
 
 
+# Note [Variant packs kept]
+#     A call's variant pack (the ids, the three device pointers and the workspace's) took five cuDNN calls to make
+#     and one to destroy around its cudnnBackendExecute: 10 µs of an H100 host's time per convolution, 0.6 ms of a
+#     ResNet-18 step (tools/gpu_calls.py), and more of its Python. A finalized pack is only those values, so each
+#     plan keeps its packs by pointers: the caching allocator hands a training step the same addresses every
+#     step, and a kept pack makes the call one cudnnBackendExecute. A plan keeps at most _PACKS_KEPT (the oldest
+#     goes first); they are destroyed with it.
+_PACKS_KEPT = 32
+
+
 def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:
     """Run ``plan`` on device pointers ``a``, ``b`` and ``out`` (``_cudnn._run``'s operands) with ``workspace``
-    (0: none); cuDNN's status. The caller holds ``_cudnn``'s plans lock (the plan's buffers are reused)."""
-    holder, pointers = plan.pack_holder, plan.pointers
-    rc = lib.cudnnBackendCreateDescriptor(VARIANT_PACK, holder)
-    if rc:
-        return rc
-    pack = holder[0]
-    try:
+    (0: none); cuDNN's status. The caller holds ``_cudnn``'s plans lock (the plan's buffers and packs are its)."""
+    packs = plan.packs
+    pack = packs.get((a, b, out, workspace))
+    if pack is None:
+        holder, pointers = plan.pack_holder, plan.pointers
+        rc = lib.cudnnBackendCreateDescriptor(VARIANT_PACK, holder)
+        if rc:
+            return rc
+        pack = holder[0]
         pointers[0], pointers[1], pointers[2], pointers[3] = a, b, out, workspace
         rc = (lib.cudnnBackendSetAttribute(pack, PACK_UIDS, T_INT64, 3, plan.uids)
               or lib.cudnnBackendSetAttribute(pack, PACK_POINTERS, T_VOID_PTR, 3, pointers)
               or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, plan.workspace_pointer)
               or lib.cudnnBackendFinalize(pack))
-        return rc or lib.cudnnBackendExecute(h, plan.plan, pack)
-    finally:
-        lib.cudnnBackendDestroyDescriptor(pack)
+        if rc:
+            lib.cudnnBackendDestroyDescriptor(pack)
+            return rc
+        if len(packs) >= _PACKS_KEPT:
+            lib.cudnnBackendDestroyDescriptor(packs.pop(next(iter(packs))))
+        packs[a, b, out, workspace] = pack
+    return lib.cudnnBackendExecute(h, plan.plan, pack)
