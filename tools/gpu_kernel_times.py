@@ -9,8 +9,9 @@ bottleneck) and the longest kernels. Then, for the 3x3 convolution of ``gpu_ops`
 rank first against what ``cudnnFind*`` measures fastest (``flambeau._kernels.cuda._cudnn`` takes the
 heuristics' first). Arguments: substrings of the rows to run (default all), ``--no-find``, and
 ``model:NAME`` (a model of benchmarks/paper/models.py at the paper's size, or ``model:train:NAME`` one of
-benchmarks/train.py: its training step's kernels, both libraries', summed per kernel name over a step; the
-rows are then skipped unless named too; float32 convolutions without TF32 unless ``--tf32`` is given).
+benchmarks/train.py, ``model:train-gpu:NAME`` the same at its size of ``gpu.py --size gpu``: its training step's
+kernels, both libraries', summed per kernel name over a step; the rows are then skipped unless named too; float32
+convolutions without TF32 unless ``--tf32`` is given).
 """
 
 from __future__ import annotations
@@ -133,10 +134,12 @@ def model_kernels(name: str, top: int = 14) -> None:
     if "--tf32" not in sys.argv:  # (--tf32: both libraries' defaults, TF32 convolutions as a training script has)
         fl.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
-    if name.startswith("train:"):
+    if name.startswith(("train:", "train-gpu:")):
         import train
 
-        fl_module, th_module, fl_step, th_step = train.build_pair(torch, name[len("train:"):], device="cuda")
+        kind, model = name.split(":", 1)
+        models = train.GPU_MODELS if kind == "train-gpu" else train.MODELS
+        fl_module, th_module, fl_step, th_step = train.build_pair(torch, model, device="cuda", models=models)
     else:
         sys.path.insert(0, "benchmarks/paper")
         import models
