@@ -2,7 +2,9 @@
 
 Run on a lent GPU (part of ``tools/gpu_session.sh``, stage ``profile``). Prints:
   1. per-call microseconds of pieces of the launch path (numba's dispatcher on a trivial kernel, a
-     raw ``cuLaunchKernel`` of the same kernel, building a device array, allocating, the stream);
+     raw ``cuLaunchKernel`` of the same kernel, its arguments passed as ``extra`` against ``kernelParams``,
+     building a device array, allocating, the stream), and of a cuBLAS GEMM through ``cublasSgemm_v2``
+     against ``cublasSgemmStridedBatched`` with one product;
   2. cProfile of ``x + 1`` on an 8-element tensor, by own time and by cumulative time;
   3. cProfile of training steps (benchmarks/train.py), backward included, by own and cumulative time;
   4. flambeau's profiler with CUDA activity over ResNet-18 steps: which operators take the device's time.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import cProfile
 import ctypes
+import functools
 import io
 import pstats
 import struct
@@ -116,6 +119,54 @@ def floors():
     print(f"fl.empty(8):             {per_call_us(lambda: fl.empty(8, device='cuda')):.1f} us")
     xc = fl.ones(8)
     print(f"fl cpu x + 1:            {per_call_us(lambda: xc + 1):.1f} us")
+    gemm_calls()
+
+
+def gemm_calls(calls: int = 200) -> None:
+    """Host µs per call of one float32 GEMM through ``cublasSgemm_v2`` against ``cublasSgemmStridedBatched`` with one
+    product (flambeau's cuBLAS calls take the latter for every product), at a GPT block's and ResNet-18's classifier's
+    shapes: ``calls`` queued back to back, timed before the synchronize (below the queue's depth)."""
+    import cffi
+
+    import flambeau as fl
+    from flambeau._kernels.cuda import _cublas
+    from flambeau.cuda import current_stream
+    from flambeau.cuda._streams import stream_handle
+
+    ffi = cffi.FFI()
+    ffi.cdef("""typedef void *cublasHandle_t;
+        int cublasCreate_v2(cublasHandle_t *h);
+        int cublasSetStream_v2(cublasHandle_t h, void *s);
+        int cublasSgemm_v2(cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,
+            uintptr_t A, int lda, uintptr_t B, int ldb, const float *beta, uintptr_t C, int ldc);
+        int cublasSgemmStridedBatched(cublasHandle_t h, int ta, int tb, int m, int n, int k, const float *alpha,
+            uintptr_t A, int lda, long long sA, uintptr_t B, int ldb, long long sB, const float *beta, uintptr_t C,
+            int ldc, long long sC, int count);""")
+    lib = ffi.dlopen(_cublas.find_library())
+    h = ffi.new("cublasHandle_t *")
+    assert lib.cublasCreate_v2(h) == 0
+    h = h[0]
+    assert lib.cublasSetStream_v2(h, ffi.cast("void *", stream_handle(current_stream().numba))) == 0
+    one, zero = ffi.new("float *", 1.0), ffi.new("float *", 0.0)
+    for what, (M, N, K) in (("GPT qkv 2048x128 @ 128x384", (2048, 384, 128)),
+                            ("classifier 32x256 @ 256x10", (32, 10, 256))):
+        a, b, c = (fl.ones(*shape, device="cuda") for shape in ((M, K), (K, N), (M, N)))
+        pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
+        plain = functools.partial(lib.cublasSgemm_v2, h, 0, 0, N, M, K, one, pb, N, pa, K, zero, pc, N)
+        batched = functools.partial(lib.cublasSgemmStridedBatched, h, 0, 0, N, M, K, one, pb, N, 0, pa, K, 0, zero,
+                                    pc, N, 0, 1)
+        for _ in range(3):  # (alternating: the host is shared)
+            row = []
+            for fn in (plain, batched):
+                for _ in range(20):
+                    fn()
+                fl.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                row.append((time.perf_counter() - t0) / calls * 1e6)
+                fl.cuda.synchronize()
+            print(f"cuBLAS {what}: cublasSgemm_v2 {row[0]:.1f} us, StridedBatched(1) {row[1]:.1f} us of host time")
 
 
 def profile_small_op():
