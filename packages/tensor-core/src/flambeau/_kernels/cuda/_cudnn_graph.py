@@ -13,8 +13,8 @@ Note [cuDNN's graph API]
       unique ids 1, 2 and 3, the pointers' common alignment), the convolution descriptor, the operation
       (forward, backward data or backward filter), the operation graph, and the heuristics' engine configurations
       (every one the instant mode lists, then the fallback mode's), tried in their order until one finalizes into
-      an execution plan
-      whose workspace fits (Note [cuDNN workspaces]); what the refused ones made is destroyed at once.
+      an execution plan whose workspace fits (Note [cuDNN workspaces]); what the refused ones made is destroyed at
+      once.
       Configurations are skipped, as torch filters them, where they would compute otherwise than asked: inputs
       converted to a narrower type, non-deterministic ones under deterministic algorithms, tensor cores (TF32)
       and reduced-precision sums for float32 when ``backends.cudnn.allow_tf32`` is False, reduced-precision sums
@@ -286,12 +286,16 @@ def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: i
             return rc
         pack = holder[0]
         pointers[0], pointers[1], pointers[2], pointers[3] = a, b, out, workspace
-        rc = (lib.cudnnBackendSetAttribute(pack, PACK_UIDS, T_INT64, 3, plan.uids)
-              or lib.cudnnBackendSetAttribute(pack, PACK_POINTERS, T_VOID_PTR, 3, pointers)
-              or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, plan.workspace_pointer)
-              or lib.cudnnBackendFinalize(pack))
+        rc = 1
+        try:
+            rc = (lib.cudnnBackendSetAttribute(pack, PACK_UIDS, T_INT64, 3, plan.uids)
+                  or lib.cudnnBackendSetAttribute(pack, PACK_POINTERS, T_VOID_PTR, 3, pointers)
+                  or lib.cudnnBackendSetAttribute(pack, PACK_WORKSPACE, T_VOID_PTR, 1, plan.workspace_pointer)
+                  or lib.cudnnBackendFinalize(pack))
+        finally:
+            if rc:  # (not kept: refused, or an exception on the way)
+                lib.cudnnBackendDestroyDescriptor(pack)
         if rc:
-            lib.cudnnBackendDestroyDescriptor(pack)
             return rc
         if len(packs) >= _PACKS_KEPT:
             lib.cudnnBackendDestroyDescriptor(packs.pop(next(iter(packs))))
