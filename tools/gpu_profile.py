@@ -125,7 +125,8 @@ def floors():
 def gemm_calls(calls: int = 200) -> None:
     """Host µs per call of one float32 GEMM through ``cublasSgemm_v2`` against ``cublasSgemmStridedBatched`` with one
     product (flambeau's cuBLAS calls take the latter for every product), at a GPT block's and ResNet-18's classifier's
-    shapes: ``calls`` queued back to back, timed before the synchronize (below the queue's depth)."""
+    shapes (and an MLP layer's, where the device's time shows: the two calls may pick different kernels): ``calls``
+    queued back to back, timed before the synchronize (host time) and after it (all)."""
     import cffi
 
     import flambeau as fl
@@ -149,7 +150,8 @@ def gemm_calls(calls: int = 200) -> None:
     assert lib.cublasSetStream_v2(h, ffi.cast("void *", stream_handle(current_stream().numba))) == 0
     one, zero = ffi.new("float *", 1.0), ffi.new("float *", 0.0)
     for what, (M, N, K) in (("GPT qkv 2048x128 @ 128x384", (2048, 384, 128)),
-                            ("classifier 32x256 @ 256x10", (32, 10, 256))):
+                            ("classifier 32x256 @ 256x10", (32, 10, 256)),
+                            ("MLP 1024x4096 @ 4096x4096", (1024, 4096, 4096))):
         a, b, c = (fl.ones(*shape, device="cuda") for shape in ((M, K), (K, N), (M, N)))
         pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
         plain = functools.partial(lib.cublasSgemm_v2, h, 0, 0, N, M, K, one, pb, N, pa, K, zero, pc, N)
@@ -164,9 +166,11 @@ def gemm_calls(calls: int = 200) -> None:
                 t0 = time.perf_counter()
                 for _ in range(calls):
                     fn()
-                row.append((time.perf_counter() - t0) / calls * 1e6)
+                t1 = time.perf_counter()
                 fl.cuda.synchronize()
-            print(f"cuBLAS {what}: cublasSgemm_v2 {row[0]:.1f} us, StridedBatched(1) {row[1]:.1f} us of host time")
+                row += [(t1 - t0) / calls * 1e6, (time.perf_counter() - t0) / calls * 1e6]
+            print(f"cuBLAS {what}: cublasSgemm_v2 {row[0]:.1f} us of host time, {row[1]:.1f} us in all; "
+                  f"StridedBatched(1) {row[2]:.1f}, {row[3]:.1f} us")
 
 
 def profile_small_op():
