@@ -36,6 +36,12 @@ for pyproject in pathlib.Path("packages").glob("*/pyproject.toml"):
 PYEOF
 PYTHONPATH=$SITE/tmp/eps:$(ls -d "$PWD"/packages/*/src | paste -sd: -)
 export PYTHONPATH PYTHONUNBUFFERED=1 NUMBA_DISABLE_PERFORMANCE_WARNINGS=1
+# Without cffi flambeau finds neither cuBLAS nor cuDNN and every stage would time its numba fallbacks (a run was
+# lost so): stop at once unless ALLOW_NO_CFFI is set.
+if ! $PY -c "import cffi" 2>/dev/null && [ -z "${ALLOW_NO_CFFI:-}" ]; then
+    echo "cffi is missing: carry .whl (cffi, pycparser) to the machine, or set ALLOW_NO_CFFI=1" | tee "$OUT/smoke.txt"
+    exit 1
+fi
 WORKERS=${WORKERS:-14}
 # STAGES picks stages by name (default: smoke spy bench scale tests table1, about 340 s on an H200): smoke kernels
 # probe ktimes engines devtime profile host spy calls bench scale lstm tests rest table1 paper nccl models extra
