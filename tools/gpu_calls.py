@@ -31,6 +31,7 @@ _CALLS: collections.Counter = collections.Counter()  # its calls
 
 
 def _timed(name: str, fn):
+    """``fn`` with its calls counted and timed under ``name`` (marked ``timed``: never wrapped twice)."""
     clock = time.perf_counter
 
     def call(*args):
@@ -91,7 +92,7 @@ def _wall(step, synchronize, steps: int) -> float:
 
 def report(name: str, step, synchronize, steps: int = 20) -> None:
     """Print ``step``'s wall time per step without and with the timers, then each native function's µs and calls
-    per step (the synchronize that ends each step included, apart)."""
+    per step (those of the synchronize that ends each step among them)."""
     for _ in range(5):
         step()
     synchronize()
