@@ -83,8 +83,9 @@ NUMERICAL_NOTES, BEHAVIOR_NOTES = 10, 4  # how many of each cuDNN 9 defines (CUD
 # Engine configurations asked of each heuristics mode: all it lists (up to _CONFIGS; _CONFIGS_UNCOUNTED where it
 # cannot say how many), as torch asks for all of them. With the first sixteen alone, ResNet-18's float32 step
 # without TF32 ran the fallback list's legacy implicit-GEMM kernels on an H100, 11.3 ms of device time per step
-# against torch's 2.7 (torch ran cuDNN's FFMA implicit-GEMM engines): the first sixteen of the instant list were
-# presumably all refused (tools/gpu_cudnn_engines.py lists them, their notes and times on a GPU).
+# against torch's 2.7 (torch ran cuDNN's FFMA implicit-GEMM engines): for 5 of its 9 convolutions the instant
+# list's first sixteen all use tensor cores (its first acceptable one was the 14th to 31st: tools/gpu_cudnn_engines.py
+# on an H200). With every one asked for, flambeau takes torch's engine in each, and torch's device time.
 _CONFIGS, _CONFIGS_UNCOUNTED = 256, 16
 
 
