@@ -69,7 +69,7 @@ class _Survey(graph.GraphPlan):
 
 def _time_plan(ffi, lib, h, found, uids):
     """``(host µs, total µs)`` per call of plan ``found = (plan, workspace bytes)`` on the survey's buffers."""
-    plan, nbytes = found
+    plan, nbytes = found[:2]
     ws = fl.empty(max(nbytes, 1), dtype=fl.uint8, device="cuda")
     pointers = ffi.new("uintptr_t[4]")
     p = types.SimpleNamespace(plan=plan, uids=uids, pack_holder=ffi.new("cudnnBackendDescriptor_t *"),

@@ -66,6 +66,36 @@ _NUMBERED_DESCRIPTORS = textwrap.dedent("""
     lib.cudnnBackendCreateDescriptor, lib.cudnnBackendDestroyDescriptor = create, destroy
 """)
 
+# Heuristics (with _NUMBERED_DESCRIPTORS) that list ``listed`` engine configurations, the engine of the ``i``-th
+# with numerical note ``note_of(i)`` (None: no note): ``list_engines(listed, note_of)``; ``order`` maps a
+# configuration to its place in its list, ``engine_of`` an engine to its configuration's
+_LISTED_ENGINES = textwrap.dedent("""
+    order, engine_of = {}, {}
+
+    def list_engines(listed, note_of):
+        real_get = lib.cudnnBackendGetAttribute
+
+        def get(d, name, kind, requested, count, array):
+            if name == graph.HEUR_RESULTS:
+                count[0] = listed
+                for i in range(min(requested, listed)):
+                    order[address(array[i])] = i
+                return 0
+            if name == graph.ENGINECFG_ENGINE:
+                engine_of[address(array[0])] = order[address(d)]
+                count[0] = 1
+                return 0
+            if name == graph.ENGINE_NUMERICAL_NOTE:
+                note = note_of(engine_of[address(d)])
+                count[0] = int(note is not None)
+                if note is not None and requested:
+                    array[0] = note
+                return 0
+            return real_get(d, name, kind, requested, count, array)
+
+        lib.cudnnBackendGetAttribute = get
+""")
+
 
 def test_views_by_address_match_the_cpu():
     _run("""
@@ -565,36 +595,60 @@ def test_cudnn_graph_takes_an_acceptable_engine_listed_after_the_sixteenth():
     mode are refused (TF32 tensor cores for float32 without TF32) and the twenty-first is not, that one runs, not
     the fallback list's (the first sixteen alone sent ResNet-18's convolutions to cuDNN's legacy kernels on an
     H100)."""
-    _run(_NUMBERED_DESCRIPTORS + textwrap.dedent("""
+    _run(_NUMBERED_DESCRIPTORS + _LISTED_ENGINES + textwrap.dedent("""
         import flambeau.nn.functional as F
-        order, listed, engine_of = {}, 24, {}  # a configuration -> its place in its list; an engine -> its config's
-        real_get = lib.cudnnBackendGetAttribute
-
-        def get(d, name, kind, requested, count, array):
-            if name == graph.HEUR_RESULTS:
-                count[0] = listed
-                for i in range(min(requested, listed)):
-                    order[address(array[i])] = i
-                return 0
-            if name == graph.ENGINECFG_ENGINE:
-                engine_of[address(array[0])] = order[address(d)]
-                count[0] = 1
-                return 0
-            if name == graph.ENGINE_NUMERICAL_NOTE:  # the first twenty engines use TF32 tensor cores
-                refused = engine_of[address(d)] < 20
-                count[0] = int(refused)
-                if refused and requested:
-                    array[0] = graph.NOTE_TENSOR_CORE
-                return 0
-            return real_get(d, name, kind, requested, count, array)
-
-        lib.cudnnBackendGetAttribute = get
+        listed = 24
+        list_engines(listed, lambda i: graph.NOTE_TENSOR_CORE if i < 20 else None)  # the first twenty use TF32
         fl.backends.cudnn.allow_tf32 = False
         F.conv2d(fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda"))
         (plan,) = [plan for plan in _cudnn._PLANS.values() if getattr(plan, "graph", False)]
         assert list(kinds.values()).count(graph.ENGINEHEUR) == 1  # the instant list had one: no fallback asked for
         assert sorted(order.values()) == list(range(listed))  # every configuration was asked for
         assert max(engine_of.values()) == 20  # the first one without tensor cores was taken
+    """))
+
+
+def test_cudnn_benchmark_mode_keeps_the_fastest_engine():
+    """Note [cuDNN benchmark mode]: with ``backends.cudnn.benchmark`` a configuration's first call times the engines
+    that compute as asked, on its own pointers, and keeps the fastest (the fake's executions sleep: the third
+    configuration's plan is the fastest, a refused one faster still is never run); the others' descriptors are
+    destroyed; the flag is part of the plan's key, and without it the heuristics' first runs."""
+    _run(_NUMBERED_DESCRIPTORS + _LISTED_ENGINES + textwrap.dedent("""
+        import time
+        import flambeau.nn.functional as F
+        config_of, ran = {}, []
+        delay = {0: 0.004, 1: 0.0001, 2: 0.0005, 3: 0.002}  # seconds an execution of each configuration's plan takes
+        list_engines(4, lambda i: graph.NOTE_DOWN_CONVERT if i == 1 else None)  # the second narrows its inputs
+        real_set = lib.cudnnBackendSetAttribute
+
+        def set_attribute(d, name, kind, n, values):
+            if name == graph.PLAN_ENGINE_CONFIG:
+                config_of[address(d)] = order[address(values[0])]
+            return real_set(d, name, kind, n, values)
+
+        def execute(h, plan, pack):
+            ran.append(config_of[address(plan)])
+            time.sleep(delay[config_of[address(plan)]])
+            return 0
+
+        lib.cudnnBackendSetAttribute, lib.cudnnBackendExecute = set_attribute, execute
+        x, w = fl.empty(1, 2, 5, 5, device="cuda"), fl.empty(3, 2, 3, 3, device="cuda")
+
+        def taken():
+            (plan,) = [p for p in _cudnn._PLANS.values() if getattr(p, "graph", False) and p.plan is not None]
+            return config_of[address(plan.plan)]
+
+        fl.backends.cudnn.benchmark = True
+        F.conv2d(x, w)
+        assert taken() == 2 and 1 not in ran, (taken(), ran)
+        assert ran[-1] == 2 and len(ran) > 4, ran  # every candidate timed, then the call itself
+        alive = [kinds[d] for d in live]
+        assert alive.count(graph.EXECUTION_PLAN) == alive.count(graph.ENGINE) == alive.count(graph.ENGINECFG) == 1
+        fl.backends.cudnn.benchmark = False
+        _cudnn._PLANS.clear()  # (its descriptors stay alive: this test no longer counts them)
+        ran.clear()
+        F.conv2d(x, w)
+        assert taken() == 0 and ran == [0], ran  # the heuristics' first, untimed
     """))
 
 

@@ -55,6 +55,12 @@ def cudnn_allow_tf32() -> bool:
     return FLAGS["cudnn.allow_tf32"]
 
 
+def cudnn_benchmark() -> bool:
+    """Whether a convolution's first call times cuDNN's engines and keeps the fastest (``flambeau.backends.cudnn.
+    benchmark``, False by default as torch's; Note [cuDNN benchmark mode] in ``_kernels/cuda/_cudnn_graph``)."""
+    return FLAGS["cudnn.benchmark"]
+
+
 def deterministic() -> bool:
     """Whether kernels must take their deterministic paths (``cudnn.deterministic`` or
     ``use_deterministic_algorithms(True)``)."""

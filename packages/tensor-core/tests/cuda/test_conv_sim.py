@@ -216,11 +216,12 @@ def test_cudnn_failure_falls_back_to_numba(fake_cudnn):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("api", ["graph", "legacy"])
+@pytest.mark.parametrize("api", ["graph", "legacy", "benchmark"])
 @pytest.mark.parametrize("dtype", [fl.float32, fl.float64])
 def test_cudnn_matches_numba_path_and_cpu(dtype, api, monkeypatch):
-    """cuDNN's results through its graph API (Note [cuDNN's graph API]) and through the legacy calls, against the
-    numba kernels' and the CPU's."""
+    """cuDNN's results through its graph API (Note [cuDNN's graph API]), with the engines timed (Note [cuDNN
+    benchmark mode]) and through the legacy calls, against the numba kernels' and the CPU's."""
+    from flambeau import _determinism
     from flambeau._kernels.cuda import _cudnn
 
     if not _cudnn.available():
@@ -236,7 +237,8 @@ def test_cudnn_matches_numba_path_and_cpu(dtype, api, monkeypatch):
         out.backward(g)
         results = []
         for use in (True, False):
-            monkeypatch.setattr(_cudnn, "_GRAPH_API", api == "graph")
+            monkeypatch.setattr(_cudnn, "_GRAPH_API", api != "legacy")
+            monkeypatch.setitem(_determinism.FLAGS, "cudnn.benchmark", api == "benchmark")
             monkeypatch.setattr(_cudnn, "_PLANS", {})
             if not use:
                 monkeypatch.setattr(_cudnn, "available", lambda: False)
@@ -245,7 +247,7 @@ def test_cudnn_matches_numba_path_and_cpu(dtype, api, monkeypatch):
             outc.backward(g.to("cuda"))
             if use:  # every configuration was planned through the API asked for
                 plans = [plan for key, plan in _cudnn._PLANS.items() if key[0] in ("forward", "data", "filter")]
-                assert plans and {plan.graph for plan in plans} == {api == "graph"}, plans
+                assert plans and {plan.graph for plan in plans} == {api != "legacy"}, plans
             results.append((outc, xc.grad, wc.grad))
             for got, want in zip(results[-1], (out, x.grad, w.grad)):
                 _close(got, want, rtol=tol, atol=tol)

@@ -6,7 +6,9 @@ The flags, bools to read and assign (``flambeau.backends.cudnn.benchmark = True`
   False when the environment has ``FLAMBEAU_CUDNN=0``.
 - ``deterministic``: deterministic algorithms only (cuDNN's, and flambeau's CUDA scatter and index
   paths).
-- ``benchmark``: recorded; flambeau picks cuDNN's algorithm by its heuristics, not by timing.
+- ``benchmark``: a convolution configuration's first call times cuDNN's engines (those that compute as the
+  other flags ask) and keeps the fastest; False: the heuristics' first (Note [cuDNN benchmark mode] in
+  ``flambeau._kernels.cuda._cudnn_graph``).
 - ``allow_tf32``: whether cuDNN may run float32 convolutions on TF32 tensor cores (compute
   capability 8.0 and up). True by default, as torch's: about 1e-3 relative error for several times
   the speed; set it False where a result must agree with the CPU to float32 rounding.

@@ -25,10 +25,11 @@ import ctypes.util
 import math
 import os
 import threading
+import time
 
 import numpy as np
 
-from flambeau._determinism import cudnn_allow_tf32, cudnn_enabled, deterministic
+from flambeau._determinism import cudnn_allow_tf32, cudnn_benchmark, cudnn_enabled, deterministic
 from flambeau._kernels.cuda import _cudnn_graph, _launch
 from flambeau.cuda import _streams
 from flambeau.cuda._streams import stream_handle
@@ -378,14 +379,15 @@ def _scalars(ffi, dtype) -> tuple:
 
 
 def _make_plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type,
-               align):
+               align, timer=None):
     """A graph-API plan of this configuration where the graph API takes it, else a legacy one (Note [cuDNN's
-    graph API])."""
+    graph API]); ``timer``: the engines are timed and the fastest taken (Note [cuDNN benchmark mode]; the legacy
+    calls keep the heuristics' algorithm)."""
     if _GRAPH_API:
         try:
             return _cudnn_graph.GraphPlan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding,
                                           dilation, align, _workspace_limit(), deterministic(),
-                                          math_type == CUDNN_DEFAULT_MATH)
+                                          math_type == CUDNN_DEFAULT_MATH, timer)
         except _cudnn_graph.GraphRefused:
             pass
     return _Plan(ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
@@ -401,11 +403,14 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
     math_type = CUDNN_DEFAULT_MATH if dtype == np.float32 and cudnn_allow_tf32() else CUDNN_FMA_MATH
     pa, pb, pout = data_ptr(a), data_ptr(b), data_ptr(out)  # (device pointers are declared uintptr_t: ints)
     align = _cudnn_graph.alignment(pa, pb, pout)
+    benchmark = cudnn_benchmark()
+    # (a graph plan is its handle's, so the handle is in the key: cffi pointers hash by address)
     key = (kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, deterministic(), math_type,
-           _streams.current_device(), h, align)  # (a graph plan is its handle's; cffi pointers hash by address)
+           _streams.current_device(), h, align, benchmark)
     args = (ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, groups, math_type)
     with _PLANS_LOCK:
-        plan = cached_plan(key, lambda: _make_plan(*args, align))
+        plan = cached_plan(key, lambda: _make_plan(*args, align,
+                                                   _timer(ffi, lib, h, pa, pb, pout) if benchmark else None))
         plan, ws = _with_workspace(key, plan, args)
         pws = 0 if ws is None else data_ptr(ws)
         if plan.graph:
@@ -426,6 +431,33 @@ def _run(kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, grou
                                                     pout)
     _check(rc, f"cudnnConvolution {kind}")
     return out
+
+
+_BENCHMARK_CALLS = 5  # calls of a candidate timed, after one that warms it up (Note [cuDNN benchmark mode])
+
+
+def _timer(ffi, lib, h, pa: int, pb: int, pout: int):
+    """Note [cuDNN benchmark mode]: ``time(plan)``, the seconds per call of a candidate graph plan on this call's
+    pointers, queued back to back on the current stream and waited for; None where its workspace cannot be
+    allocated or it fails."""
+    backend, stream = _launch.be(), _launch.stream()
+
+    def time_plan(plan) -> float | None:
+        try:
+            ws = backend.empty((plan.nbytes,), np.uint8) if plan.nbytes else None
+        except MemoryError:
+            return None
+        pws = 0 if ws is None else backend.data_ptr(ws)
+        if _cudnn_graph.execute(ffi, lib, h, plan, pa, pb, pout, pws):  # (one call to warm it up, and the check)
+            return None
+        stream.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(_BENCHMARK_CALLS):
+            _cudnn_graph.execute(ffi, lib, h, plan, pa, pb, pout, pws)
+        stream.synchronize()
+        return (time.perf_counter() - t0) / _BENCHMARK_CALLS
+
+    return time_plan
 
 
 def _replace(key, old, make):

@@ -109,9 +109,14 @@ class GraphPlan:
     graph = True
 
     def __init__(self, ffi, lib, h, kind, dtype, x_shape, w_shape, y_shape, stride, padding, dilation, align,
-                 workspace_limit: int, deterministic: bool, allow_tf32: bool):
+                 workspace_limit: int, deterministic: bool, allow_tf32: bool, timer=None):
         self.ffi, self.lib, self.made = ffi, lib, []
         self.packs: dict = {}  # (a, b, out, workspace) -> its finalized variant pack (Note [Variant packs kept])
+        self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
+        # a new variant pack's pointers are written here (calls run under _cudnn's plans lock)
+        self.pack_holder = ffi.new("cudnnBackendDescriptor_t *")
+        self.pointers = ffi.new("uintptr_t[4]")  # a, b, out and the workspace
+        self.workspace_pointer = self.pointers + 3
         try:
             dt = 0 if np.dtype(dtype) == np.float32 else 1  # cudnnDataType_t: FLOAT, DOUBLE
             tensors = {role: self._tensor(dt, shape, UID[role], align)
@@ -145,12 +150,10 @@ class GraphPlan:
                 unwanted |= {NOTE_TENSOR_CORE, NOTE_REDUCED_PRECISION}
             elif dt == 1:  # (float64's tensor cores compute in float64)
                 unwanted.add(NOTE_REDUCED_PRECISION)
-            self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
-            self.uids = ffi.new("int64_t[3]", [UID[role] for role in ROLES[kind]])
-            # a new variant pack's pointers are written here (calls run under _cudnn's plans lock)
-            self.pack_holder = ffi.new("cudnnBackendDescriptor_t *")
-            self.pointers = ffi.new("uintptr_t[4]")  # a, b, out and the workspace
-            self.workspace_pointer = self.pointers + 3
+            if timer is None:
+                self.plan, self.nbytes = self._first_plan(h, graph, unwanted, workspace_limit)
+            else:
+                self.plan, self.nbytes = self._fastest_plan(h, graph, unwanted, workspace_limit, timer)
         except BaseException:
             self.close()
             raise
@@ -217,7 +220,7 @@ class GraphPlan:
             self.lib.cudnnBackendDestroyDescriptor(d)
 
     def _candidate(self, h, config, unwanted: set, workspace_limit: int):
-        """``(plan, workspace bytes)`` of engine configuration ``config``, or None where its engine has an
+        """``(plan, workspace bytes, engine)`` of engine configuration ``config``, or None where its engine has an
         ``unwanted`` numerical note or compiles at run time, its plan does not finalize, or its workspace is past
         the limit. What it made for a refused configuration is destroyed."""
         ffi, lib = self.ffi, self.lib
@@ -237,7 +240,7 @@ class GraphPlan:
                     and lib.cudnnBackendFinalize(plan) == 0
                     and lib.cudnnBackendGetAttribute(plan, PLAN_WORKSPACE_SIZE, T_INT64, 1, count, size) == 0
                     and 0 <= size[0] <= workspace_limit):
-                return plan, int(size[0])
+                return plan, int(size[0]), engine
         self._drop([plan, engine])
         return None
 
@@ -252,9 +255,48 @@ class GraphPlan:
                 found = self._candidate(h, config, unwanted, workspace_limit)
                 if found is not None:
                     self._drop(configs[:i] + configs[i + 1:])  # (the plan's own configuration is kept with it)
-                    return found
+                    return found[:2]
             self._drop(configs)
         raise GraphRefused("no engine of cuDNN's graph API takes this convolution")
+
+    def _fastest_plan(self, h, graph, unwanted: set, workspace_limit: int, timer):
+        """Note [cuDNN benchmark mode]: of the first :data:`BENCHMARK_CANDIDATES` engine configurations that
+        :meth:`_candidate` takes (instant heuristics, then fallback), the one ``timer`` finds fastest; what the
+        others made is destroyed once they are timed."""
+        best, best_time, timed = None, None, 0  # best: (plan, workspace bytes, [what it keeps])
+        for mode in (HEUR_INSTANT, HEUR_FALLBACK):
+            try:
+                configs = self._configs(graph, mode)
+            except GraphRefused:
+                continue
+            for config in configs:
+                found = self._candidate(h, config, unwanted, workspace_limit) \
+                    if timed < BENCHMARK_CANDIDATES else None
+                if found is None:
+                    self._drop([config])
+                    continue
+                timed += 1
+                plan, nbytes, engine = found
+                self.plan, self.nbytes = plan, nbytes
+                try:
+                    seconds = timer(self)
+                finally:
+                    self._drop_packs()  # (made for this candidate's plan)
+                    self.plan = None
+                if seconds is not None and (best_time is None or seconds < best_time):
+                    if best is not None:
+                        self._drop(best[2])
+                    best, best_time = (plan, nbytes, [plan, engine, config]), seconds
+                else:
+                    self._drop([plan, engine, config])
+        if best is None:
+            raise GraphRefused("no engine of cuDNN's graph API ran this convolution")
+        return best[0], best[1]
+
+    def _drop_packs(self) -> None:
+        for pack in self.packs.values():
+            self.lib.cudnnBackendDestroyDescriptor(pack)
+        self.packs = {}
 
     def close(self) -> None:
         for pack in self.packs.values():
@@ -273,6 +315,19 @@ class GraphPlan:
 #     step, and a kept pack makes the call one cudnnBackendExecute. A plan keeps at most _PACKS_KEPT (the oldest
 #     goes first); they are destroyed with it.
 _PACKS_KEPT = 32
+
+# Note [cuDNN benchmark mode]
+#     With ``backends.cudnn.benchmark`` True, as with torch's, a configuration's first call times the engines
+#     instead of taking the heuristics' first: each candidate that computes as asked (the same filter) and whose
+#     workspace fits runs on the call's own tensors, and the fastest is kept. flambeau times a candidate by the
+#     wall time of a few calls queued back to back and waited for (``_cudnn``'s timer), so that an engine's host
+#     time counts where the host is the bottleneck: on an H200 the heuristics' first engine for a ResNet-18
+#     convolution took 35 µs of host time a call and 37.8 µs in all, the third 27 and 28.7 µs
+#     (tools/gpu_cudnn_engines.py). torch's cudnnFind times the device alone. The first BENCHMARK_CANDIDATES
+#     candidates are timed: a configuration's first call then takes milliseconds, paid once. The result differs
+#     from the heuristics' engine's by the engines' rounding; deterministic algorithms still refuse the
+#     non-deterministic engines.
+BENCHMARK_CANDIDATES = 16
 
 
 def execute(ffi, lib, h, plan: GraphPlan, a: int, b: int, out: int, workspace: int) -> int:
