@@ -11,6 +11,8 @@ notes give throughput and the allocators' statistics over the timed steps: raw d
     python benchmarks/gpu.py --quick --only resnet18
     python benchmarks/gpu.py --size gpu # the models at the sizes one trains them at on a GPU
                                         # (train.GPU_MODELS; RESULTS.md section "gpu_size")
+    python benchmarks/gpu.py --quick --cudnn-benchmark  # both libraries with cuDNN's benchmark mode on
+                                        # (``backends.cudnn.benchmark = True``; RESULTS.md untouched)
 
 train.py's sizes suit two CPU cores: on a GPU their steps are too small to keep the device busy, so
 they time each library's host path per operator. ``--size gpu`` times the same models at their usual
@@ -43,6 +45,8 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(train.MODELS), action="append", help="run only these models")
     parser.add_argument("--size", choices=("cpu", "gpu"), default="cpu",
                         help="train.py's sizes (cpu, the default) or train.GPU_MODELS's (gpu)")
+    parser.add_argument("--cudnn-benchmark", action="store_true",
+                        help="cuDNN's benchmark mode in both libraries (RESULTS.md untouched)")
     args = parser.parse_args()
     models = train.GPU_MODELS if args.size == "gpu" else train.MODELS
     section, title = (("gpu_size", "Training steps on a GPU at GPU sizes (benchmarks/gpu.py --size gpu)")
@@ -53,13 +57,16 @@ def main() -> None:
         return
     r.add_note(f"GPU: {fl.cuda.get_device_name()} (torch sees {torch.cuda.get_device_name()}), "
                f"torch CUDA {torch.version.cuda}")
+    if args.cudnn_benchmark:  # (each library then times its convolution engines on a configuration's first call)
+        fl.backends.cudnn.benchmark = torch.backends.cudnn.benchmark = True
+        r.add_note("cuDNN benchmark mode on in both libraries (backends.cudnn.benchmark = True)")
     r.header()
     for name in args.only or train.MODELS:
         try:
             _measure(r, torch, name, models)
         except Exception:  # one model's failure must not hide the others' figures (a lent GPU is scarce)
             print(f"benchmarks/gpu.py: {name} failed:\n{traceback.format_exc()}", flush=True)
-    if not args.quick:
+    if not args.quick and not args.cudnn_benchmark:
         r.finish()
 
 
