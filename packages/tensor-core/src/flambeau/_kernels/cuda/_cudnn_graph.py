@@ -265,6 +265,8 @@ class GraphPlan:
         others made is destroyed once they are timed."""
         best, best_time, timed = None, None, 0  # best: (plan, workspace bytes, [what it keeps])
         for mode in (HEUR_INSTANT, HEUR_FALLBACK):
+            if timed >= BENCHMARK_CANDIDATES:
+                break
             try:
                 configs = self._configs(graph, mode)
             except GraphRefused:
