@@ -17,13 +17,14 @@ time).
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
-import time
-import types
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import gpu_profile  # noqa: E402
 
 if "--fake" in sys.argv:  # (the fake device of tools/host_overhead.py: the tool's own check, without a GPU)
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
     import host_overhead
 
     host_overhead.fake_device()
@@ -44,6 +45,7 @@ class _Survey(graph.GraphPlan):
     buffers: tuple = ()
 
     def _first_plan(self, h, op_graph, unwanted, workspace_limit):
+        self.unwanted, self.limit = unwanted, workspace_limit  # (flambeau's filter, to mark its pick)
         ffi, lib = self.ffi, self.lib
         count, index = ffi.new("int64_t *"), ffi.new("int64_t *")
         for mode, mode_name in ((graph.HEUR_INSTANT, "instant"), (graph.HEUR_FALLBACK, "fallback")):
@@ -61,34 +63,27 @@ class _Survey(graph.GraphPlan):
                 behaviour = self._notes(engine, graph.ENGINE_BEHAVIOR_NOTE, graph.T_BEHAVIOR_NOTE,
                                         graph.BEHAVIOR_NOTES)
                 found = self._candidate(h, config, set(), 1 << 40)  # (None: it compiles at run time, or fails)
-                times = _time_plan(ffi, lib, h, found, self.uids_for_survey) if found else None
+                times = self._time(found[:2]) if found else None
                 self.rows.append((mode_name, i, int(index[0]), numerical, behaviour,
                                   found[1] if found else None, times))
         return super()._first_plan(h, op_graph, unwanted, workspace_limit)
 
-
-def _time_plan(ffi, lib, h, found, uids):
-    """``(host µs, total µs)`` per call of plan ``found = (plan, workspace bytes)`` on the survey's buffers."""
-    plan, nbytes = found[:2]
-    ws = fl.empty(max(nbytes, 1), dtype=fl.uint8, device="cuda")
-    pointers = ffi.new("uintptr_t[4]")
-    p = types.SimpleNamespace(plan=plan, uids=uids, pack_holder=ffi.new("cudnnBackendDescriptor_t *"),
-                              pointers=pointers, workspace_pointer=pointers + 3, packs={})
-    a, b, out = (t.data_ptr() for t in _Survey.buffers)
-    run = lambda: graph.execute(ffi, lib, h, p, a, b, out, ws.data_ptr() if nbytes else 0)  # noqa: E731
-    for _ in range(3):
-        if run():
-            return None
-    fl.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(CALLS):
-        run()
-    t1 = time.perf_counter()
-    fl.cuda.synchronize()
-    t2 = time.perf_counter()
-    for pack in p.packs.values():  # (the plan itself is the survey's, destroyed with it)
-        lib.cudnnBackendDestroyDescriptor(pack)
-    return (t1 - t0) / CALLS * 1e6, (t2 - t0) / CALLS * 1e6
+    def _time(self, found):
+        """``(host µs, µs in all)`` per call of candidate plan ``found = (plan, workspace bytes)`` on the survey's
+        buffers, run as this plan (its variant packs kept as flambeau keeps them, then destroyed); None where it
+        fails."""
+        self.plan, nbytes = found
+        ws = fl.empty(max(nbytes, 1), dtype=fl.uint8, device="cuda")
+        a, b, out = (t.data_ptr() for t in _Survey.buffers)
+        run = functools.partial(graph.execute, self.ffi, self.lib, self.handle, self, a, b, out,
+                                ws.data_ptr() if nbytes else 0)
+        try:
+            if any(run() for _ in range(3)):
+                return None
+            return gpu_profile.queued_us(run, CALLS, fl.cuda.synchronize, warmup=0)
+        finally:
+            self._drop_packs()
+            self.plan = None
 
 
 def survey(kind, x_shape, w_shape, y_shape, stride, padding, allow_tf32: bool) -> None:
@@ -96,15 +91,13 @@ def survey(kind, x_shape, w_shape, y_shape, stride, padding, allow_tf32: bool) -
     h = _cudnn._handle(ffi, lib, _launch.stream())
     shapes = {"x": x_shape, "w": w_shape, "y": y_shape}
     _Survey.buffers = tuple(fl.randn(*shapes[role], device="cuda") for role in graph.ROLES[kind])
-    _Survey.rows = []
-    _Survey.uids_for_survey = ffi.new("int64_t[3]", [graph.UID[role] for role in graph.ROLES[kind]])
+    _Survey.rows, _Survey.handle = [], h
     ptrs = [t.data_ptr() for t in _Survey.buffers]
     plan = _Survey(ffi, lib, h, kind, "float32", x_shape, w_shape, y_shape, stride, padding, (1, 1),
                    graph.alignment(*ptrs), _cudnn._workspace_limit(), False, allow_tf32)
     torch_unwanted = {graph.NOTE_DOWN_CONVERT} | (set() if allow_tf32 else {graph.NOTE_TENSOR_CORE})
-    ours = {graph.NOTE_DOWN_CONVERT} | (set() if allow_tf32 else {graph.NOTE_TENSOR_CORE, graph.NOTE_REDUCED_PRECISION})
-    flambeau_pick = next((r for r in _Survey.rows if r[5] is not None and r[5] <= _cudnn._workspace_limit()
-                          and not (r[3] & ours if r[3] is not None else ours)), None)
+    flambeau_pick = next((r for r in _Survey.rows if r[5] is not None and r[5] <= plan.limit
+                          and not (r[3] & plan.unwanted if r[3] is not None else plan.unwanted)), None)
     torch_pick = next((r for r in _Survey.rows if r[5] is not None and r[6] is not None
                        and not (r[3] or set()) & torch_unwanted), None)
     print(f"\n=== {kind} x{x_shape} w{w_shape} stride {stride}, TF32 {'on' if allow_tf32 else 'off'}: "

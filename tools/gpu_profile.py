@@ -28,17 +28,23 @@ import numpy as np
 sys.path.insert(0, "benchmarks")
 
 
-def per_call_us(fn, calls=2000, sync=None):
-    for _ in range(20):
+def queued_us(fn, calls: int, sync, warmup: int = 20) -> tuple:
+    """``(host µs, µs in all)`` per call of ``fn`` called ``calls`` times back to back after ``warmup`` calls and a
+    ``sync``: to the last call's return, and to the ``sync`` after it."""
+    for _ in range(warmup):
         fn()
-    if sync:
-        sync()
+    sync()
     t0 = time.perf_counter()
     for _ in range(calls):
         fn()
-    if sync:
-        sync()
-    return (time.perf_counter() - t0) / calls * 1e6
+    t1 = time.perf_counter()
+    sync()
+    return (t1 - t0) / calls * 1e6, (time.perf_counter() - t0) / calls * 1e6
+
+
+def per_call_us(fn, calls=2000, sync=None):
+    """µs per call of ``fn``, to the ``sync`` after the last call where one is given."""
+    return queued_us(fn, calls, sync or (lambda: None))[1]
 
 
 def show(profile, sort, limit):
@@ -158,17 +164,7 @@ def gemm_calls(calls: int = 200) -> None:
         batched = functools.partial(lib.cublasSgemmStridedBatched, h, 0, 0, N, M, K, one, pb, N, 0, pa, K, 0, zero,
                                     pc, N, 0, 1)
         for _ in range(3):  # (alternating: the host is shared)
-            row = []
-            for fn in (plain, batched):
-                for _ in range(20):
-                    fn()
-                fl.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(calls):
-                    fn()
-                t1 = time.perf_counter()
-                fl.cuda.synchronize()
-                row += [(t1 - t0) / calls * 1e6, (time.perf_counter() - t0) / calls * 1e6]
+            row = [*queued_us(plain, calls, fl.cuda.synchronize), *queued_us(batched, calls, fl.cuda.synchronize)]
             print(f"cuBLAS {what}: cublasSgemm_v2 {row[0]:.1f} us of host time, {row[1]:.1f} us in all; "
                   f"StridedBatched(1) {row[2]:.1f}, {row[3]:.1f} us")
 

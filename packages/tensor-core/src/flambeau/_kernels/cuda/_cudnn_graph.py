@@ -244,41 +244,45 @@ class GraphPlan:
         self._drop([plan, engine])
         return None
 
-    def _first_plan(self, h, graph, unwanted: set, workspace_limit: int):
-        """The first engine configuration (instant heuristics, then fallback) that :meth:`_candidate` takes."""
+    def _candidates(self, h, graph, unwanted: set, workspace_limit: int):
+        """Yield ``(plan, workspace bytes, descriptors it keeps)`` for each engine configuration :meth:`_candidate`
+        takes, instant heuristics first, then fallback; a refused configuration is destroyed at once, and those not
+        reached when the caller closes the generator are destroyed then."""
         for mode in (HEUR_INSTANT, HEUR_FALLBACK):
             try:
                 configs = self._configs(graph, mode)
             except GraphRefused:
                 continue
-            for i, config in enumerate(configs):
-                found = self._candidate(h, config, unwanted, workspace_limit)
-                if found is not None:
-                    self._drop(configs[:i] + configs[i + 1:])  # (the plan's own configuration is kept with it)
-                    return found[:2]
-            self._drop(configs)
+            try:
+                while configs:
+                    config = configs.pop(0)
+                    found = self._candidate(h, config, unwanted, workspace_limit)
+                    if found is None:
+                        self._drop([config])
+                    else:
+                        plan, nbytes, engine = found
+                        yield plan, nbytes, [plan, engine, config]
+            finally:
+                self._drop(configs)
+
+    def _first_plan(self, h, graph, unwanted: set, workspace_limit: int):
+        """The first engine configuration (instant heuristics, then fallback) that :meth:`_candidate` takes."""
+        candidates = self._candidates(h, graph, unwanted, workspace_limit)
+        try:
+            for plan, nbytes, _ in candidates:
+                return plan, nbytes
+        finally:
+            candidates.close()
         raise GraphRefused("no engine of cuDNN's graph API takes this convolution")
 
     def _fastest_plan(self, h, graph, unwanted: set, workspace_limit: int, timer):
         """Note [cuDNN benchmark mode]: of the first :data:`BENCHMARK_CANDIDATES` engine configurations that
-        :meth:`_candidate` takes (instant heuristics, then fallback), the one ``timer`` finds fastest; what the
-        others made is destroyed once they are timed."""
-        best, best_time, timed = None, None, 0  # best: (plan, workspace bytes, [what it keeps])
-        for mode in (HEUR_INSTANT, HEUR_FALLBACK):
-            if timed >= BENCHMARK_CANDIDATES:
-                break
-            try:
-                configs = self._configs(graph, mode)
-            except GraphRefused:
-                continue
-            for config in configs:
-                found = self._candidate(h, config, unwanted, workspace_limit) \
-                    if timed < BENCHMARK_CANDIDATES else None
-                if found is None:
-                    self._drop([config])
-                    continue
-                timed += 1
-                plan, nbytes, engine = found
+        :meth:`_candidate` takes, the one ``timer`` finds fastest; what the others made is destroyed once they are
+        timed."""
+        best, best_time = None, None  # best: (plan, workspace bytes, the descriptors it keeps)
+        candidates = self._candidates(h, graph, unwanted, workspace_limit)
+        try:
+            for timed, (plan, nbytes, kept) in enumerate(candidates, 1):
                 self.plan, self.nbytes = plan, nbytes
                 try:
                     seconds = timer(self)
@@ -288,9 +292,13 @@ class GraphPlan:
                 if seconds is not None and (best_time is None or seconds < best_time):
                     if best is not None:
                         self._drop(best[2])
-                    best, best_time = (plan, nbytes, [plan, engine, config]), seconds
+                    best, best_time = (plan, nbytes, kept), seconds
                 else:
-                    self._drop([plan, engine, config])
+                    self._drop(kept)
+                if timed >= BENCHMARK_CANDIDATES:
+                    break
+        finally:
+            candidates.close()
         if best is None:
             raise GraphRefused("no engine of cuDNN's graph API ran this convolution")
         return best[0], best[1]
@@ -301,9 +309,7 @@ class GraphPlan:
         self.packs = {}
 
     def close(self) -> None:
-        for pack in self.packs.values():
-            self.lib.cudnnBackendDestroyDescriptor(pack)
-        self.packs = {}
+        self._drop_packs()
         for d in reversed(self.made):
             self.lib.cudnnBackendDestroyDescriptor(d)
         self.made, self.plan = [], None  # (a closed plan cannot execute: None is refused)
