@@ -30,7 +30,7 @@ from flambeau.optim import Adam
 from flambeau.optim.lr_scheduler import CosineAnnealingLR
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_digits import DigitsNet, RandomShift, evaluate, progress  # noqa: E402 - the demo's model and helpers
+from train_digits import DigitsNet, RandomShift, evaluate, progress, throughput  # noqa: E402 - the demo's model and helpers
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -66,7 +66,8 @@ def train(args: argparse.Namespace) -> float:
         print(f"digits: {len(train_set)} training images on {world} ranks ({len(sampler)} each per epoch), "
               f"global batch {args.batch_size}; {len(test_set)} test images")
 
-    start, seen, train_time, accuracy = time.perf_counter(), 0, 0.0, 0.0
+    start, accuracy = time.perf_counter(), 0.0
+    epoch_times, epoch_images = [], []  # training time and images (every rank's) of each epoch
     for epoch in range(1, args.epochs + 1):
         sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
         epoch_start = time.perf_counter()
@@ -78,16 +79,16 @@ def train(args: argparse.Namespace) -> float:
             optimizer.step()
             totals += fl.tensor([loss.item() * len(labels), len(labels)], dtype=fl.float64)
         dist.all_reduce(totals)  # the epoch's loss over every rank's images
-        train_time += time.perf_counter() - epoch_start
-        seen += int(totals[1].item())
+        epoch_times.append(time.perf_counter() - epoch_start)
+        epoch_images.append(int(totals[1].item()))
         scheduler.step()
         accuracy = evaluate(model.module, test_loader)  # the replicas are equal: each evaluates the same model
         if rank == 0:
             print(progress(epoch, args.epochs, totals[0].item() / totals[1].item(), accuracy,
                            time.perf_counter() - start), flush=True)
     if rank == 0:
-        print(f"test accuracy {accuracy:.2%} after {args.epochs} epochs; training throughput "
-              f"{seen / train_time:,.0f} images/s on {world} ranks")
+        print(f"test accuracy {accuracy:.2%} after {args.epochs} epochs; {throughput(epoch_times, epoch_images)} "
+              f"on {world} ranks")
     dist.destroy_process_group()
     return accuracy
 
