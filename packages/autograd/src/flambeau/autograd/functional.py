@@ -91,13 +91,13 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False, vec
         for o in outs:
             rows = [[] for _ in x]
             for k in range(o.numel()):
-                e = fl.zeros(o.numel(), dtype=o.dtype)
+                e = fl.zeros(o.numel(), dtype=o.dtype, device=o.device)
                 e[k] = 1
                 grads = _grads((o,), x, (e.reshape(tuple(o.shape)),), create_graph, strict)
                 for i, gi in enumerate(grads):
                     rows[i].append(gi)
             table.append(tuple(
-                (fl.stack(r) if r else fl.zeros((0,) + tuple(t.shape), dtype=o.dtype))
+                (fl.stack(r) if r else fl.zeros((0,) + tuple(t.shape), dtype=o.dtype, device=o.device))
                 .reshape(tuple(o.shape) + tuple(t.shape))
                 for r, t in zip(rows, x)))
     if single_out and single_in:

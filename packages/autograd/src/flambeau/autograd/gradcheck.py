@@ -33,21 +33,25 @@ def _numerical_jacobians(fn, inputs, outputs, eps):
     for i, t in enumerate(inputs):
         if not (isinstance(t, Tensor) and t.requires_grad):
             continue
-        flat = t.detach()
-        data = flat.numpy()
-        for k, idx in enumerate(np.ndindex(*data.shape) if data.ndim else [()]):
-            orig = data[idx].copy()
+        # the input's elements are nudged in place: through a numpy view of a CPU tensor's memory, through
+        # element assignment on other devices (each a small copy there: gradcheck is slow anyway)
+        data = t.detach().numpy() if t.device.type == "cpu" else t.detach()
+        for k, idx in enumerate(np.ndindex(*tuple(data.shape)) if data.ndim else [()]):
+            orig = data[idx].copy() if t.device.type == "cpu" else data[idx].item()
             # fn runs with grad mode as the caller has it: it may use autograd itself (gradgradcheck).
             data[idx] = orig + eps
-            plus = [o.detach().numpy().astype(np.float64).ravel().copy()
-                    for o in _differentiable_like(_as_tuple(fn(*inputs)), outputs)]
+            plus = [_host(o) for o in _differentiable_like(_as_tuple(fn(*inputs)), outputs)]
             data[idx] = orig - eps
-            minus = [o.detach().numpy().astype(np.float64).ravel().copy()
-                     for o in _differentiable_like(_as_tuple(fn(*inputs)), outputs)]
+            minus = [_host(o) for o in _differentiable_like(_as_tuple(fn(*inputs)), outputs)]
             data[idx] = orig
             for o_idx, (p, m) in enumerate(zip(plus, minus)):
                 jac[o_idx][i][k] = (p - m) / (2 * eps)
     return jac
+
+
+def _host(t: Tensor) -> np.ndarray:
+    """``t``'s values as a flat float64 host array (a copy, whatever its device)."""
+    return t.detach().cpu().numpy().astype(np.float64).ravel().copy()
 
 
 def _differentiable_like(new_outputs, reference):
@@ -72,7 +76,7 @@ def _analytical_jacobians(inputs, outputs):
                         if tuple(g.shape) != tuple(t.shape):
                             raise GradcheckError(f"grad is incorrect shape for input {i}: got {list(g.shape)}, "
                                                  f"expected {list(t.shape)}")
-                        jac[o_idx][i][:, k] = g.detach().numpy().astype(np.float64).ravel()
+                        jac[o_idx][i][:, k] = _host(g)
     return jac
 
 
@@ -126,8 +130,8 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
     outputs = _differentiable_outputs(_as_tuple(func(*inputs)))
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = tuple(fl.tensor(rng.standard_normal(tuple(o.shape)), dtype=o.dtype, requires_grad=True)
-                             for o in outputs)
+        grad_outputs = tuple(fl.tensor(rng.standard_normal(tuple(o.shape)), dtype=o.dtype, device=o.device,
+                                       requires_grad=True) for o in outputs)
     grad_outputs = _as_tuple(grad_outputs)
     n_inputs = len(inputs)
     diff_positions = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]

@@ -258,30 +258,22 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
                          f"must have the same shape as the input ({input.shape})")
     if weight.ndim != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if input.device != weight.device:
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{weight.device} and {input.device}!")
+    if weight.device.type != "cpu":
+        return _embedding_bag_on_device(input, weight, offsets, max_norm, norm_type, mode, per_sample_weights,
+                                        include_last_offset, padding_idx)
+    _check_bag_arguments(input, offsets, mode, per_sample_weights)
     if input.ndim == 2:
-        if offsets is not None:
-            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
-                             "fixed length sequences. However, found offsets of type "
-                             f"{type(offsets).__name__}")
         b, n = input.shape
         offs = np.arange(0, b * n, n, dtype=np.int64) if n else np.zeros(b, np.int64)
         input = input.reshape(-1)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
         include_last_offset = False
-    elif input.ndim == 1:
-        if offsets is None:
-            raise ValueError("offsets has to be a 1D Tensor but got None")
-        if offsets.ndim != 1:
-            raise ValueError("offsets has to be a 1D Tensor")
-        offs = offsets.detach().numpy().astype(np.int64)
     else:
-        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
-    if mode not in ("sum", "mean", "max"):
-        raise ValueError("mode has to be one of sum, mean or max")
-    if per_sample_weights is not None and mode != "sum":
-        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                                  f"supported for mode='sum' (got mode='{mode}')")
+        offs = offsets.detach().numpy(force=True).astype(np.int64)
     total = input.shape[0]
     if include_last_offset:
         if offs.size == 0:
@@ -325,6 +317,85 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None, 
     if mode == "mean":
         counts = np.bincount(seg[sel], minlength=nbags).astype(weight.dtype.np)
         out = out / fl.from_numpy(np.maximum(counts, 1)).to(dev).unsqueeze(1)
+    return out
+
+
+def _check_bag_arguments(input: Tensor, offsets, mode: str, per_sample_weights) -> None:
+    """embedding_bag's checks of its bags' description (torch's messages), on every device."""
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences. However, found offsets of type "
+                             f"{type(offsets).__name__}")
+    elif input.ndim == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("mode has to be one of sum, mean or max")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}')")
+
+
+# Note [Bags on the device]
+#     On the CPU embedding_bag works its bags out on the host (numpy: offsets checked, the positions of each bag,
+#     the maxima). A GPU's indices and offsets stay on the device, and reading them would synchronise the host
+#     with it at every call, as torch's CUDA kernels never do. There each position's bag is found by a
+#     ``searchsorted`` of the positions in the bags' bounds, and the positions in no bag (before offsets[0], past
+#     the last bound with include_last_offset, padding_idx) go to one extra bag, cut off at the end: the sums are
+#     an ``index_add`` of the rows into the bags, the means divide by the counts of another, the maxima are a
+#     ``scatter_reduce`` with ``amax`` (empty bags give zeros, as torch's). As with torch's CUDA kernels the
+#     offsets' values are not checked (that would need them on the host): offsets that do not rise from 0 give
+#     bags of the positions between them, and nothing is read out of bounds. Max mode's gradient is shared
+#     between equal maxima of one bag and column (scatter_reduce's rule), where the CPU gives it to the first.
+def _embedding_bag_on_device(input: Tensor, weight: Tensor, offsets, max_norm, norm_type, mode: str,
+                             per_sample_weights, include_last_offset: bool, padding_idx) -> Tensor:
+    """embedding_bag where ``weight`` is not on the CPU, without host synchronisation (Note [Bags on the device])."""
+    _check_bag_arguments(input, offsets, mode, per_sample_weights)
+    dev, nw, dim = weight.device, weight.shape[0], weight.shape[1]
+    if padding_idx is not None:
+        if not -nw <= padding_idx < nw:
+            raise AssertionError("padding_idx must be within the number of embeddings")
+        padding_idx = padding_idx % nw
+    if input.ndim == 2:
+        b, n = input.shape
+        offsets = fl.arange(0, b * n, n, device=dev) if n else fl.zeros(b, dtype=fl.int64, device=dev)
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+        include_last_offset = False
+    else:
+        offsets = offsets.to(device=dev, dtype=fl.int64)
+    total = input.shape[0]
+    if include_last_offset:
+        if offsets.shape[0] == 0:
+            raise ValueError("include_last_offset: number of offsets should be at least 1")
+        bounds, nbags = offsets, offsets.shape[0] - 1
+    else:
+        bounds, nbags = fl.cat([offsets, fl.full((1,), total, dtype=fl.int64, device=dev)]), offsets.shape[0]
+    if max_norm is not None:
+        with fl.no_grad():
+            fl.embedding(input, weight.detach(), None, max_norm, norm_type)
+    bag = fl.searchsorted(bounds, fl.arange(total, device=dev), right=True) - 1
+    inside = (bag >= 0) & (bag < nbags)
+    if padding_idx is not None:
+        inside = inside & (input != padding_idx)
+    bag = fl.where(inside, bag, nbags)  # positions in no bag: the extra bag ``nbags``
+    rows = fl.embedding(input, weight)
+    base = fl.zeros(nbags + 1, dim, dtype=weight.dtype, device=dev)
+    if mode == "max":
+        return base.scatter_reduce(0, bag.unsqueeze(1).expand(total, dim), rows, "amax", include_self=False)[:nbags]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(1)
+    out = base.index_add(0, bag, rows)[:nbags]
+    if mode == "mean":
+        counts = fl.zeros(nbags + 1, dtype=weight.dtype, device=dev).index_add(
+            0, bag, fl.ones(total, dtype=weight.dtype, device=dev))[:nbags]
+        out = out / counts.clamp(min=1).unsqueeze(1)
     return out
 
 

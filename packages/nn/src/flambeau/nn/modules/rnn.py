@@ -2,7 +2,9 @@
 
 A multi-layer module runs one fused operator per layer and direction over the whole sequence
 (``flambeau._lstm_layer`` ...: one input-projection GEMM, then one recurrent GEMM and one fused
-gate pass per step), so autograd records one node per layer and direction. An LSTM with
+gate pass per step), so autograd records one node per layer and direction. A
+:class:`~flambeau.nn.utils.rnn.PackedSequence` input runs one such call per run of equal batch sizes
+(Note [Packed sequences through the fused layers]) and gives a PackedSequence output. An LSTM with
 ``proj_size > 0`` has no fused operator: its layers run :func:`_lstm_projected_layer`, a composite
 of tensor operators per step. Parameter names, shapes, gate order and initialisation are torch's, so
 state_dicts are interchangeable.
@@ -21,6 +23,7 @@ from flambeau.nn._functional.basic import dropout as _dropout
 from flambeau.nn._functional.basic import linear as _linear
 from flambeau.nn.modules.module import Module
 from flambeau.nn.parameter import Parameter
+from flambeau.nn.utils.rnn import PackedSequence
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -169,8 +172,7 @@ class RNNBase(Module):
                 if h.ndim != 2:
                     raise RuntimeError(self._hidden_dim_message(batched, hxs))
                 hxs[i] = h.unsqueeze(1)
-            msg = f"Expected hidden[{i}] size {{}}, got {{}}" if n_states == 2 else "Expected hidden size {}, got {}"
-            self._check_hidden(hxs[i], expected[i], msg)
+            self._check_hidden(hxs[i], expected[i], _hidden_size_message(i, n_states))
         return input, hxs, batched
 
     def _hidden_dim_message(self, batched: bool, hxs) -> str:
@@ -181,7 +183,11 @@ class RNNBase(Module):
                     f"{hxs[1].ndim}-D) tensors")
         return f"For {kind} input, hx should also be {want}-D but got {hxs[0].ndim}-D tensor"
 
-    def _run_layers(self, x: Tensor, states: list):
+    def _run_layers(self, x: Tensor, states: list, direction=None):
+        """Every layer and direction over ``x``: ``(output, [final states per kind, stacked])``. ``direction(x,
+        states, weights, reverse) -> (output, [final state per kind])`` runs one layer in one direction (default
+        :meth:`_whole_direction`)."""
+        direction = self._whole_direction if direction is None else direction
         nd = 2 if self.bidirectional else 1
         finals = [[] for _ in states]
         states = [s.unbind(0) for s in states]  # one view per layer and direction (backward: a stack)
@@ -192,14 +198,18 @@ class RNNBase(Module):
                 ws = [getattr(self, n) for n in self._all_weights[idx]]
                 if not self.bias:
                     ws[2:2] = [None, None]
-                res = self._layer(x, [s[idx] for s in states], ws, d == 1)
-                outs.append(res[0])
-                for f, r in zip(finals, res[1:]):
+                out, last = direction(x, [s[idx] for s in states], ws, d == 1)
+                outs.append(out)
+                for f, r in zip(finals, last):
                     f.append(r)
             x = outs[0] if nd == 1 else fl.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = _dropout(x, self.dropout, True)
         return x, [fl.stack(f, 0) for f in finals]
+
+    def _whole_direction(self, x, states, ws, reverse):
+        res = self._layer(x, states, ws, reverse)
+        return res[0], res[1:]
 
     def _layer(self, x, states, ws, reverse):
         raise NotImplementedError
@@ -213,9 +223,74 @@ class RNNBase(Module):
 
     def _run(self, input: Tensor, hxs, n_states: int):
         """Check, run all the layers and reshape back: ``(output, [final state per kind])``."""
+        if isinstance(input, PackedSequence):
+            return self._run_packed(input, hxs, n_states)
         x, states, batched = self._prepare(input, hxs, n_states)
         out, finals = self._run_layers(x, states)
         return self._finish(out, finals, batched)
+
+    # Note [Packed sequences through the fused layers]
+    #     A PackedSequence holds time step 0 of every sequence (longest first), then step 1 of those that long,
+    #     and so on: step t has ``batch_sizes[t]`` rows, the first ones of the batch. Its steps fall into runs of
+    #     equal batch size (one per distinct length), and within a run the data is a ``(steps, rows, features)``
+    #     block, which the fused layer operators take as they are: each run is one layer call on the batch's
+    #     first ``rows`` rows, started from their states at the end of the previous run, while the rows already
+    #     finished keep theirs. The reverse direction walks the runs from the last one back, each row starting
+    #     from its initial state at its own last step (a row joins when the runs reach its length). Each
+    #     sequence is processed exactly to its length, as torch's packed layers do (no padding enters a state),
+    #     with one layer call per run rather than per step.
+    def _run_packed(self, packed, hxs, n_states: int):
+        """``(PackedSequence output, [final state per kind])`` of a packed input (Note [Packed sequences through
+        the fused layers]): states ``(D * L, B, H)`` in the caller's batch order, as torch's."""
+        data, batch_sizes, sorted_indices, unsorted_indices = packed
+        if data.ndim != 2:
+            raise ValueError(f"{type(self).__name__}: Expected packed input data to be 2D, got {data.ndim}D instead")
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                               f"got {data.shape[-1]}")
+        sizes = [int(b) for b in batch_sizes.tolist()]
+        bsz = sizes[0] if sizes else 0
+        nd = 2 if self.bidirectional else 1
+        expected = [(self.num_layers * nd, bsz, size) for size in [self.proj_size or self.hidden_size,
+                                                                   self.hidden_size][:n_states]]
+        if hxs is None:
+            states = [fl.zeros(e, dtype=data.dtype, device=data.device) for e in expected]
+        else:
+            states = list(hxs)
+            for i, h in enumerate(states):
+                self._check_hidden(h, expected[i], _hidden_size_message(i, n_states))
+                if sorted_indices is not None:  # the caller's batch order -> the packed (longest first) order
+                    states[i] = h.index_select(1, sorted_indices.to(h.device))
+        runs, offset, t = [], 0, 0
+        while t < len(sizes):  # (offset, steps, rows) of each run of equal batch sizes
+            start = t
+            while t < len(sizes) and sizes[t] == sizes[start]:
+                t += 1
+            runs.append((offset, t - start, sizes[start]))
+            offset += (t - start) * sizes[start]
+        x, finals = self._run_layers(data, states, lambda x, st, ws, rev: self._packed_direction(x, runs, st, ws, rev))
+        if unsorted_indices is not None:  # back to the caller's batch order
+            finals = [f.index_select(1, unsorted_indices.to(f.device)) for f in finals]
+        return PackedSequence(x, batch_sizes, sorted_indices, unsorted_indices), finals
+
+    def _packed_direction(self, x: Tensor, runs: list, states: list, ws, reverse: bool):
+        """One layer and direction over packed data ``x`` ``(sum of lengths, features)`` in its ``runs``:
+        ``(output data, [final state per kind (B, H)])``."""
+        bsz = states[0].shape[0]
+        outs = [None] * len(runs)
+        for k in (range(len(runs) - 1, -1, -1) if reverse else range(len(runs))):
+            offset, steps, rows = runs[k]
+            block = x[offset:offset + steps * rows].reshape(steps, rows, x.shape[-1])
+            res = self._layer(block, [s[:rows] if rows < bsz else s for s in states], ws, reverse)
+            outs[k] = res[0].reshape(steps * rows, res[0].shape[-1])
+            states = [r if rows == bsz else fl.cat([r, s[rows:]], 0) for r, s in zip(res[1:], states)]
+        out = fl.cat(outs, 0) if outs else x.new_zeros((0, (self.proj_size or self.hidden_size)))
+        return out, states
+
+
+def _hidden_size_message(i: int, n_states: int) -> str:
+    """torch's message for a state ``i`` of the wrong shape (LSTM's two states are numbered)."""
+    return f"Expected hidden[{i}] size {{}}, got {{}}" if n_states == 2 else "Expected hidden size {}, got {}"
 
 
 class RNN(RNNBase):
@@ -228,7 +303,8 @@ class RNN(RNNBase):
         nonlinearity: ``'tanh'`` (default) or ``'relu'``.
 
     Shape: input ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
-    ``(L, H_in)``; ``h_0`` ``(D * num_layers, N, H)``. Returns ``(output (L, N, D * H), h_n)``.
+    ``(L, H_in)``, or a :class:`~flambeau.nn.utils.rnn.PackedSequence` (then ``output`` is one too);
+    ``h_0`` ``(D * num_layers, N, H)``. Returns ``(output (L, N, D * H), h_n)``.
     Parameters ``weight_ih_l{k}[_reverse]``, ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``.
     """
 
@@ -265,7 +341,8 @@ class LSTM(RNNBase):
     ``h_t = W_hr (o * tanh(c_t))`` (Sak et al., 2014), of ``proj_size`` features.
 
     Shape: input ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
-    ``(L, H_in)``; ``hx = (h_0, c_0)``, ``h_0`` ``(D * num_layers, N, H_out)`` and ``c_0``
+    ``(L, H_in)``, or a :class:`~flambeau.nn.utils.rnn.PackedSequence` (then ``output`` is one too);
+    ``hx = (h_0, c_0)``, ``h_0`` ``(D * num_layers, N, H_out)`` and ``c_0``
     ``(D * num_layers, N, H)``, ``H_out = proj_size or H``. Returns
     ``(output (L, N, D * H_out), (h_n, c_n))``.
     """
@@ -293,7 +370,8 @@ class GRU(RNNBase):
     dropout, bidirectional, device, dtype).
 
     Shape: input ``(L, N, H_in)`` (``(N, L, H_in)`` with ``batch_first``) or unbatched
-    ``(L, H_in)``; ``h_0`` ``(D * num_layers, N, H)``. Returns ``(output (L, N, D * H), h_n)``.
+    ``(L, H_in)``, or a :class:`~flambeau.nn.utils.rnn.PackedSequence` (then ``output`` is one too);
+    ``h_0`` ``(D * num_layers, N, H)``. Returns ``(output (L, N, D * H), h_n)``.
     """
 
     def __init__(self, *args, **kwargs) -> None:
