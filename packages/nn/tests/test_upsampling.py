@@ -45,13 +45,24 @@ CASES = [
     ("bilinear", 4, {"size": (10, 4), "align_corners": False}),
     ("linear", 3, {"scale_factor": 3.3}),
     ("linear", 3, {"size": 4, "align_corners": True}),
+    ("trilinear", 5, {"scale_factor": 2}),
+    ("trilinear", 5, {"scale_factor": (0.7, 1.9, 1.3)}),
+    ("trilinear", 5, {"size": (3, 8, 5), "align_corners": True}),
+    ("trilinear", 5, {"size": (7, 4, 1), "align_corners": False}),
+    ("nearest", 5, {"scale_factor": (1.5, 2.7, 0.6)}),
+    ("nearest", 5, {"size": (2, 7, 9)}),
+    ("nearest-exact", 3, {"scale_factor": 2.5}),
+    ("nearest-exact", 4, {"scale_factor": (1.5, 0.7)}),
+    ("nearest-exact", 4, {"size": (3, 11)}),
+    ("nearest-exact", 5, {"scale_factor": 1.7, "recompute_scale_factor": True}),
+    ("area", 5, {"size": (3, 4, 2)}),
 ]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("mode,ndim,kw", CASES, ids=[f"{m}{n}d-{kw}" for m, n, kw in CASES])
 def test_interpolate_matches_torch(mode, ndim, kw, dtype, rng):
-    x = rng.standard_normal((2, 3, 5, 6)[:ndim]).astype(dtype)
+    x = rng.standard_normal((2, 3, 5, 6, 4)[:ndim]).astype(dtype)
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else {}
     _compare(lambda t: F.interpolate(t, mode=mode, **kw), lambda t: TF.interpolate(t, mode=mode, **kw), x, **tol)
 
@@ -120,9 +131,12 @@ def test_interpolate_errors():
         F.interpolate(x, size=4, recompute_scale_factor=True)
     with pytest.raises(NotImplementedError, match="Got 3D input, but bilinear mode needs 4D input"):
         F.interpolate(fl.randn(1, 2, 3), scale_factor=2, mode="bilinear")
-    with pytest.raises(NotImplementedError, match="not supported by flambeau"):
-        F.interpolate(x, scale_factor=2, mode="nearest-exact")
+    with pytest.raises(NotImplementedError, match="Got 4D input, but trilinear mode needs 5D input"):
+        F.interpolate(x, scale_factor=2, mode="trilinear")
     with pytest.raises(NotImplementedError, match="is not one of"):
         F.interpolate(x, scale_factor=2, mode="cubic")
-    with pytest.raises(NotImplementedError, match="Only 3D and 4D input Tensors supported"):
-        F.interpolate(fl.randn(1, 2, 3, 4, 5), scale_factor=2)
+    with pytest.raises(NotImplementedError, match=r"Only 3D, 4D and 5D input Tensors supported \(got 6D\)"):
+        F.interpolate(fl.randn(1, 2, 3, 4, 5, 2), scale_factor=2)
+    with pytest.raises(RuntimeError, match=r"sizes should be greater than 0, but got input \(H: 1, W: 4\) output "
+                                           r"\(H: 0, W: 1\)"):
+        F.interpolate(fl.randn(1, 2, 1, 4), scale_factor=0.3, mode="nearest-exact")

@@ -21,6 +21,7 @@ import numpy as np
 import flambeau as fl
 from flambeau import Tensor
 from flambeau.nn._functional.pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
+from flambeau.nn._functional.pooling_more import adaptive_avg_pool3d
 
 __all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle"]
 
@@ -110,15 +111,68 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         return adaptive_avg_pool1d(input, output_size)
     if input.ndim == 4 and mode == "area":
         return adaptive_avg_pool2d(input, output_size)
-    if mode == "bilinear" and input.ndim == 3:
-        raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
-    if mode == "linear" and input.ndim == 4:
-        raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
-    if input.ndim in (3, 4):
-        raise NotImplementedError(f"interpolate(): mode {mode!r} is not supported by flambeau yet for "
-                                  f"{input.ndim}D input (nearest, linear, bilinear, bicubic and area are)")
-    raise NotImplementedError(f"Input Error: Only 3D and 4D input Tensors supported (got {input.ndim}D) for the "
-                              f"modes: nearest | linear | bilinear | bicubic | area (got {mode})")
+    if input.ndim == 5 and mode == "area":
+        return adaptive_avg_pool3d(input, output_size)
+    if (input.ndim == 5 and mode in ("nearest", "trilinear")) or (input.ndim in (3, 4, 5) and mode == "nearest-exact"):
+        return _separable(input, output_size, mode, bool(align_corners), scales)
+    need = {"linear": "3D", "bilinear": "4D", "trilinear": "5D"}.get(mode)
+    if input.ndim in (3, 4, 5) and need is not None:
+        raise NotImplementedError(f"Got {input.ndim}D input, but {mode} mode needs {need} input")
+    raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.ndim}D) for the "
+                              f"modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
+                              f"(got {mode})")
+
+
+# Note [Separable resampling]: trilinear, nearest in 5-D and nearest-exact resample one spatial dim at a time, as
+# bicubic does (Note [Bicubic as two gathers]): each pass is one ``index_select`` of every output position's source
+# taps along that dim (one for the nearest modes, two for linear) and, for linear, a sum weighted by the taps'
+# weights. Taps and weights follow torch's CPU kernels: the scale as float32 (the float dtypes' arithmetic there),
+# ``floor(dst * scale)`` for nearest, ``floor((dst + 0.5) * scale)`` for nearest-exact, both clamped to the last
+# position, and for linear the source ``scale * (dst + 0.5) - 0.5`` clamped at 0 (``scale * dst`` with
+# align_corners) between its floor and the next position. Autograd differentiates the gathers.
+def _taps(mode: str, in_size: int, out_size: int, align_corners: bool, scale, acc) -> tuple[np.ndarray,
+                                                                                             np.ndarray | None]:
+    """``(index, weight)`` of one dim (Note [Separable resampling]): ``(out_size, taps)`` int64 and float64 arrays
+    (``weight`` None for the nearest modes); ``acc``: the numpy type of torch's arithmetic for the linear modes."""
+    acc = np.float32 if mode != "trilinear" else acc  # (torch's nearest modes compute in float32 for every dtype)
+    dst = np.arange(out_size, dtype=acc)
+    if mode == "trilinear" and align_corners:
+        ratio = acc((in_size - 1) / (out_size - 1)) if out_size > 1 else acc(0)
+    else:
+        ratio = acc(1.0 / scale) if scale is not None and scale > 0 else acc(in_size) / acc(out_size)
+    if mode != "trilinear":
+        src = np.floor((dst + acc(0.5)) * ratio if mode == "nearest-exact" else dst * ratio)
+        return np.minimum(src.astype(np.int64), in_size - 1)[:, None], None
+    src = ratio * dst if align_corners else np.maximum(ratio * (dst + acc(0.5)) - acc(0.5), 0)
+    low = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    high = np.minimum(low + 1, in_size - 1)
+    frac = (src - low).astype(np.float64)
+    return np.stack([low, high], 1), np.stack([1 - frac, frac], 1)
+
+
+def _separable(input: Tensor, size, mode: str, align_corners: bool, scales) -> Tensor:
+    """Resampling of ``(N, C, *spatial)`` one spatial dim at a time (Note [Separable resampling])."""
+    if mode == "trilinear" and not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"upsample_trilinear3d_out_frame" not implemented for \'{input.dtype}\'')
+    spatial = tuple(input.shape[2:])
+    if min(spatial) < 1 or min(size) < 1:
+        names = "DHW"[3 - len(spatial):]
+        sizes = [", ".join(f"{n}: {v}" for n, v in zip(names, dims)) for dims in (spatial, size)]
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({sizes[0]}) output "
+                           f"({sizes[1]})")
+    acc = np.float64 if input.dtype is fl.float64 else np.float32
+    x = input
+    for d in range(input.ndim - 1, 1, -1):
+        index, weight = _taps(mode, x.shape[d], size[d - 2], align_corners, scales[d - 2], acc)
+        taps = x.index_select(d, fl.from_numpy(index.reshape(-1)).to(x.device))
+        if weight is None:
+            x = taps
+            continue
+        k = index.shape[1]
+        taps = taps.reshape(*taps.shape[:d], size[d - 2], k, *taps.shape[d + 1:])
+        w = fl.from_numpy(weight).to(device=x.device, dtype=x.dtype).reshape(size[d - 2], k, *(1,) * (x.ndim - 1 - d))
+        x = (taps * w).sum(d + 1)
+    return x
 
 
 def _cubic_taps(in_size: int, out_size: int, align_corners: bool, scale) -> tuple[np.ndarray, np.ndarray]:
