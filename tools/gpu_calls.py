@@ -79,14 +79,19 @@ def install_timers() -> None:
             setattr(driver, attr, _timed(f"driver: {attr}", fn))
 
 
-def _wall(step, synchronize, steps: int) -> float:
-    """Median seconds of ``step`` followed by a synchronize."""
-    walls = []
+def _wall(step, synchronize, steps: int, cpu: list | None = None) -> float:
+    """Median seconds of ``step`` followed by a synchronize; ``cpu`` (a list) gets the calling thread's median CPU
+    seconds of the same steps: where it is well below the wall time, the thread waited (for the device, or for a
+    core) rather than ran."""
+    walls, cpus = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         step()
         synchronize()
         walls.append(time.perf_counter() - t0)
+        cpus.append(time.thread_time() - c0)
+    if cpu is not None:
+        cpu.append(statistics.median(cpus))
     return statistics.median(walls)
 
 
@@ -96,7 +101,8 @@ def report(name: str, step, synchronize, steps: int = 20) -> None:
     for _ in range(5):
         step()
     synchronize()
-    plain = _wall(step, synchronize, steps)
+    cpu: list = []
+    plain = _wall(step, synchronize, steps, cpu)
     install_timers()
     _wall(step, synchronize, 2)  # (functions first looked up now get timed too)
     install_timers()
@@ -111,7 +117,8 @@ def report(name: str, step, synchronize, steps: int = 20) -> None:
         synchronize()
     timed = (time.perf_counter() - t0) / steps
     native = sum(_TIMES.values()) / steps
-    print(f"\n=== {name}: wall {plain * 1e3:.2f} ms per step; with the timers {timed * 1e3:.2f} ms, "
+    print(f"\n=== {name}: wall {plain * 1e3:.2f} ms per step (the calling thread's CPU time {cpu[0] * 1e3:.2f} ms); "
+          f"with the timers {timed * 1e3:.2f} ms, "
           f"{in_steps / steps * 1e3:.2f} ms of it before the synchronize that ends a step (its calls are in the "
           f"table); native calls {native * 1e3:.2f} ms, the rest (Python, the allocator) "
           f"{(timed - native) * 1e3:.2f} ms")
@@ -121,7 +128,13 @@ def report(name: str, step, synchronize, steps: int = 20) -> None:
 
 
 def main() -> None:
+    import os
+
     names = [a for a in sys.argv[1:] if not a.startswith("--")] or ["resnet18", "gpt"]
+    # (benchmarks/gpu.py pins every library to 2 threads; these runs say whether they were, to compare with it)
+    print("threads: " + ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in
+                                  ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")) +
+          f"; {os.cpu_count()} CPUs")
     gpu_size = "--gpu-size" in sys.argv
     import host_overhead
 

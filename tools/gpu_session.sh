@@ -98,7 +98,12 @@ want spy && { timeout ${SPY_LIMIT:-100} $PY tools/gpu_spy.py ${SPY_MODELS:-resne
 
 # each native call of a real step (cuLaunchKernel, cuDNN's and cuBLAS's functions, numba's driver calls) timed by name:
 # the step's host time less those is its Python (CALLS_MODELS: the models, and --gpu-size where wanted)
+# (then ResNet-18 again with every library pinned to 2 threads, as benchmarks/gpu.py runs: its steps took 12.4 and
+# 15.9 ms where this tool's took 22.3 and 19.4 on the same hosts, unpinned)
 want calls && { timeout ${CALLS_LIMIT:-60} $PY tools/gpu_calls.py ${CALLS_MODELS:-resnet18 gpt} > "$OUT/calls.txt" 2>&1
+    echo "exit $?" >> "$OUT/calls.txt"
+    OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMBA_NUM_THREADS=2 timeout ${CALLS_LIMIT:-60} \
+        $PY tools/gpu_calls.py resnet18 >> "$OUT/calls.txt" 2>&1
     echo "exit $?" >> "$OUT/calls.txt"; }
 
 # 1. the speed goals first, on a quiet GPU (ResNet and GPT >= 0.8x torch)
