@@ -167,6 +167,47 @@ def test_memory_formats_match_torch_strides():
         assert _errors(lambda: bad(fl)) is _errors(lambda: bad(torch)) is RuntimeError  # noqa: B023
 
 
+def test_clone_memory_format_matches_torch():
+    a = np.random.default_rng(2).standard_normal((2, 3, 4, 5))
+    x, t = fl.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    for fmt in ("channels_last", "contiguous_format", "preserve_format"):
+        y, u = x.clone(memory_format=getattr(fl, fmt)), t.clone(memory_format=getattr(torch, fmt))
+        assert y.stride() == u.stride(), fmt
+        np.testing.assert_array_equal(y.detach().numpy(), a)
+    cl, tcl = x.contiguous(memory_format=fl.channels_last), t.contiguous(memory_format=torch.channels_last)
+    assert cl.clone().stride() == tcl.clone().stride() == (60, 1, 15, 3)  # preserve_format keeps channels-last
+    assert cl.clone().data_ptr() != cl.data_ptr()  # a copy, however it is laid out
+    assert cl.clone(memory_format=fl.contiguous_format).stride() == (60, 20, 5, 1)
+    v = fl.randn(2, 3, 4, 5, 6)
+    assert v.clone(memory_format=fl.channels_last_3d).stride() == torch.randn(2, 3, 4, 5, 6).clone(
+        memory_format=torch.channels_last_3d).stride()
+    (x.clone(memory_format=fl.channels_last) * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(a.shape, 3.0))
+    assert _errors(lambda: fl.randn(2, 3).clone(memory_format=fl.channels_last)) is _errors(
+        lambda: torch.randn(2, 3).clone(memory_format=torch.channels_last)) is RuntimeError
+
+
+@pytest.mark.parametrize("name, args", [("empty_like", ()), ("zeros_like", ()), ("ones_like", ()),
+                                        ("full_like", (2.5,)), ("rand_like", ()), ("randn_like", ()),
+                                        ("randint_like", (7,))])
+def test_like_factories_take_memory_format(name, args):
+    for fmt in ("preserve_format", "channels_last", "contiguous_format"):
+        for shape, layout in (((2, 3, 4, 5), "channels_last"), ((2, 3, 4), None),
+                              ((1, 2, 3, 4, 5), "channels_last_3d")):
+            if fmt == "channels_last" and len(shape) != 4:
+                continue
+            x, t = fl.zeros(shape), torch.zeros(shape)
+            if layout is not None:
+                x = x.contiguous(memory_format=getattr(fl, layout))
+                t = t.contiguous(memory_format=getattr(torch, layout))
+            y = getattr(fl, name)(x, *args, memory_format=getattr(fl, fmt))
+            u = getattr(torch, name)(t, *args, memory_format=getattr(torch, fmt))
+            assert y.stride() == u.stride() and tuple(y.shape) == tuple(u.shape), (fmt, shape)
+    if name != "randint_like":
+        y = getattr(fl, name)(fl.zeros(2, 3, 4, 5), *args, requires_grad=True, memory_format=fl.channels_last)
+        assert y.requires_grad and y.is_leaf and y.grad_fn is None
+
+
 def test_channels_last_gradient():
     a = np.random.default_rng(1).standard_normal((1, 2, 3, 3)).astype(np.float32)
     x = fl.tensor(a, requires_grad=True)

@@ -26,6 +26,7 @@ from flambeau._backends import backend
 from flambeau._backends.cpu import flat_buffer_of
 from flambeau._default_device import DEFAULT as _DEFAULT_DEVICE
 from flambeau._device import CPU, to_device
+from flambeau._memory_format import like_layout
 from flambeau._print import set_printoptions
 from flambeau._size import normalize_shape
 from flambeau._storage import Storage, allocation_error
@@ -457,12 +458,15 @@ def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) ->
 def _like(name: str, fill):
     def fn(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None) -> Tensor:
         _check_input(input, name)
-        return _filled(tuple(input.shape), fill, dtype or input.dtype, device or input.device, requires_grad, name)
+        out = like_layout(input, memory_format, lambda shape: _filled(shape, fill, dtype or input.dtype,
+                                                                      device or input.device, False, name))
+        return out.requires_grad_(True) if requires_grad else out
 
     fn.__name__ = fn.__qualname__ = name
     what = {"zeros_like": "filled with 0", "ones_like": "filled with 1", "empty_like": "uninitialised"}[name]
     fn.__doc__ = (f"A tensor {what} with the shape of ``input``, and its dtype and device unless given.\n\n"
-                  "The result is C-contiguous whatever the strides of ``input``.")
+                  "``memory_format``: its layout (the default keeps a channels-last ``input``'s layout; other "
+                  "results are C-contiguous).")
     return fn
 
 
@@ -482,8 +486,9 @@ def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_gr
     _check_input(input, "full_like")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _filled(tuple(input.shape), fill_value, dtype or input.dtype, device or input.device, requires_grad,
-                   "full_like")
+    out = like_layout(input, memory_format, lambda shape: _filled(shape, fill_value, dtype or input.dtype,
+                                                                  device or input.device, False, "full_like"))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 # --- ranges -----------------------------------------------------------------------------------------

@@ -102,11 +102,33 @@ def suggest_memory_format(t: Tensor):
     return contiguous_format
 
 
-def _inverse(order) -> list:
+def inverse_order(order) -> list:
+    """The permutation that undoes ``t.permute(*order)``."""
     inverse = [0] * len(order)
     for i, d in enumerate(order):
         inverse[d] = i
     return inverse
+
+
+def channels_order(t: Tensor, fmt) -> tuple | None:
+    """The dimensions of ``t`` from outer to inner in format ``fmt``, None for the row-major formats (RuntimeError
+    for a channels-last format of another rank)."""
+    return _order(t, fmt) if fmt in ORDERS else None
+
+
+def like_layout(input: Tensor, fmt, make):
+    """The result of a ``*_like`` factory laid out in ``fmt`` (None or ``preserve_format``: channels-last where
+    ``input`` is, else row-major): ``make(shape)`` makes a row-major tensor of a shape, called with ``input``'s
+    shape, or with it permuted into the format's order and the result viewed back (its strides then the format's).
+    torch's preserve_format also keeps other dense layouts' strides; here those give row-major results."""
+    if fmt is None or fmt is preserve_format:
+        fmt = suggest_memory_format(input) if input.ndim in (4, 5) else contiguous_format
+    check_format(fmt)
+    shape = tuple(input.shape)
+    if fmt not in ORDERS:
+        return make(shape)
+    order = _order(input, fmt)
+    return make(tuple(shape[d] for d in order)).permute(*inverse_order(order))
 
 
 def as_format(t: Tensor, fmt, contiguous) -> Tensor:
@@ -116,4 +138,4 @@ def as_format(t: Tensor, fmt, contiguous) -> Tensor:
     order = _order(t, fmt)
     if _dense_in_order(t.shape, t.stride(), order):
         return t
-    return contiguous(t.permute(*order)).permute(*_inverse(order))
+    return contiguous(t.permute(*order)).permute(*inverse_order(order))

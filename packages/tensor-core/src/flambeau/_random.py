@@ -30,6 +30,7 @@ from flambeau._default_device import DEFAULT as _DEFAULT_DEVICE
 from flambeau._device import CPU, to_device
 from flambeau._factories import _finish as _finish_host
 from flambeau._kernels.cpu.random import host_samples
+from flambeau._memory_format import like_layout
 from flambeau._ops._common import inplace_by_engine, inplace_needs_engine, normalize_shape
 from flambeau._ops._registry import OpDef, declare
 from flambeau._storage import allocation_error
@@ -388,25 +389,29 @@ def _like_args(input, dtype, device, name):
 def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
     """:func:`rand` with the shape, dtype and device of ``input`` (unless given)."""
-    shape, d, dev = _like_args(input, dtype, device, "rand_like")
-    return rand(shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
+    _, d, dev = _like_args(input, dtype, device, "rand_like")
+    out = like_layout(input, memory_format, lambda shape: rand(shape, generator=generator, dtype=d, device=dev))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False,
                memory_format=None) -> Tensor:
     """:func:`randn` with the shape, dtype and device of ``input`` (unless given)."""
-    shape, d, dev = _like_args(input, dtype, device, "randn_like")
-    return randn(shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
+    _, d, dev = _like_args(input, dtype, device, "randn_like")
+    out = like_layout(input, memory_format, lambda shape: randn(shape, generator=generator, dtype=d, device=dev))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 def randint_like(input: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None,
                  requires_grad: bool = False, memory_format=None) -> Tensor:
     """:func:`randint` with the shape, dtype and device of ``input``: ``randint_like(input, high)``
     or ``randint_like(input, low, high)``."""
-    shape, d, dev = _like_args(input, dtype, device, "randint_like")
+    _, d, dev = _like_args(input, dtype, device, "randint_like")
     if high is None:
         low, high = 0, low
-    return randint(low, high, shape, generator=generator, dtype=d, device=dev, requires_grad=requires_grad)
+    out = like_layout(input, memory_format, lambda shape: randint(low, high, shape, generator=generator, dtype=d,
+                                                                  device=dev))
+    return out.requires_grad_(True) if requires_grad else out
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,

@@ -16,8 +16,10 @@ from flambeau import _dtype as dt
 from flambeau._device import CPU, to_device
 from flambeau._memory_format import (
     as_format,
+    channels_order,
     check_format,
     contiguous_format,
+    inverse_order,
     preserve_format,
     suggest_memory_format,
 )
@@ -95,8 +97,18 @@ CLONE = declare("clone(Tensor input) -> Tensor", category="conversion")
 
 @CLONE.front
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
-    """A copy of ``input`` with its own storage (C-contiguous), recorded by autograd."""
+    """A copy of ``input`` with its own storage, recorded by autograd. ``memory_format``: its layout (Note [Memory
+    formats are strides] in ``flambeau._memory_format``): ``preserve_format`` (the default) keeps a channels-last
+    input channels-last and makes every other copy C-contiguous (torch keeps any dense layout's strides);
+    ``contiguous_format``, ``channels_last`` or ``channels_last_3d`` lay the copy out so."""
     check_tensor(input, "input", "clone")
+    if memory_format is None or memory_format is preserve_format:
+        memory_format = suggest_memory_format(input) if input._data.ndim in (4, 5) else contiguous_format
+    if memory_format is not contiguous_format:
+        check_format(memory_format)
+        order = channels_order(input, memory_format)
+        if order is not None:  # a C-contiguous copy of the permuted view, viewed back: the format's strides
+            return clone(input.permute(*order)).permute(*inverse_order(order))
     out = _wrap(CLONE.kernel(input._device.type)(input._data), input._device)
     if input._requires_grad and grad_state.enabled:
         record(CLONE, (input,), {}, out)
