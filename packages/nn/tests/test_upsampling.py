@@ -56,6 +56,11 @@ CASES = [
     ("nearest-exact", 4, {"size": (3, 11)}),
     ("nearest-exact", 5, {"scale_factor": 1.7, "recompute_scale_factor": True}),
     ("area", 5, {"size": (3, 4, 2)}),
+    ("bilinear", 4, {"scale_factor": 0.3, "antialias": True}),
+    ("bilinear", 4, {"size": (2, 9), "antialias": True}),
+    ("bilinear", 4, {"size": (3, 2), "align_corners": True, "antialias": True}),
+    ("bicubic", 4, {"scale_factor": (0.45, 0.7), "antialias": True}),
+    ("bicubic", 4, {"size": (11, 3), "antialias": True}),
 ]
 
 
@@ -135,6 +140,8 @@ def test_interpolate_errors():
         F.interpolate(x, scale_factor=2, mode="trilinear")
     with pytest.raises(NotImplementedError, match="is not one of"):
         F.interpolate(x, scale_factor=2, mode="cubic")
+    with pytest.raises(ValueError, match="Anti-alias option is restricted to bilinear and bicubic modes"):
+        F.interpolate(x, scale_factor=0.5, mode="nearest", antialias=True)
     with pytest.raises(NotImplementedError, match=r"Only 3D, 4D and 5D input Tensors supported \(got 6D\)"):
         F.interpolate(fl.randn(1, 2, 3, 4, 5, 2), scale_factor=2)
     with pytest.raises(RuntimeError, match=r"sizes should be greater than 0, but got input \(H: 1, W: 4\) output "

@@ -48,7 +48,8 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             must be None for ``'nearest'`` and ``'area'``.
         recompute_scale_factor: if True, the kernels use ``in / out`` instead of the given
             ``scale_factor`` in their source-index formula (torch's option of the same name).
-        antialias: not supported (must be False).
+        antialias: with ``'bilinear'`` or ``'bicubic'`` on 4-D inputs, low-pass filter as it downsamples (Note
+            [Antialiased resampling]).
 
     Returns:
         the resized tensor, ``input``'s dtype.
@@ -94,9 +95,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
     if recompute_scale_factor:
         scale_factors = None
-    if antialias:
-        raise NotImplementedError("interpolate(): antialias=True is not supported by flambeau")
+    if antialias and not (mode in ("bilinear", "bicubic") and input.ndim == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as "
+                         "input")
     scales = scale_factors if scale_factors is not None else [None] * max(dim, 0)
+    if antialias:
+        return _antialiased(input, output_size, mode, bool(align_corners), scales)
     if input.ndim == 3 and mode == "nearest":
         return fl.upsample_nearest1d(input, output_size, scales[0])
     if input.ndim == 4 and mode == "nearest":
@@ -163,16 +167,20 @@ def _separable(input: Tensor, size, mode: str, align_corners: bool, scales) -> T
     acc = np.float64 if input.dtype is fl.float64 else np.float32
     x = input
     for d in range(input.ndim - 1, 1, -1):
-        index, weight = _taps(mode, x.shape[d], size[d - 2], align_corners, scales[d - 2], acc)
-        taps = x.index_select(d, fl.from_numpy(index.reshape(-1)).to(x.device))
-        if weight is None:
-            x = taps
-            continue
-        k = index.shape[1]
-        taps = taps.reshape(*taps.shape[:d], size[d - 2], k, *taps.shape[d + 1:])
-        w = fl.from_numpy(weight).to(device=x.device, dtype=x.dtype).reshape(size[d - 2], k, *(1,) * (x.ndim - 1 - d))
-        x = (taps * w).sum(d + 1)
+        x = _resample_dim(x, d, *_taps(mode, x.shape[d], size[d - 2], align_corners, scales[d - 2], acc))
     return x
+
+
+def _resample_dim(x: Tensor, d: int, index: np.ndarray, weight: np.ndarray | None) -> Tensor:
+    """``x`` resampled along dim ``d``: output ``o`` is the ``weight[o]``-weighted sum of the inputs at ``index[o]``
+    (``(out, taps)`` arrays; ``weight`` None: one tap, taken as it is), by one ``index_select`` and a sum."""
+    out, k = index.shape
+    taps = x.index_select(d, fl.from_numpy(index.reshape(-1)).to(x.device))
+    if weight is None:
+        return taps
+    taps = taps.reshape(*taps.shape[:d], out, k, *taps.shape[d + 1:])
+    w = fl.from_numpy(weight).to(device=x.device, dtype=x.dtype).reshape(out, k, *(1,) * (x.ndim - 1 - d))
+    return (taps * w).sum(d + 1)
 
 
 def _cubic_taps(in_size: int, out_size: int, align_corners: bool, scale) -> tuple[np.ndarray, np.ndarray]:
@@ -205,10 +213,57 @@ def _bicubic(input: Tensor, size, align_corners: bool, scales) -> Tensor:
     x = input
     for dim, out, scale in ((3, size[1], scales[1]), (2, size[0], scales[0])):
         index, weight = _cubic_taps(x.shape[dim], out, align_corners, scale)
-        taps = x.index_select(dim, fl.from_numpy(index.reshape(-1)).to(x.device))
-        taps = taps.reshape(*taps.shape[:dim], out, 4, *taps.shape[dim + 1:])
-        w = fl.from_numpy(weight).to(device=x.device, dtype=x.dtype).reshape(out, 4, *(1,) * (3 - dim))
-        x = (taps * w).sum(dim + 1)
+        x = _resample_dim(x, dim, index, weight)
+    return x
+
+
+# Note [Antialiased resampling]: with antialias=True torch resamples as PIL does: each output position ``i`` of a
+# dim averages the inputs within ``support`` of its centre ``scale * (i + 0.5)``, weighted by the mode's filter
+# (a triangle for bilinear, Keys' cubic with ``a = -0.5`` for bicubic) stretched by the scale when downsampling
+# (``support`` is the filter's half-width times the scale then), the weights normalised to sum to 1. Each dim is
+# then a gather of every output's taps and a weighted sum, as in Note [Separable resampling], with torch's
+# windows and weights (its float32 arithmetic for float32 inputs, float64 for float64).
+def _aa_filter(mode: str, x: np.ndarray) -> np.ndarray:
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.maximum(0.0, 1.0 - x)
+    a = -0.5
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+
+def _aa_taps(mode: str, in_size: int, out_size: int, align_corners: bool, scale, acc) -> tuple[np.ndarray, np.ndarray]:
+    """``(index, weight)``, each ``(out_size, taps)``, of one dim (Note [Antialiased resampling]); taps past an
+    output's window have weight 0 (and index 0)."""
+    if align_corners:
+        ratio = acc((in_size - 1) / (out_size - 1)) if out_size > 1 else acc(0)
+    else:
+        ratio = acc(1.0 / scale) if scale is not None and scale > 0 else acc(in_size) / acc(out_size)
+    half = acc(1.0 if mode == "bilinear" else 2.0)  # half the filter's width
+    support = half * ratio if ratio >= 1.0 else half
+    invscale = acc(1.0) / ratio if ratio >= 1.0 else acc(1.0)
+    centre = ratio * (np.arange(out_size, dtype=acc) + acc(0.5))
+    lo = np.maximum((centre - support + acc(0.5)).astype(np.int64), 0)
+    size = np.minimum((centre + support + acc(0.5)).astype(np.int64), in_size) - lo
+    taps = int(size.max()) if out_size else 0
+    j = np.arange(taps)
+    weight = _aa_filter(mode, ((j[None, :] + lo[:, None] - centre[:, None] + acc(0.5)) * invscale).astype(acc))
+    weight = np.where(j[None, :] < size[:, None], weight, 0).astype(np.float64)
+    total = weight.sum(1, keepdims=True)
+    weight = np.divide(weight, total, out=np.zeros_like(weight), where=total != 0)
+    index = np.where(j[None, :] < size[:, None], lo[:, None] + j[None, :], 0)
+    return index, weight
+
+
+def _antialiased(input: Tensor, size, mode: str, align_corners: bool, scales) -> Tensor:
+    """Antialiased bilinear or bicubic resampling of ``(N, C, H, W)`` (Note [Antialiased resampling])."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f'"upsample_{mode}2d_aa" not implemented for \'{input.dtype}\'')
+    acc = np.float64 if input.dtype is fl.float64 else np.float32
+    x = input
+    for d in (3, 2):
+        x = _resample_dim(x, d, *_aa_taps(mode, x.shape[d], size[d - 2], align_corners, scales[d - 2], acc))
     return x
 
 
