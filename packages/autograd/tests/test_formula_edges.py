@@ -90,3 +90,39 @@ def test_scatter_with_reduce_has_no_derivative_as_torch(reduce):
         out = a.scatter(0, lib.tensor(idx), s, reduce=reduce).sum()
         with pytest.raises(RuntimeError, match="derivative for aten::scatter is not implemented"):
             out.backward()
+
+
+def _grads_against_torch(fn, values):
+    weights = np.arange(1.0, np.asarray(values).size + 1).reshape(np.shape(values)) if np.ndim(values) else 1.0
+    out = []
+    for lib in (torch, fl):
+        x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+        y = fn(lib, x)
+        (y * lib.tensor(np.resize(weights, tuple(y.shape)), dtype=lib.float64)).sum().backward()
+        out.append(x.grad.numpy())
+    return out
+
+
+@pytest.mark.parametrize("values, fn", [
+    ([1.0, 2.0, 0.0, 4.0], lambda T, x: x.prod()),  # one zero: the others' product there, 0 elsewhere
+    ([0.0], lambda T, x: x.prod()),
+    ([0.0, 2.0, 0.0, 4.0], lambda T, x: x.prod()),  # two zeros: all 0
+    (3.0, lambda T, x: x.prod()),
+    ([[1.0, 0.0, 3.0], [2.0, 2.0, 2.0]], lambda T, x: x.prod(1)),
+    ([[1.0, 0.0, 3.0], [0.0, 2.0, 2.0]], lambda T, x: x.prod(0, keepdim=True)),
+    ([[[1.0, 2.0], [3.0, 0.0]]], lambda T, x: x.prod()),
+    ([3.0, 3.0, 3.0], lambda T, x: (x - x.mean()) / (x.std() + 1e-8)),  # a constant line: std 0, gradient 0
+    ([[1.0, 2.0], [1.0, 5.0]], lambda T, x: x.std(0)),
+    ([2.0, 2.0], lambda T, x: T.std_mean(x)[0]),
+    ([0.0, 1.0], lambda T, x: T.atan2(x, x * 0)),  # atan2(0, 0): gradient 0, as torch
+])
+def test_gradients_stay_finite_where_torchs_do(values, fn):
+    ours, theirs = _grads_against_torch(fn, values)
+    assert np.isfinite(ours).all()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)
+
+
+def test_prod_with_zeros_double_backward():
+    x = fl.tensor([[1.5, 0.0, -2.0], [0.5, 3.0, 2.0]], dtype=fl.float64, requires_grad=True)
+    assert fl.autograd.gradgradcheck(lambda t: t.prod(1), (x,))
+    assert fl.autograd.gradgradcheck(lambda t: t.prod(), (x,))

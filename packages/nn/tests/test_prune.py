@@ -171,7 +171,7 @@ def test_memory_format_and_stateless_helpers():
     assert m[1][0].weight.is_contiguous(memory_format=fl.channels_last) and m[2].weight.is_contiguous()
     lin = nn.Linear(2, 1)
     params = {"weight": fl.ones(1, 2), "bias": fl.zeros(1)}
-    with pytest.warns(FutureWarning, match="torch.func.functional_call"):
+    with pytest.warns(FutureWarning, match="flambeau.func.functional_call"):
         out = nn.utils.stateless.functional_call(lin, params, (fl.tensor([[1.0, 2.0]]),))
     assert out.item() == 3.0
     p = nn.Parameter(fl.ones(3))

@@ -54,6 +54,18 @@ def test_queries_answer_without_raising():
     fl.cuda.empty_cache()
     d = fl.device("cuda")  # naming a device needs no device, as in torch
     assert d.type == "cuda" and d.index is None
+    # seeding helpers call these unconditionally: torch queues them until CUDA starts (never, here)
+    fl.cuda.manual_seed(0)
+    fl.cuda.manual_seed_all(0)
+    fl.cuda.seed()
+    fl.cuda.seed_all()
+    try:  # an except clause naming torch's class must not fail with an AttributeError
+        raise ValueError
+    except fl.cuda.OutOfMemoryError:
+        raise AssertionError("not an out-of-memory error") from None
+    except ValueError:
+        pass
+    assert fl.OutOfMemoryError is fl.cuda.OutOfMemoryError and issubclass(fl.OutOfMemoryError, RuntimeError)
 
 
 @pytest.fixture

@@ -96,6 +96,7 @@ from flambeau._memory_format import *  # noqa: E402,F403
 from flambeau._runtime import *  # noqa: E402,F403
 from flambeau._storage_api import *  # noqa: E402,F403
 from flambeau._stream import Event, Stream  # noqa: E402
+from flambeau.cuda import OutOfMemoryError  # noqa: E402
 
 Storage = _storage_api.LEGACY["FloatStorage"]  # torch.Storage is torch.FloatStorage
 
@@ -145,7 +146,7 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "get_num_threads", "set_num_threads",
     *_factories.__all__, *_info.__all__, *_interop.__all__, *_random.__all__,
     *_bind_operators(),
-    "get_default_device", "set_default_device", "Stream", "Event", "Storage",
+    "get_default_device", "set_default_device", "Stream", "Event", "Storage", "OutOfMemoryError",
     *_control_flow.__all__, *_memory_format.__all__, *_runtime.__all__, *_storage_api.__all__,
 ]
 

@@ -644,10 +644,11 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
 
 # --- Tensor's factory methods (Note [Tensor methods from the layers above] in _tensor.py) -------------
 def _tensor_new(cls, *args, dtype=None, device=None):
-    # ``Tensor(data)`` is ``tensor(data, dtype=float32)``; ``Tensor(2, 3)`` is ``empty(2, 3)``
+    # ``Tensor(data)`` is ``tensor(data, dtype=float32)``; ``Tensor(2, 3)`` is ``empty(2, 3)``; ``Tensor()`` is an
+    # empty 1-d tensor, as torch's (not a 0-dim one)
     if len(args) == 1 and not isinstance(args[0], int):
         return tensor(args[0], dtype=dtype or dt.get_default_dtype(), device=device)
-    return empty(*args, dtype=dtype, device=device)
+    return empty(*(args or (0,)), dtype=dtype, device=device)
 
 
 def _new_tensor(self, data, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -10,6 +10,7 @@ is recorded, yet ``requires_grad`` flows as in torch (Note [requires_grad withou
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "install_engine", "get_engine",
@@ -137,10 +138,56 @@ def is_grad_enabled() -> bool:
     return state.enabled
 
 
+def decorate(context, fn):
+    """``fn`` run inside ``context()`` (a new context manager per call), as torch's context decorators do: a
+    generator function's body runs inside it at each resumption (not only while the generator is made), and the
+    context is left whenever the generator yields."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            gen = fn(*args, **kwargs)
+            try:
+                with context():
+                    value = gen.send(None)
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        with context():
+                            gen.close()
+                        raise
+                    except BaseException as e:  # noqa: BLE001 - thrown into the generator, which may handle it
+                        with context():
+                            value = gen.throw(e)
+                    else:
+                        with context():
+                            value = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with context():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 class _GradModeContext:
-    """Base of the grad-mode context managers; also usable as function decorators."""
+    """Base of the grad-mode context managers; also usable as function decorators, with or without parentheses
+    (``@no_grad()`` and ``@no_grad``, as torch's)."""
 
     _mode: bool
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)  # ``@no_grad`` without parentheses: the class is called with the function
+
+    def __init__(self, orig_func=None):
+        pass
 
     def __enter__(self):
         self._prev = state.enabled
@@ -152,12 +199,7 @@ class _GradModeContext:
         return False
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return decorate(self.__class__, fn)
 
 
 class no_grad(_GradModeContext):
@@ -175,6 +217,9 @@ class enable_grad(_GradModeContext):
 class set_grad_enabled(_GradModeContext):
     """Set grad mode on or off: as a function call, or as a context manager restoring it on exit."""
 
+    def __new__(cls, mode: bool):
+        return object.__new__(cls)
+
     def __init__(self, mode: bool):
         self._mode = bool(mode)
         self._prev = state.enabled
@@ -187,9 +232,4 @@ class set_grad_enabled(_GradModeContext):
         mode = self._mode
         state.enabled = self._prev  # used as a decorator: don't keep the mode set by __init__
 
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        return decorate(lambda: set_grad_enabled(mode), fn)

@@ -104,7 +104,9 @@ class _Writer:
             offset = max(offset, 0)
             strides = list(t._data.strides)
         else:  # a CUDA tensor or an unusual layout: save a contiguous copy of its own
-            arr = np.ascontiguousarray(t.numpy(force=True) if t.device.type == "cpu" else t.cpu().numpy(force=True))
+            # (np.asarray with order, not ascontiguousarray: that makes a 0-dim array 1-dim, and the shape saved would
+            # not match the strides: a 0-dim CUDA tensor, a batch norm's count, gave a file that could not be loaded)
+            arr = np.asarray(t.numpy(force=True) if t.device.type == "cpu" else t.cpu().numpy(force=True), order="C")
             sid = self._add_bytes(arr.reshape(-1).view(np.uint8) if arr.size else b"", device)
             offset = 0
             strides = list(arr.strides)

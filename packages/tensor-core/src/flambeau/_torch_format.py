@@ -303,7 +303,7 @@ class _Pickler(pickle._Pickler):
             numel = entry[1].nbytes // itemsize
             return (_StorageRef(entry[0], t.dtype.name, numel), offset // itemsize,
                     tuple(s // itemsize for s in data.strides))
-        arr = np.ascontiguousarray(t.detach().cpu().numpy())
+        arr = np.asarray(t.detach().cpu().numpy(), order="C")  # (ascontiguousarray would make a 0-dim array 1-dim)
         key = str(len(self.storages))
         self.storages[("copy", key)] = (key, arr.reshape(-1).view(np.uint8), arr)
         return _StorageRef(key, t.dtype.name, arr.size), 0, tuple(s // itemsize for s in arr.strides)

@@ -130,8 +130,10 @@ def test_memory_fraction_caps_allocations_with_torch_message(caching):
         cuda.caching_allocator_alloc(80 * MiB)
     with pytest.raises(MemoryError):
         cuda.caching_allocator_alloc(80 * MiB)
+    with pytest.raises(fl.cuda.OutOfMemoryError):  # torch's class (flambeau.OutOfMemoryError too)
+        cuda.caching_allocator_alloc(80 * MiB)
     # a factory passes the allocator's error on, as torch (Note [Allocation errors] in flambeau/_storage.py)
-    with pytest.raises(RuntimeError, match=r"CUDA out of memory\. Tried to allocate 80\.00 MiB.*64\.00 MiB allowed; "):
+    with pytest.raises(fl.OutOfMemoryError, match=r"CUDA out of memory\. Tried to allocate 80\.00 MiB.*64\.00 MiB "):
         fl.empty(20 * MiB, device="cuda")  # 80 MiB of float32
     cuda.set_per_process_memory_fraction(1.0)
     assert fl.empty(20 * MiB, device="cuda").numel() == 20 * MiB
@@ -462,3 +464,28 @@ def test_device_properties_name_the_physical_gpu():
     props = cuda.get_device_properties(0)
     assert isinstance(props.uuid, str) and props.uuid
     assert props.uuid == cuda.get_device_properties().uuid
+
+
+def test_queries_take_device_strings_as_torch():
+    for fn in (cuda.memory_allocated, cuda.max_memory_allocated, cuda.memory_reserved, cuda.max_memory_reserved,
+               cuda.memory_stats, cuda.reset_peak_memory_stats, cuda.get_device_name, cuda.get_device_properties,
+               cuda.get_device_capability):
+        assert fn("cuda") == fn("cuda:0") == fn(fl.device("cuda", 0)) == fn(0), fn.__name__
+    with pytest.raises(ValueError, match="Expected a cuda device, but got: cpu"):
+        cuda.memory_allocated("cpu")
+
+
+def test_save_and_load_of_cuda_tensors_of_every_rank():
+    import io
+
+    bn = fl.nn.BatchNorm1d(2).to("cuda")  # num_batches_tracked: a 0-dim CUDA tensor
+    saved = {"state": bn.state_dict(), "loss": fl.tensor(0.25, device="cuda"),
+             "t": fl.arange(6.0, device="cuda").reshape(2, 3).t()}
+    buf = io.BytesIO()
+    fl.save(saved, buf)
+    for where in (None, "cpu"):
+        buf.seek(0)
+        back = fl.load(buf, map_location=where)
+        assert tuple(back["state"]["num_batches_tracked"].shape) == () and back["loss"].item() == 0.25
+        assert back["t"].tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+        assert back["loss"].device.type == ("cuda" if where is None else "cpu")

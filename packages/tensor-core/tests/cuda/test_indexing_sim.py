@@ -165,6 +165,18 @@ def test_setitem_tensor_keys_and_masks():
         _same(got, want)
 
 
+def test_setitem_basic_keys_with_an_ellipsis():
+    # a basic key is completed with a trailing ``...``, except where it holds one already (it raised)
+    x = _t((2, 3, 2))
+    for key, value in [((Ellipsis, 0), 1.0), ((Ellipsis,), 2.0), ((0, Ellipsis), fl.ones(3, 2)),
+                       ((Ellipsis, slice(1, 3), 0), 5.0), ((Ellipsis, None, 1), 7.0), ((1, Ellipsis, 1), 3.0)]:
+        want = x.clone()
+        want[key] = value
+        got = x.to("cuda")
+        got[key] = _cu(value)
+        _same(got, want)
+
+
 def test_index_put_accumulate_repeats_add_up():
     x = fl.zeros(4, 3)
     i, j = fl.tensor([0, 0, 3, 0]), fl.tensor([2, 2, 1, 0])

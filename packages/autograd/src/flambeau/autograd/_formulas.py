@@ -90,6 +90,32 @@ def _reverse_cumsum(x, dim: int):
     return x.flip(dim).cumsum(dim).flip(dim)
 
 
+def _others_product(x, d: int):
+    """Each element's product of the other elements of its line along ``d``: exclusive cumulative products from
+    both ends (torch's prod_safe_zeros_backward), exact where the line holds zeros (``result / x`` gives NaN there),
+    and differentiable."""
+    n = x.shape[d]
+    if n == 0:
+        return x
+    ones = fl.ones_like(x.narrow(d, 0, 1))
+    before = fl.cat([ones, x.narrow(d, 0, n - 1)], d).cumprod(d)
+    after = fl.cat([ones, x.flip(d).narrow(d, 0, n - 1)], d).cumprod(d).flip(d)
+    return before * after
+
+
+def _prod_grad(g, s):
+    """d prod / d input: the product of the others of each reduced line (:func:`_others_product`)."""
+    x = s.input
+    if x.dim() == 0:
+        return g
+    dim = s.get("dim")
+    dims = (dim,) if isinstance(dim, int) else tuple(range(x.dim())) if dim is None else tuple(dim)
+    if len(dims) == 1:
+        return _unreduce(g, s) * _others_product(x, dims[0] % x.dim())
+    # every element (prod takes one dim or none): the line is the flattened tensor
+    return (_unreduce(g, s).reshape(-1) * _others_product(x.reshape(-1), 0)).reshape(s.input_shape)
+
+
 def _cumprod_grad(g, s):
     """d cumprod with zeros in the input (torch's cumprod_backward). Along each line, with z its first zero
     and ``c1`` the cumprod of the input with that zero set to 1:
@@ -205,6 +231,12 @@ def _amax_formula(g, s):
     return mask * _unreduce(g, s) / _keep(mask.sum(dim=s.get("dim"), keepdim=True), s)
 
 
+def _atan2_scale(s):
+    """``1 / (y^2 + x^2)`` of atan2's arguments, 0 where both are 0 (torch's choice: a finite gradient there)."""
+    r = (s.input * s.input + s.other * s.other).reciprocal()
+    return r.masked_fill(r.isinf(), 0.0)
+
+
 def _var_formula(g, s, std=False):
     x = s.input
     dim = s.get("dim")
@@ -212,11 +244,12 @@ def _var_formula(g, s, std=False):
     if correction is None:
         correction = 1 if s.get("unbiased", True) else 0
     n = _reduced_count(s)
+    if std:  # d std = d var / (2 std); 0 where std is 0 (a constant line), as torch's std_backward
+        g = (g / (2.0 * s.result)).masked_fill(s.result == 0, 0.0)
     centered = x - x.mean(dim=dim, keepdim=True)
-    gx = _unreduce(g, s) * (2.0 / max(n - correction, 0)) * centered if n - correction > 0 else centered * float("nan")
-    if std:
-        gx = gx / (2.0 * _keep(s.result, s))
-    return gx
+    if n - correction <= 0:
+        return centered * float("nan")
+    return _unreduce(g, s) * (2.0 / (n - correction)) * centered
 
 
 def _norm_formula(g, s):
@@ -331,9 +364,8 @@ TABLE: dict[str, D] = {
     "asinh": D({"input": lambda g, s: g * (s.input * s.input + 1).rsqrt()}, save=("input",)),
     "acosh": D({"input": lambda g, s: g * (s.input * s.input - 1).rsqrt()}, save=("input",)),
     "atanh": D({"input": lambda g, s: g / (1 - s.input * s.input)}, save=("input",)),
-    "atan2": D({"input": lambda g, s: g * s.other / (s.input * s.input + s.other * s.other),
-                "other": lambda g, s: -g * s.input / (s.input * s.input + s.other * s.other)},
-               save=("input", "other")),
+    "atan2": D({"input": lambda g, s: g * s.other * _atan2_scale(s),
+                "other": lambda g, s: -g * s.input * _atan2_scale(s)}, save=("input", "other")),
     "sigmoid": D({"input": lambda g, s: g * s.result * (1 - s.result)}, save=("result",)),
     "logit": D({"input": _logit_grad}, save=("input",)),
     "erf": D({"input": lambda g, s: g * (2 / _SQRT_PI) * (-(s.input * s.input)).exp()}, save=("input",)),
@@ -389,7 +421,7 @@ TABLE: dict[str, D] = {
     "sum": D({"input": lambda g, s: _unreduce(g, s)}),
     "nansum": D({"input": lambda g, s: _unreduce(g, s) * ~s.input.isnan()}, save=("input",)),
     "mean": D({"input": lambda g, s: _unreduce(g, s) / _reduced_count(s)}),
-    "prod": D({"input": lambda g, s: _unreduce(g, s) * _keep(s.result, s) / s.input}, save=("input", "result")),
+    "prod": D({"input": _prod_grad}, save=("input",)),
     "amax": D({"input": _amax_formula}, save=("input", "result")),
     "amin": D({"input": _amax_formula}, save=("input", "result")),
     "var": D({"input": lambda g, s: _var_formula(g, s)}, save=("input",)),

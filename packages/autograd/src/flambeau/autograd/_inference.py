@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import threading
 
+from flambeau._grad_mode import decorate
 from flambeau._grad_mode import state as grad_state
 
 __all__ = ["inference_mode", "is_inference_mode_enabled"]
@@ -29,14 +29,18 @@ class inference_mode:
     tensors" that may never enter autograd); here it behaves as :class:`flambeau.no_grad`.
     """
 
+    def __new__(cls, mode: bool = True):
+        if mode is None or isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # ``@inference_mode`` without parentheses: the class is called with the function
+
     def __init__(self, mode: bool = True):
-        self.mode = bool(mode)
+        self.mode = True if mode is None or not isinstance(mode, bool) else mode
 
     def __enter__(self):
         self._prev = (_state.enabled, grad_state.enabled)
-        if self.mode:
-            _state.enabled = True
-            grad_state.enabled = False
+        _state.enabled = self.mode
+        grad_state.enabled = not self.mode  # inference_mode(False) turns grad mode on, as torch's does
         return self
 
     def __exit__(self, *exc):
@@ -44,9 +48,5 @@ class inference_mode:
         return False
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(self.mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        mode = self.mode
+        return decorate(lambda: inference_mode(mode), fn)

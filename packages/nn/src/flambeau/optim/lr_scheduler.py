@@ -202,6 +202,11 @@ def _warn_get_lr_called_within_step(scheduler: LRScheduler) -> None:
                       UserWarning, stacklevel=3)
 
 
+
+class _LRScheduler(LRScheduler):
+    """torch's old name of :class:`LRScheduler`, which older schedulers subclass (a subclass, so that its
+    ``__name__`` is its own, as torch's)."""
+
 class _LambdaState:
     """state_dict/load_state_dict of schedulers holding user functions (only callable objects' dicts are saved)."""
 

@@ -24,7 +24,7 @@ from numba.core import config as _config
 
 from flambeau._kernels.cuda._direct import FlatArg, layout_of
 from flambeau._kernels.cuda.core import contiguous, copy_into, fill
-from flambeau.cuda._allocator import get_allocator
+from flambeau.cuda._allocator import device_malloc, get_allocator
 from flambeau.cuda._streams import _on_device, current_device, current_stream
 from flambeau.cuda._sync import host_sync
 
@@ -328,7 +328,7 @@ def empty(shape: tuple, np_dtype, device=None):
         arr = _make(np.empty(shape, dtype), s.numba)
         if nbytes:
             alloc = get_allocator(s.device_index)
-            address = alloc.malloc(nbytes, None)
+            address = device_malloc(alloc, nbytes, None)
             weakref.finalize(arr._ary, _finalizer(alloc, address))
         return arr
     if nbytes > sys.maxsize:  # the factory names the size (Note [Allocation errors])
@@ -336,17 +336,11 @@ def empty(shape: tuple, np_dtype, device=None):
     if nbytes == 0:
         return _DevArray(shape, strides, dtype, stream=s.numba)
     alloc = get_allocator(s.device_index)
-    try:
-        if device is None or s.device_index == current_device():
-            address = alloc.malloc(nbytes, s.numba)
-        else:
-            with _on_device(s.device_index):
-                address = alloc.malloc(nbytes, s.numba)
-    except Exception as e:  # numba's CudaAPIError, an allocator's own: a MemoryError the factory reports
-        if isinstance(e, MemoryError) or "OUT_OF_MEMORY" in str(e) or "out of memory" in str(e).lower():
-            raise MemoryError(f"CUDA out of memory: tried to allocate {nbytes} bytes on "
-                              f"cuda:{s.device_index}") from e
-        raise
+    if device is None or s.device_index == current_device():
+        address = device_malloc(alloc, nbytes, s.numba)
+    else:
+        with _on_device(s.device_index):
+            address = device_malloc(alloc, nbytes, s.numba)
     return _DevArray.allocation(shape, strides, dtype, s.numba, address, nbytes, s.device_index, alloc.free)
 
 

@@ -433,7 +433,8 @@ def setitem(self: Tensor, key, value) -> None:
         if dev is CPU:  # the CPU index_put kernel (accumulate=False), inlined: ``t[i] = v`` is hot
             data[npkey] = vdata
         elif not advanced:
-            view = _mkview(self, _src(self)[npkey + (Ellipsis,) if isinstance(npkey, tuple) else npkey])
+            with_rest = isinstance(npkey, tuple) and not any(k is Ellipsis for k in npkey)  # (one ``...`` at most)
+            view = _mkview(self, _src(self)[npkey + (Ellipsis,) if with_rest else npkey])
             backend(dev.type).copy_(view._data, vdata)
         else:
             INDEX_PUT.kernel(dev.type)(data, npkey, vdata, False)

@@ -15,9 +15,10 @@ that needs a device (``Tensor.to('cuda')``, ``device='cuda'``, streams, :func:`s
 
 from __future__ import annotations
 
+from flambeau._device import device as _dev
 from flambeau._device import register_current_index
 from flambeau.cuda import _streams
-from flambeau.cuda._allocator import Allocator, NativeAllocator, get_allocator, set_allocator
+from flambeau.cuda._allocator import Allocator, NativeAllocator, OutOfMemoryError, get_allocator, set_allocator
 from flambeau.cuda._devices import (
     CudaError,
     DeferredCudaCallError,
@@ -119,7 +120,8 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "init", "is_initialized", "Device", "device_of", "can_device_access_peer", "get_arch_list",
            "get_gencode_flags", "is_bf16_supported", "is_tf32_supported", "has_half", "has_magma", "StreamContext",
            "ExternalStream", "get_stream_from_external", "current_blas_handle", "current_solver_handle",
-           "default_generators", "CudaError", "DeferredCudaCallError", "is_current_stream_capturing"]
+           "default_generators", "CudaError", "DeferredCudaCallError", "is_current_stream_capturing",
+           "OutOfMemoryError"]
 # FloatStorage ... (torch.cuda's legacy storages) are set on this module by flambeau/__init__.py
 # (flambeau._storage_api.CUDA_LEGACY), as the legacy tensor types FloatTensor ...
 
@@ -236,6 +238,12 @@ def device_count() -> int:
 
 
 def _device_arg(device):
+    """A device argument of the memory and property queries as an index (None: the current device); strings such
+    as ``"cuda:1"`` as torch takes them."""
+    if isinstance(device, str):
+        device = _dev(device)
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
     return None if device is None else getattr(device, "index", device)
 
 

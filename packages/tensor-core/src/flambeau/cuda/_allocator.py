@@ -34,13 +34,35 @@ import threading
 import warnings
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Allocator", "NativeAllocator", "set_allocator", "get_allocator", "ENTRY_POINT_GROUP", "ENV_VAR"]
+__all__ = ["Allocator", "NativeAllocator", "set_allocator", "get_allocator", "ENTRY_POINT_GROUP", "ENV_VAR",
+           "OutOfMemoryError", "device_malloc"]
 
 ENTRY_POINT_GROUP = "flambeau.cuda_allocators"
 ENV_VAR = "FLAMBEAU_CUDA_ALLOCATOR"
 
 _lock = threading.Lock()
 _allocators: dict[int, Any] = {}
+
+
+class OutOfMemoryError(RuntimeError, MemoryError):
+    """A device could not provide the memory asked for (``flambeau.OutOfMemoryError``, also
+    ``flambeau.cuda.OutOfMemoryError``, as torch's): a :class:`RuntimeError`, and a :class:`MemoryError`."""
+
+
+def device_malloc(alloc, nbytes: int, stream) -> int:
+    """``alloc.malloc(nbytes, stream)`` with an allocator's out-of-memory error (flambeau-cuda-alloc's own class,
+    numba's) raised as :class:`OutOfMemoryError`, its message kept: ``except`` clauses match real subclasses
+    only, so the error a program catches as torch's must be this class."""
+    try:
+        return alloc.malloc(nbytes, stream)
+    except OutOfMemoryError:
+        raise
+    except Exception as e:
+        said = str(e)
+        if isinstance(e, MemoryError) or "OUT_OF_MEMORY" in said or "out of memory" in said.lower():
+            raise OutOfMemoryError(said if "out of memory" in said.lower() else
+                                   f"CUDA out of memory: tried to allocate {nbytes} bytes ({said})") from e
+        raise
 
 
 @runtime_checkable
@@ -210,6 +232,12 @@ def _index(device) -> int:
         from flambeau.cuda._streams import current_device
 
         return current_device()
+    if isinstance(device, str):  # "cuda", "cuda:1" (a str's own ``index`` is a method)
+        from flambeau._device import device as to_device
+
+        device = to_device(device)
+        if device.type != "cuda":
+            raise ValueError(f"Expected a cuda device, but got: {device}")
     index = getattr(device, "index", device)
     if index is None:
         from flambeau.cuda._streams import current_device

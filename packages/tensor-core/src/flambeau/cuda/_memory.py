@@ -22,7 +22,7 @@ import warnings
 from typing import Any
 
 from flambeau.cuda import _allocator
-from flambeau.cuda._allocator import get_allocator, set_allocator
+from flambeau.cuda._allocator import device_malloc, get_allocator, set_allocator
 from flambeau.cuda._streams import stream_handle
 
 __all__ = ["mem_get_info", "memory_stats_as_nested_dict", "memory_snapshot", "memory_cached", "max_memory_cached",
@@ -206,7 +206,7 @@ def caching_allocator_alloc(size, device=None, stream=None) -> int:
         with _on_device(index):
             numba_stream = numba_cuda.external_stream(stream) if stream else numba_cuda.default_stream()
     with _on_device(index):
-        address = alloc.malloc(int(size), numba_stream)
+        address = device_malloc(alloc, int(size), numba_stream)
     with _raw_lock:
         _raw_blocks[address] = alloc
     return address

@@ -30,9 +30,18 @@ def _all():
     return [default_generator(i) for i in range(device_count())]
 
 
+def _usable() -> bool:
+    """Whether CUDA can be used here. torch queues seeding calls until CUDA starts, so that seeding on a machine
+    without it does nothing; flambeau seeds at once where CUDA is available and ignores the call elsewhere."""
+    from flambeau.cuda import is_available
+
+    return is_available()
+
+
 def manual_seed(seed) -> None:
-    """Seed the current device's generator."""
-    default_generator().manual_seed(seed)
+    """Seed the current device's generator (nothing without CUDA, as torch)."""
+    if _usable():
+        default_generator().manual_seed(seed)
 
 
 def manual_seed_all(seed) -> None:
@@ -42,13 +51,16 @@ def manual_seed_all(seed) -> None:
 
 
 def seed() -> None:
-    """Seed the current device's generator from a non-deterministic source."""
-    default_generator().seed()
+    """Seed the current device's generator from a non-deterministic source (nothing without CUDA)."""
+    if _usable():
+        default_generator().seed()
 
 
 def seed_all() -> None:
-    """Seed every device's generator with one non-deterministic seed."""
+    """Seed every device's generator with one non-deterministic seed (nothing without CUDA)."""
     gens = _all()
+    if not gens:
+        return
     s = gens[0].seed()
     for g in gens[1:]:
         g.manual_seed(s)

@@ -18,7 +18,7 @@ def _canonical_mask(mask, mask_name, other_name, target_type, check_other=True):
     if mask is None:
         return None
     if mask.dtype is fl.bool:
-        return fl.zeros(mask.shape, dtype=target_type).masked_fill(mask, float("-inf"))
+        return fl.zeros(mask.shape, dtype=target_type, device=mask.device).masked_fill(mask, float("-inf"))
     if not mask.dtype.is_floating_point:
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     return mask

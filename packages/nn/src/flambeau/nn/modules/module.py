@@ -348,6 +348,15 @@ class Module:
         """Cast floating parameters and buffers to float16. Returns self."""
         return self._apply(lambda t: t.half() if t.is_floating_point() else t)
 
+    def bfloat16(self):
+        """Cast floating parameters and buffers to bfloat16. Returns self."""
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
+    def compile(self, *args, **kwargs) -> None:
+        """torch's in-place ``Module.compile``: ``flambeau.compile`` runs modules eagerly (docs/differences.rst),
+        so this does nothing but warn once, as ``flambeau.compile`` does."""
+        fl.compile(self, *args, **kwargs)
+
     def to(self, *args, **kwargs):
         """Move and/or cast parameters and buffers in place; returns self.
 

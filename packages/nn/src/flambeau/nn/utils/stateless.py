@@ -13,7 +13,6 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *, t
     place of its own), which this calls after torch's FutureWarning."""
     from flambeau.func import functional_call as call
 
-    warnings.warn("This API is deprecated as of PyTorch 2.0 and will be removed in a future version of PyTorch. "
-                  "Please use torch.func.functional_call instead which is a drop-in replacement for this API.",
-                  FutureWarning, stacklevel=2)
+    warnings.warn("This API is deprecated and will be removed in a future version. Please use "
+                  "flambeau.func.functional_call instead, a drop-in replacement for it.", FutureWarning, stacklevel=2)
     return call(module, parameters_and_buffers, args, kwargs, tie_weights=tie_weights, strict=strict)
