@@ -231,6 +231,10 @@ def _pow_check(input, other):
             getattr(other, "dtype", None) is _bool or (isinstance(other, (bool, np.bool_))
                                                         and not isinstance(input, Tensor))):
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    # an integer tensor to a negative Python integer: refused before any kernel runs, on every device, as torch
+    if (isinstance(input, Tensor) and input.dtype._category < 2 and input.dtype is not _bool
+            and isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)) and other < 0):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
 POW = binary_op("pow(Tensor input, Tensor exponent) -> Tensor", dunders=("__pow__", "__ipow__"),

@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from flambeau import _dtype as dt
+from flambeau._device import CPU
 from flambeau._ops._common import Tensor, _wrap, check_tensor, common_device, record_if_needed, wrap_dim
 from flambeau._ops._registry import declare
 from flambeau._ops.reduction import _return_type
@@ -607,7 +608,7 @@ def lu_factor(A: Tensor, *, pivot: bool = True):
 
 def _permutation_matrices(pivots: Tensor, m: int, like: Tensor) -> Tensor:
     """``P`` ``(*, m, m)`` (``like``'s dtype) of LAPACK's 1-based row swaps ``pivots`` ``(*, k)``: ``A = P L U``."""
-    piv = np.asarray(pivots._data).astype(np.int64) - 1
+    piv = pivots.numpy(force=True).astype(np.int64) - 1  # (the row swaps are worked out on the host)
     flat = piv.reshape(-1, piv.shape[-1])
     perm = np.tile(np.arange(m), (len(flat), 1))  # perm[b, i]: the row of A that is row i of P^T A
     every = np.arange(len(flat))
@@ -620,7 +621,8 @@ def _permutation_matrices(pivots: Tensor, m: int, like: Tensor) -> Tensor:
         perm[every, j] = perm[every, p]
         perm[every, p] = row
     pt = np.eye(m, dtype=like.dtype.np)[perm]  # P^T: row i is e_{perm[i]}
-    return _wrap(np.ascontiguousarray(np.swapaxes(pt, -1, -2)).reshape(piv.shape[:-1] + (m, m)), like._device)
+    host = np.ascontiguousarray(np.swapaxes(pt, -1, -2)).reshape(piv.shape[:-1] + (m, m))
+    return _wrap(host, CPU).to(like._device)
 
 
 def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):  # noqa: N803

@@ -1493,9 +1493,9 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     """Sort along ``dim``: a ``(values, indices)`` namedtuple (indices int64). The sort is always
     stable (equal elements keep their order); NaN sorts as the largest value."""
     d = _sort_dim(input, dim)
-    if input._data.ndim == 0:
-        values = _wrap(input._data.copy(), input._device, dtype=input.dtype)
-        indices = _wrap(np.zeros((), np.int64), input._device)
+    if input._data.ndim == 0:  # (made on the input's device: a host array wrapped as a CUDA tensor breaks there)
+        values = input.detach().clone()
+        indices = input.new_zeros((), dtype=_int64)
     else:
         v, i = SORT.kernel(input._device.type)(input._data, d, bool(descending), bool(stable))
         values, indices = _wrap(v, input._device, dtype=input.dtype), _wrap(i, input._device, dtype=_int64)

@@ -100,6 +100,26 @@ def _pow(x, y):
     return x ** y
 
 
+def _pow_int(x, y):
+    """Integer ``x ** y`` as torch's (the CPU kernel's): a negative exponent gives 1 for 1, +-1 for -1 and 0
+    otherwise (numba's own integer power has no answer there); else by squaring, wrapping as integers do."""
+    if y < 0:
+        if x == 1:
+            return x
+        if x == -1:
+            return x if y & 1 else -x
+        return x - x
+    r = x - x + 1
+    b = x
+    e = y
+    while e:
+        if e & 1:
+            r = r * b
+        b = b * b
+        e >>= 1
+    return r
+
+
 def _maximum(x, y):
     if x != x:
         return x
@@ -774,7 +794,7 @@ _TABLES = {"binary": BINARY, "unary": {**UNARY, "identity": (_identity, "fibc")}
 
 # Integer and bool versions of functions whose float version does not suit them.
 INT_VARIANTS = {"fmod": _fmod_int, "floor": _identity, "ceil": _identity, "trunc": _identity,
-                "signbit": _is_negative}
+                "signbit": _is_negative, "pow": _pow_int}
 BOOL_VARIANTS = {"bitwise_not": _not, "signbit": _false, "isnan": _false, "isinf": _false, "isposinf": _false,
                  "isneginf": _false, "isfinite": _true}
 # Complex versions of functions whose float version does not suit complex numbers (Note [Complex on CUDA]).
