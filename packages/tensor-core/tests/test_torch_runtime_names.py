@@ -360,3 +360,25 @@ def test_factories_follow_the_default_device(monkeypatch):
     finally:
         fl.set_default_device(None)
     assert fl.zeros(2).device.type == "cpu"
+
+
+def test_cuda_nvtx_ranges_are_profiler_spans():
+    nvtx = fl.cuda.nvtx
+    assert nvtx.range_push("a") == 0 and nvtx.range_push("b") == 1
+    assert nvtx.range_pop() == 1 and nvtx.range_pop() == 0 and nvtx.range_pop() == -1  # torch's depths
+    rid = nvtx.range_start("across threads")
+    nvtx.range_end(rid)
+    with pytest.raises(ValueError, match="no open range"):
+        nvtx.range_end(rid)
+    nvtx.mark("here")
+
+    @nvtx.range("decorated {}", 1)
+    def f():
+        return fl.ones(2) * 2
+
+    with fl.profiler.profile() as prof:
+        with nvtx.range("step {}", 7):
+            fl.ones(2) + 1
+        f()
+    names = [row.key for row in prof.key_averages()]
+    assert "step 7" in names and "decorated 1" in names and "flambeau::add" in names

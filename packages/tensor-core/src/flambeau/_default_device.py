@@ -25,3 +25,17 @@ def set_default_device(device) -> None:
     Accepts what ``flambeau.device`` accepts (``"cuda"``, ``"cuda:1"``, a device, an ordinal).
     """
     DEFAULT[0] = CPU if device is None else to_device(device)
+
+
+_ENTERED: list = []  # the defaults that ``with device(...)`` blocks replaced, innermost last
+
+
+def enter_default(dev: device) -> None:
+    """Start a ``with device(...)`` block: ``dev`` is the default until :func:`exit_default`."""
+    _ENTERED.append(DEFAULT[0])
+    DEFAULT[0] = to_device(dev)  # ("cuda" becomes the current CUDA device, as set_default_device does)
+
+
+def exit_default() -> None:
+    """End the innermost ``with device(...)`` block: the default it replaced is back."""
+    DEFAULT[0] = _ENTERED.pop()

@@ -88,6 +88,20 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    def __enter__(self):
+        """``with flambeau.device("cuda"):``: the factories create tensors on this device inside the block (as
+        :func:`flambeau.set_default_device` would), the previous default restored at its end, as torch's."""
+        from flambeau._default_device import enter_default
+
+        enter_default(self)
+        return self
+
+    def __exit__(self, *exc):
+        from flambeau._default_device import exit_default
+
+        exit_default()
+        return False
+
 
 CPU = device("cpu")
 

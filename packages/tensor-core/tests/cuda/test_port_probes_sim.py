@@ -39,3 +39,17 @@ def test_integer_powers_with_negative_exponents():
             fl.tensor([2, 3], device=dev) ** -1
         with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
             fl.tensor([2, 3], device=dev).pow_(-2)
+
+
+def test_a_device_is_a_context_manager_for_the_factories():
+    assert fl.get_default_device() == fl.device("cpu")
+    with fl.device("cuda"):
+        assert fl.zeros(2).device.type == fl.randn(2).device.type == fl.tensor([1.0]).device.type == "cuda"
+        with fl.device("cpu"):
+            assert fl.ones(1).device.type == "cpu"
+        assert fl.arange(3).device.type == "cuda"
+        with pytest.raises(ZeroDivisionError):
+            with fl.device("cpu"):
+                1 / 0  # noqa: B018
+        assert fl.empty(1).device.type == "cuda"
+    assert fl.zeros(1).device.type == "cpu" and fl.get_default_device() == fl.device("cpu")

@@ -104,7 +104,7 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "set_sync_debug_mode", "get_sync_debug_mode", "manual_seed", "manual_seed_all", "seed", "seed_all",
            "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
            "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats", "memory_summary",
-           "get_device_properties", "get_device_name", "get_device_capability", "amp",
+           "get_device_properties", "get_device_name", "get_device_capability", "amp", "nvtx",
            # torch.cuda's memory management (_memory.py)
            "mem_get_info", "memory_stats_as_nested_dict", "memory_snapshot", "memory_cached", "max_memory_cached",
            "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
@@ -134,6 +134,10 @@ def __getattr__(name: str):
         from flambeau._subpackages import resolve
 
         return resolve(__name__, name)
+    if name == "nvtx":  # (imports the profiler, which this package's import must not)
+        import importlib
+
+        return importlib.import_module("flambeau.cuda.nvtx")
     if name == "default_generators":
         # torch.cuda.default_generators: one generator per device, made on first use (empty without CUDA)
         from flambeau.cuda.random import _all

@@ -49,6 +49,9 @@ class OutOfMemoryError(RuntimeError, MemoryError):
     ``flambeau.cuda.OutOfMemoryError``, as torch's): a :class:`RuntimeError`, and a :class:`MemoryError`."""
 
 
+OutOfMemoryError.__module__ = "flambeau.cuda"  # its public home (and the documentation's)
+
+
 def device_malloc(alloc, nbytes: int, stream) -> int:
     """``alloc.malloc(nbytes, stream)`` with an allocator's out-of-memory error (flambeau-cuda-alloc's own class,
     numba's) raised as :class:`OutOfMemoryError`, its message kept: ``except`` clauses match real subclasses
