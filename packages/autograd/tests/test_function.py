@@ -224,3 +224,35 @@ def test_once_differentiable_blocks_double_backward():
     assert g.tolist() == [4.0]
     with pytest.raises(RuntimeError, match="once_differentiable"):
         g.sum().backward()
+
+
+def test_setup_context_style_matches_torch():
+    import numpy as np
+    import torch
+
+    results = []
+    for lib in (torch, fl):
+        class ScaledCube(lib.autograd.Function):
+            @staticmethod
+            def forward(x, k):  # the newer style: no ctx here
+                return x ** 3 * k
+
+            @staticmethod
+            def setup_context(ctx, inputs, output):
+                x, k = inputs
+                ctx.save_for_backward(x, output)
+                ctx.k = k
+
+            @staticmethod
+            def backward(ctx, g):
+                x, out = ctx.saved_tensors
+                return g * 3 * x ** 2 * ctx.k + 0 * out, None
+
+        x = lib.tensor([1.0, -2.0, 0.5], dtype=lib.float64, requires_grad=True)
+        y = ScaledCube.apply(x, 2.0)
+        y.backward(lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64))
+        results.append((y.detach().numpy(), x.grad.numpy()))
+        with lib.no_grad():  # not recording: forward alone
+            assert ScaledCube.apply(x, 1.0).tolist() == [1.0, -8.0, 0.125]
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b)

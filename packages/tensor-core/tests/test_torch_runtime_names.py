@@ -382,3 +382,29 @@ def test_cuda_nvtx_ranges_are_profiler_spans():
         f()
     names = [row.key for row in prof.key_averages()]
     assert "step 7" in names and "decorated 1" in names and "flambeau::add" in names
+
+
+def test_inplace_functions_and_foreach_lists_match_torch():
+    for name in ("relu_", "sigmoid_", "tanh_", "exp_", "sqrt_", "zero_", "neg_", "clamp_"):
+        assert callable(getattr(fl, name)) and callable(getattr(torch, name))
+    x, t = fl.tensor([-1.0, 2.0]), torch.tensor([-1.0, 2.0])
+    fl.relu_(x), torch.relu_(t)
+    assert x.tolist() == t.tolist() and fl.clamp_(x, max=1.0).tolist() == torch.clamp_(t, max=1.0).tolist()
+
+    def run(lib, fn):
+        a = [lib.tensor([1.0, 2.0]), lib.tensor([[3.0, -4.0]])]
+        b = [lib.tensor([0.5, 0.25]), lib.tensor([[2.0, 8.0]])]
+        r = fn(lib, a, b)
+        return [np.asarray(t.tolist(), dtype=np.float64).reshape(-1) for t in (a if r is None else r)]
+
+    for fn in (lambda T, a, b: T._foreach_mul_(a, 0.999), lambda T, a, b: T._foreach_add_(a, b, alpha=0.5),
+               lambda T, a, b: T._foreach_sub(a, [1.0, 2.0]), lambda T, a, b: T._foreach_lerp_(a, b, 0.1),
+               lambda T, a, b: T._foreach_addcmul_(a, b, b, value=2.0), lambda T, a, b: T._foreach_addcdiv(a, b, b),
+               lambda T, a, b: T._foreach_div(a, b), lambda T, a, b: T._foreach_abs(a),
+               lambda T, a, b: T._foreach_sqrt_(b), lambda T, a, b: T._foreach_norm(a),
+               lambda T, a, b: T._foreach_copy_(a, b), lambda T, a, b: T._foreach_zero_(a),
+               lambda T, a, b: T._foreach_maximum(a, b), lambda T, a, b: T._foreach_clamp_min_(a, 1.5)):
+        for ours, theirs in zip(run(fl, fn), run(torch, fn), strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="same number of tensors"):
+        fl._foreach_add([fl.ones(1)], [fl.ones(1), fl.ones(1)])

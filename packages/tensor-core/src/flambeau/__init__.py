@@ -84,6 +84,7 @@ from flambeau._tensor import Tensor  # noqa: E402
 # torch's runtime names that are not operators (after the operator table: they wrap Tensor.to/contiguous)
 from flambeau import (  # noqa: E402
     _control_flow,
+    _foreach,
     _legacy_methods,  # noqa: F401  - Tensor.new, apply_, map_ ... (bound on import)
     _memory_format,
     _memory_format_methods,  # noqa: F401  - Tensor.contiguous/to/is_contiguous with memory_format= (bound)
@@ -149,6 +150,19 @@ __all__ = [
     "get_default_device", "set_default_device", "Stream", "Event", "Storage", "OutOfMemoryError",
     *_control_flow.__all__, *_memory_format.__all__, *_runtime.__all__, *_storage_api.__all__,
 ]
+
+# torch's functions of in-place operators: ``torch.relu_(x)`` is ``x.relu_()`` (the Tensor method itself)
+_INPLACE_FUNCTIONS = (
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_", "asinh_",
+    "atan_", "atanh_", "ceil_", "celu_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_",
+    "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
+    "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "selu_", "sigmoid_", "sin_",
+    "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "threshold_", "trunc_", "xlogy_", "zero_")
+globals().update({_name: getattr(Tensor, _name) for _name in _INPLACE_FUNCTIONS})
+__all__ += _INPLACE_FUNCTIONS
+# torch's private list operators (``torch._foreach_mul_``), which moving-average code calls
+globals().update(_foreach.FUNCTIONS)
 
 
 # Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``

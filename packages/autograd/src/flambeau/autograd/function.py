@@ -135,7 +135,8 @@ class Function(metaclass=_FunctionMeta):
     """Base class of custom differentiable operations; call them with ``MyFunction.apply(*args)``.
 
     Subclasses define ``forward(ctx, *args, **kwargs)`` (runs with grad mode off) and
-    ``backward(ctx, *grad_outputs)`` returning one gradient (or None) per ``forward`` argument.
+    ``backward(ctx, *grad_outputs)`` returning one gradient (or None) per ``forward`` argument; or, in the newer
+    style, ``forward(*args)`` without ``ctx`` and :meth:`setup_context`.
     """
 
     @staticmethod
@@ -149,6 +150,12 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output):
+        """The newer style (torch's, ``torch.func``'s): ``forward(*args)`` takes no ``ctx``, and this saves what
+        the backward needs from the ``inputs`` (``args``) and the ``output``. Define it to use that style."""
+        raise NotImplementedError("setup_context is not implemented.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         ctx = cls._backward_cls()
@@ -157,7 +164,11 @@ class Function(metaclass=_FunctionMeta):
         prev = grad_state.enabled
         grad_state.enabled = False
         try:
-            outputs = cls.forward(ctx, *args, **kwargs)
+            if cls.setup_context is Function.setup_context:
+                outputs = cls.forward(ctx, *args, **kwargs)
+            else:  # the forward takes no ctx; setup_context fills it from the inputs and the output
+                outputs = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, outputs)
         finally:
             grad_state.enabled = prev
         if not recording:
