@@ -147,3 +147,19 @@ def test_interpolate_errors():
     with pytest.raises(RuntimeError, match=r"sizes should be greater than 0, but got input \(H: 1, W: 4\) output "
                                            r"\(H: 0, W: 1\)"):
         F.interpolate(fl.randn(1, 2, 1, 4), scale_factor=0.3, mode="nearest-exact")
+
+
+@pytest.mark.parametrize("shape, mode, kw", [
+    ((1, 2, 5), "nearest", {"scale_factor": 1.7}), ((1, 2, 5, 4), "nearest", {"scale_factor": 2}),
+    ((1, 1, 3, 4, 4), "nearest", {"size": (5, 2, 7)}), ((1, 1, 5, 4), "nearest-exact", {"scale_factor": 0.6}),
+    ((2, 3, 9, 7), "bilinear", {"scale_factor": 1.5}),
+    ((2, 3, 9, 7), "bilinear", {"scale_factor": 0.5, "antialias": True}),
+    ((2, 3, 9, 7), "bilinear", {"size": (4, 11), "align_corners": True}),
+])
+def test_interpolate_uint8_images(shape, mode, kw, rng):
+    x = rng.integers(0, 256, shape).astype(np.uint8)
+    out = F.interpolate(fl.tensor(x), mode=mode, **kw)
+    ref = TF.interpolate(torch.tensor(x), mode=mode, **kw).numpy()
+    assert out.dtype is fl.uint8 and tuple(out.shape) == ref.shape
+    # the nearest modes gather: exact; bilinear rounds a float32 result (torch: fixed point, Note [Integer images])
+    assert np.abs(out.numpy().astype(int) - ref.astype(int)).max() <= (0 if "nearest" in mode else 1)

@@ -408,3 +408,53 @@ def test_inplace_functions_and_foreach_lists_match_torch():
             np.testing.assert_allclose(ours, theirs, rtol=1e-6)
     with pytest.raises(RuntimeError, match="same number of tensors"):
         fl._foreach_add([fl.ones(1)], [fl.ones(1), fl.ones(1)])
+
+
+def test_inplace_writes_into_expanded_tensors_are_refused_as_torch():
+    cases = {"add_": lambda T, b: b.add_(1), "iadd": lambda T, b: b.__iadd__(1), "mul_": lambda T, b: b.mul_(b),
+             "relu_": lambda T, b: b.relu_(), "sigmoid_": lambda T, b: b.sigmoid_(),
+             "clamp_": lambda T, b: b.clamp_(0, 1), "copy_": lambda T, b: b.copy_(T.ones(2, 3)),
+             "addcmul_": lambda T, b: b.addcmul_(b, b), "zero_": lambda T, b: b.zero_(),
+             "fill_": lambda T, b: b.fill_(2.0), "setitem": lambda T, b: b.__setitem__(0, 5.0)}
+    for name, fn in cases.items():
+        outcome = []
+        for lib in (fl, torch):
+            b = lib.arange(3.0).expand(2, 3)
+            try:
+                fn(lib, b)
+                outcome.append("ran")
+            except RuntimeError as e:
+                outcome.append(str(e)[:40])
+        assert outcome[0] == outcome[1], (name, outcome)
+    x = fl.arange(3.0)
+    x.add_(1)  # a tensor of its own is still written
+    assert x.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_numpy_ufuncs_on_tensors():
+    t, u = fl.tensor([4.0, 9.0]), torch.tensor([4.0, 9.0])
+    # (torch's raise for these two: its ufunc path sees a sequence)
+    assert (np.ones(2) + t).tolist() == [5.0, 10.0] and (np.arange(2.0) < t).tolist() == [True, True]
+    for fn in (np.sqrt, np.exp, lambda x: np.maximum(x, 5), lambda x: np.add(np.ones(2), x), lambda x: np.power(x, 2)):
+        ours, theirs = fn(t), fn(u)
+        assert isinstance(ours, fl.Tensor) and isinstance(theirs, torch.Tensor)
+        np.testing.assert_allclose(ours.numpy().astype(np.float64), theirs.numpy().astype(np.float64))
+    assert np.isnan(fl.tensor([1.0, float("nan")])).tolist() == [False, True]
+    x = fl.ones(2, requires_grad=True)
+    assert (np.ones(2) * x).requires_grad  # an operator ufunc is flambeau's operator: recorded
+    with pytest.raises(RuntimeError, match="requires grad"):
+        np.sqrt(x)  # as torch: numpy cannot see a tensor that requires grad
+    with pytest.raises(TypeError):
+        np.add.reduce(t)
+
+
+def test_shape_functions_take_torchs_keyword_forms():
+    x, t = fl.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
+    for fn in (lambda T, a: T.flip(a, dims=[0]), lambda T, a: a.flip(dims=(0, 1)), lambda T, a: T.tile(a, dims=(2,)),
+               lambda T, a: a.permute(dims=(1, 0)), lambda T, a: T.reshape(a, shape=(3, 2)),
+               lambda T, a: a.view(size=(3, 2)), lambda T, a: a[:1].expand(size=(2, 3)),
+               lambda T, a: a.repeat(repeats=(1, 2)), lambda T, a: a.split(split_size=2, dim=1)[1],
+               lambda T, a: T.flip(a, [1]), lambda T, a: a.permute(1, 0), lambda T, a: a.view(-1)):
+        assert fn(fl, x).tolist() == fn(torch, t).tolist()
+    with pytest.raises(TypeError, match="multiple values for argument 'dims'"):
+        x.flip(0, dims=[1])

@@ -155,10 +155,10 @@ __all__ = [
 _INPLACE_FUNCTIONS = (
     "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_", "arctanh_", "asin_", "asinh_",
     "atan_", "atanh_", "ceil_", "celu_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_",
-    "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "detach_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_", "floor_", "frac_", "gcd_", "i0_",
     "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_", "nan_to_num_", "neg_",
     "negative_", "rad2deg_", "reciprocal_", "relu_", "resize_as_", "round_", "rsqrt_", "selu_", "sigmoid_", "sin_",
-    "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "threshold_", "trunc_", "xlogy_", "zero_")
+    "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "threshold_", "trunc_", "xlogy_")  # (fill_, zero_: ops)
 globals().update({_name: getattr(Tensor, _name) for _name in _INPLACE_FUNCTIONS})
 __all__ += _INPLACE_FUNCTIONS
 # torch's private list operators (``torch._foreach_mul_``), which moving-average code calls

@@ -52,9 +52,12 @@ class Tensor:
     __slots__ = ("_data", "_storage", "_device", "dtype", "_requires_grad", "_grad", "grad_fn",
                  "_base", "_autograd_meta", "__weakref__")
 
-    # numpy must defer to our reflected operators (ndarray + Tensor -> Tensor), as it does for torch.
-    __array_ufunc__ = None
     __array_priority__ = 1000
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's ufuncs on tensors (Note [numpy ufuncs on tensors]): ``np.sqrt(t)`` is a tensor, and an
+        arithmetic or comparison ufunc with a tensor among its operands (``ndarray + t``) is flambeau's operator."""
+        return _array_ufunc(ufunc, method, inputs, kwargs)
 
     # ``Tensor(data)``, ``new_tensor``, ``new_zeros`` ... are bound by flambeau._factories, ``to`` by
     # flambeau._ops.core, ``share_memory_`` by flambeau._sharing and ``type`` by flambeau._legacy_types
@@ -608,3 +611,49 @@ def _wrap_dim(dim, ndim: int) -> int:
     if dim < lo or dim > hi:
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
     return dim + ndim if dim < 0 else dim
+
+
+# Note [numpy ufuncs on tensors]
+#     numpy hands a ufunc whose operands include a tensor to ``Tensor.__array_ufunc__``. The arithmetic and comparison
+#     ufuncs that are Python operators (``np.add``, ``np.less`` ...: what ``ndarray + t`` calls) run flambeau's
+#     operator on the operands (an array joining as a tensor), so that ``ndarray + t`` is the tensor torch gives,
+#     recorded by autograd. Any other ufunc (``np.sqrt(t)``, ``np.isnan(t)``) computes in numpy on the tensors'
+#     values (a CPU tensor's own memory; a CUDA tensor, or one that requires grad, raises as ``Tensor.numpy()``
+#     does) and gives its array results back as CPU tensors, as torch's ``__array_wrap__`` does (a boolean result
+#     stays boolean, where torch's becomes uint8). Other methods (``np.add.reduce``), and ``out=``, are refused.
+def _operator_ufuncs() -> dict:
+    import operator
+
+    return {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul, "true_divide": operator.truediv,
+            "divide": operator.truediv, "floor_divide": operator.floordiv, "remainder": operator.mod,
+            "power": operator.pow, "matmul": operator.matmul, "equal": operator.eq, "not_equal": operator.ne,
+            "less": operator.lt, "less_equal": operator.le, "greater": operator.gt, "greater_equal": operator.ge,
+            "bitwise_and": operator.and_, "bitwise_or": operator.or_, "bitwise_xor": operator.xor,
+            "left_shift": operator.lshift, "right_shift": operator.rshift}
+
+
+_OPERATOR_UFUNCS: dict = {}
+
+
+def _array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
+    if method != "__call__" or "out" in kwargs:
+        return NotImplemented
+    if not _OPERATOR_UFUNCS:
+        _OPERATOR_UFUNCS.update(_operator_ufuncs())
+    op = _OPERATOR_UFUNCS.get(ufunc.__name__)
+    if op is not None and len(inputs) == 2 and not kwargs:
+        from flambeau._factories import tensor
+
+        a, b = (tensor(x) if isinstance(x, np.ndarray) else x for x in inputs)
+        return op(a, b)
+    values = [x.numpy() if isinstance(x, Tensor) else x for x in inputs]
+    result = ufunc(*values, **kwargs)
+    if isinstance(result, tuple):
+        return tuple(_from_ufunc(r) for r in result)
+    return _from_ufunc(result)
+
+
+def _from_ufunc(r):
+    from flambeau._factories import tensor
+
+    return tensor(r) if isinstance(r, (np.ndarray, np.generic)) else r

@@ -320,7 +320,7 @@ def binary_op(signature: str, *, rule: str = "promote", bool_out: bool = False,
         op.inplace(fn_)
         for d_name in dunders:
             if d_name.startswith("__i"):
-                op.dunders[d_name] = fn_
+                op.dunders[d_name] = op.inplace_fn  # (``x += y`` checks what ``x.add_(y)`` does)
     for d_name in dunders:
         if not d_name.startswith("__i"):
             op.dunders[d_name] = dfn

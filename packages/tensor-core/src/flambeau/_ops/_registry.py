@@ -56,6 +56,37 @@ def kernel(name: str, device_type: str) -> Callable[[Callable], Callable]:
     return register
 
 
+# Note [In-place writes into shared elements]
+#     An expanded tensor (``b.expand(2, 3)``: stride 0 along the new dim) shows one memory element in several places.
+#     An elementwise in-place operator on it would write each element several times from reads of the same one: on
+#     the CPU numpy's buffered loop lost the writes (``b`` unchanged), on a GPU threads raced. torch refuses such a
+#     ``self`` in its elementwise in-place operators and ``copy_``, and so does flambeau, before anything runs
+#     (indexing, view and reordering operators, ``fill_`` and ``zero_`` take it, as torch's do).
+_OVERLAP_ALLOWED = frozenset({"indexing", "view", "reordering"})
+OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                   "location. Please clone() the tensor before performing the operation.")
+
+
+def refuse_internal_overlap(t) -> None:
+    """RuntimeError when tensor ``t`` has a dim of several elements with stride 0 (Note [In-place writes into shared
+    elements])."""
+    data = getattr(t, "_data", None)
+    if data is not None:
+        strides = data.strides
+        if 0 in strides and any(st == 0 and n > 1 for n, st in zip(data.shape, strides)):
+            raise RuntimeError(OVERLAP_MESSAGE)
+
+
+def _refusing_internal_overlap(fn: Callable) -> Callable:
+    def checked(self, *args, **kwargs):
+        refuse_internal_overlap(self)
+        return fn(self, *args, **kwargs)
+
+    checked.__doc__ = fn.__doc__
+    checked._unchecked = fn  # (not __wrapped__: dispatch modes unwrap that to find the front)
+    return checked
+
+
 class OpDef:
     """One operator's declaration.
 
@@ -121,7 +152,10 @@ class OpDef:
         return fn
 
     def inplace(self, fn: Callable) -> Callable:
-        """Decorator: set the in-place front function (bound as ``Tensor.<name>_``)."""
+        """Decorator: set the in-place front function (bound as ``Tensor.<name>_``); elementwise ones refuse a
+        ``self`` whose elements share memory (Note [In-place writes into shared elements])."""
+        if self.category not in _OVERLAP_ALLOWED:
+            fn = _refusing_internal_overlap(fn)
         self.inplace_fn = fn
         fn.__name__ = self.name + "_"
         fn.__qualname__ = "Tensor." + self.name + "_"

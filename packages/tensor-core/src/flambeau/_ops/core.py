@@ -137,7 +137,9 @@ COPY = declare("copy_(Tensor self, Tensor src, bool non_blocking=False) -> Tenso
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """Copy ``src`` (broadcastable, any dtype and device) into ``self`` in place and return self."""
     from flambeau._ops._common import broadcast_shapes
+    from flambeau._ops._registry import refuse_internal_overlap
 
+    refuse_internal_overlap(self)  # Note [In-place writes into shared elements]
     if inplace_needs_engine(self, src):
         return inplace_by_engine(COPY, (self, src), {"non_blocking": non_blocking})
     if isinstance(src, Tensor):
@@ -156,7 +158,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     return self
 
 
-FILL = declare("fill_(Tensor self, Scalar value) -> Tensor", function=False, category="conversion")
+FILL = declare("fill_(Tensor self, Scalar value) -> Tensor", category="conversion")  # (torch.fill_ too)
 
 
 @FILL.front
@@ -176,7 +178,7 @@ def fill_(self: Tensor, value) -> Tensor:
     return self
 
 
-ZERO = declare("zero_(Tensor self) -> Tensor", function=False, category="conversion")
+ZERO = declare("zero_(Tensor self) -> Tensor", category="conversion")  # (torch.zero_ too)
 
 
 @ZERO.front

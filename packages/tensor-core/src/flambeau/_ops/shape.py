@@ -147,6 +147,15 @@ def _mkview(input: Tensor, arr, start: int | None = None) -> Tensor:
     return out
 
 
+def _keyword_form(args: tuple, keyword, argname: str, fname: str) -> tuple:
+    """The sizes of ``f(*args)`` or of torch's keyword form ``f(argname=...)`` (``x.flip(dims=[0])``), as args."""
+    if keyword is None:
+        return args
+    if args:
+        raise TypeError(f"{fname}() got multiple values for argument '{argname}'")
+    return (keyword,)
+
+
 def _shape_args(size, argname: str = "size") -> tuple:
     # f(2, 3), f((2, 3)), f([2, 3]) or f(Size)
     for n in size:
@@ -261,7 +270,7 @@ VIEW = declare("view(Tensor(a) self, SymInt[] size) -> Tensor(a)", function=Fals
 
 
 @VIEW.front
-def view(self: Tensor, *shape, dtype=None) -> Tensor:
+def view(self: Tensor, *shape, dtype=None, size=None) -> Tensor:
     """A view of ``self`` with ``shape`` (one entry may be ``-1``); shares storage.
 
     Raises RuntimeError when the strides of ``self`` don't allow it (use :func:`reshape`).
@@ -269,7 +278,7 @@ def view(self: Tensor, *shape, dtype=None) -> Tensor:
     """
     if dtype is not None or (len(shape) == 1 and isinstance(shape[0], dt.dtype)):
         return _view_dtype(self, shape[0] if dtype is None else dtype)
-    shape = _shape_args(shape, "size")
+    shape = _shape_args(_keyword_form(shape, size, "size", "view"), "size")
     src = _src(self)
     shape = _infer_size(shape, src.size)
     arr = _view_array(src, shape)
@@ -324,9 +333,9 @@ RESHAPE = declare("reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", catego
 
 
 @RESHAPE.front
-def reshape(input: Tensor, *shape) -> Tensor:
+def reshape(input: Tensor, *args, shape=None) -> Tensor:
     """``input`` with ``shape`` (one entry may be ``-1``): a view when the strides allow, else a copy."""
-    shape = _shape_args(shape, "shape")
+    shape = _shape_args(_keyword_form(args, shape, "shape", "reshape"), "shape")
     src = _src(input)
     shape = _infer_size(shape, src.size)
     arr = _view_array(src, shape)
@@ -403,9 +412,9 @@ PERMUTE = declare("permute(Tensor(a) self, int[] dims) -> Tensor(a)", view=True,
 
 
 @PERMUTE.front
-def permute(input: Tensor, *dims) -> Tensor:
+def permute(input: Tensor, *args, dims=None) -> Tensor:
     """A view of ``input`` with its dimensions reordered as ``dims``."""
-    dims = _shape_args(dims, "dims")
+    dims = _shape_args(_keyword_form(args, dims, "dims", "permute"), "dims")
     nd = input._data.ndim
     if sorted(dims) == _RANGES[nd] if nd < 8 else False:
         out = _mkview(input, _src(input).transpose(dims), 0)
@@ -611,9 +620,9 @@ def _expand_array(src, shape: tuple):
 
 
 @EXPAND.front
-def expand(self: Tensor, *size) -> Tensor:
+def expand(self: Tensor, *args, size=None) -> Tensor:
     """A view of ``self`` broadcast to ``size`` (``-1`` keeps a dim; size-1 dims get stride 0)."""
-    size = _shape_args(size, "size")
+    size = _shape_args(_keyword_form(args, size, "size", "expand"), "size")
     src = _src(self)
     shape = _expand_shape(src.shape, size, lambda: f"{self.type()}{{{list(src.shape)}}}")
     out = _mkview(self, _expand_array(src, shape) if shape != src.shape else src, 0)
@@ -860,9 +869,16 @@ SPLIT = declare("split(Tensor(a -> *) tensor, SymInt[] split_size_or_sections, i
 
 
 @SPLIT.front
-def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
+def split(tensor: Tensor, split_size_or_sections=None, dim: int = 0, *, split_size=None) -> tuple:
     """Views of ``tensor`` split along ``dim`` into chunks of ``split_size_or_sections`` entries
-    (the last may be smaller) or into pieces of the given list of sizes."""
+    (the last may be smaller) or into pieces of the given list of sizes (``split_size=``: the Tensor method's name
+    of the argument in torch)."""
+    if split_size is not None:
+        if split_size_or_sections is not None:
+            raise TypeError("split() got multiple values for argument 'split_size'")
+        split_size_or_sections = split_size
+    if split_size_or_sections is None:
+        raise TypeError("split() missing required argument 'split_size_or_sections'")
     nd = tensor._data.ndim
     if nd == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
@@ -1170,9 +1186,9 @@ REPEAT = declare("repeat(Tensor self, SymInt[] repeats) -> Tensor", function=Fal
 
 
 @REPEAT.front
-def repeat(self: Tensor, *repeats) -> Tensor:
+def repeat(self: Tensor, *args, repeats=None) -> Tensor:
     """``self`` repeated ``repeats[i]`` times along each dim (extra leading repeats add dims)."""
-    repeats = _shape_args(repeats, "repeats")
+    repeats = _shape_args(_keyword_form(args, repeats, "repeats", "repeat"), "repeats")
     if len(repeats) < self._data.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
     for r in repeats:
@@ -1193,9 +1209,9 @@ TILE = declare("tile(Tensor self, SymInt[] dims) -> Tensor", category="joining")
 
 
 @TILE.front
-def tile(input: Tensor, *dims) -> Tensor:
+def tile(input: Tensor, *args, dims=None) -> Tensor:
     """``input`` repeated along each dim; ``dims`` shorter than ``ndim`` is padded with leading ones."""
-    dims = _shape_args(dims, "dims")
+    dims = _shape_args(_keyword_form(args, dims, "dims", "tile"), "dims")
     dims = (1,) * (input._data.ndim - len(dims)) + dims
     return repeat(input, dims)
 
@@ -1255,9 +1271,9 @@ FLIP = declare("flip(Tensor input, int[] dims) -> Tensor", category="reordering"
 
 
 @FLIP.front
-def flip(input: Tensor, *dims) -> Tensor:
+def flip(input: Tensor, *args, dims=None) -> Tensor:
     """A copy of ``input`` with the order of entries reversed along ``dims``."""
-    dims = _shape_args(dims, "dims")
+    dims = _shape_args(_keyword_form(args, dims, "dims", "flip"), "dims")
     nd = input._data.ndim
     dims = tuple(wrap_dim(d, nd) for d in dims)
     if len(set(dims)) != len(dims):

@@ -99,6 +99,12 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         raise ValueError("Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as "
                          "input")
     scales = scale_factors if scale_factors is not None else [None] * max(dim, 0)
+    if not input.dtype.is_floating_point:  # Note [Integer images]
+        if mode in ("nearest", "nearest-exact") and input.ndim in (3, 4, 5):
+            return _separable(input, output_size, mode, False, scales)
+        if mode == "bilinear" and input.dtype is fl.uint8 and input.ndim == 4:
+            out = interpolate(input.float(), size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+            return out.round().clamp(0, 255).to(fl.uint8)
     if antialias:
         return _antialiased(input, output_size, mode, bool(align_corners), scales)
     if input.ndim == 3 and mode == "nearest":
@@ -127,6 +133,10 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
                               f"(got {mode})")
 
 
+# Note [Integer images]: torch resamples integer tensors (uint8 images, label maps) with the nearest modes, and
+# uint8 images bilinearly. The nearest modes only gather, so any dtype takes the separable path as it is (exactly
+# torch's result); bilinear uint8 resamples in float32 and rounds, where torch's uint8 kernels compute in fixed
+# point: a value may differ from torch's by 1.
 # Note [Separable resampling]: trilinear, nearest in 5-D and nearest-exact resample one spatial dim at a time, as
 # bicubic does (Note [Bicubic as two gathers]): each pass is one ``index_select`` of every output position's source
 # taps along that dim (one for the nearest modes, two for linear) and, for linear, a sum weighted by the taps'
