@@ -642,9 +642,7 @@ def _array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
         _OPERATOR_UFUNCS.update(_operator_ufuncs())
     op = _OPERATOR_UFUNCS.get(ufunc.__name__)
     if op is not None and len(inputs) == 2 and not kwargs:
-        from flambeau._factories import tensor
-
-        a, b = (tensor(x) if isinstance(x, np.ndarray) else x for x in inputs)
+        a, b = (_from_ufunc(x) if isinstance(x, np.ndarray) else x for x in inputs)
         return op(a, b)
     values = [x.numpy() if isinstance(x, Tensor) else x for x in inputs]
     result = ufunc(*values, **kwargs)
@@ -654,6 +652,7 @@ def _array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
 
 
 def _from_ufunc(r):
-    from flambeau._factories import tensor
-
-    return tensor(r) if isinstance(r, (np.ndarray, np.generic)) else r
+    """A numpy result (or operand) as a CPU tensor of its own memory (a copy); anything else as it is."""
+    if isinstance(r, (np.ndarray, np.generic)) and r.dtype in _BY_NP:
+        return _wrap(np.array(r, copy=True))
+    return r
