@@ -126,3 +126,15 @@ def test_prod_with_zeros_double_backward():
     x = fl.tensor([[1.5, 0.0, -2.0], [0.5, 3.0, 2.0]], dtype=fl.float64, requires_grad=True)
     assert fl.autograd.gradgradcheck(lambda t: t.prod(1), (x,))
     assert fl.autograd.gradgradcheck(lambda t: t.prod(), (x,))
+
+
+@pytest.mark.parametrize("size, stride, offset", [((2, 2), (1, 1), 0), ((3,), (0,), 1), ((2, 3), (3, 1), 0),
+                                                  ((2, 2), (1, 2), 1), ((3, 2), (1, 0), 2)])
+def test_as_strided_gradient_sums_overlapping_reads(size, stride, offset):
+    grads = []
+    for lib in (torch, fl):
+        x = lib.arange(6.0, dtype=lib.float64, requires_grad=True)
+        y = x.as_strided(size, stride, offset)
+        (y * lib.arange(1.0, 1 + y.numel(), dtype=lib.float64).reshape(size)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import flambeau as fl
 from flambeau._ops import OPS
 from flambeau.autograd._opnode import Derivative as D
@@ -601,11 +603,22 @@ def _embedding_dense_double(gg, s):
 
 # --- view rebasing (Note [In-place operators under autograd]) ----------------------------------------
 def _as_strided_grad(g, s):
-    """Gradient of a non-overlapping strided view of a contiguous input (offsets relative to the input)."""
-    r = fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
-    with fl.no_grad():
-        r.as_strided(s.size, s.stride, s.storage_offset).copy_(g)
-    return r
+    """Gradient of a strided view of a contiguous input (offsets relative to the input): each view element's
+    gradient added at the input element it reads, so that elements the view reads several times (overlapping
+    windows) get the sum, as torch's."""
+    size, stride, offset = tuple(s.size), tuple(s.stride), s.storage_offset
+    where = np.full((), offset, np.int64)
+    for n, st in zip(size, stride):  # the input offset of every view element, in the view's order
+        where = where[..., None] + np.arange(n, dtype=np.int64) * st
+    where = where.reshape(-1)
+    if np.unique(where).size == where.size:  # no element read twice: one strided copy
+        r = fl.zeros(s.input_shape, dtype=g.dtype, device=g.device)
+        with fl.no_grad():
+            r.as_strided(size, stride, offset).copy_(g)
+        return r
+    flat = fl.zeros(math.prod(s.input_shape), dtype=g.dtype, device=g.device)
+    index = fl.from_numpy(where).to(g.device)
+    return flat.index_add(0, index, g.reshape(-1)).reshape(s.input_shape)
 
 
 def _region_of(g, s):
