@@ -42,3 +42,17 @@ def test_legacy_tensor_constructor_shapes():
     assert tuple(fl.Tensor().shape) == tuple(torch.Tensor().shape) == (0,)
     assert tuple(fl.Tensor(2, 3).shape) == (2, 3) and fl.Tensor([1, 2]).dtype is fl.float32
     assert isinstance(nn.Linear(1, 1).weight, fl.Tensor)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, float("inf"), 0.5])
+def test_pdist_matches_torch(p):
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((5, 3))
+    ours, theirs = fl.from_numpy(x).requires_grad_(), torch.from_numpy(x).requires_grad_()
+    a, b = nn.functional.pdist(ours, p), torch.nn.functional.pdist(theirs, p)
+    (a * fl.arange(1.0, 11.0, dtype=fl.float64)).sum().backward()
+    (b * torch.arange(1.0, 11.0, dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10)
+    assert tuple(nn.functional.pdist(fl.ones(1, 3)).shape) == (0,)

@@ -17,7 +17,7 @@ from flambeau._ops import get_op
 
 __all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout", "embedding", "embedding_bag", "one_hot", "pad", "normalize",
-           "cosine_similarity", "pairwise_distance"]
+           "cosine_similarity", "pairwise_distance", "pdist"]
 
 _matmul = fl.matmul
 _linear = get_op("linear").fn
@@ -473,3 +473,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """``||x1 - x2 + eps||_p`` over the last dimension (inputs broadcast)."""
     return fl.pairwise_distance(x1, x2, p, eps, keepdim)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``input`` ``(N, M)``: ``(N * (N - 1) / 2,)``, the pairs
+    ``(i, j)`` with ``i < j`` in row-major order (the upper triangle of ``cdist(input, input)``), as torch's."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    n = input.shape[0]
+    rows, cols = fl.triu_indices(n, n, offset=1, device=input.device)
+    return fl.linalg.vector_norm(input[rows] - input[cols], p, dim=1)
