@@ -115,9 +115,24 @@ def _op_entry(op) -> str:
         f"   :Variants: {_variants(op)}",
         f"   :Kernels: {devices}" + (f" ({'; '.join(flags)})" if flags else ""),
     ]
+    keywords = _torch_keywords(op)
+    if keywords:
+        body.append(f"   :Also takes: {keywords}")
     if op.name in NOT_ON_CUDA:
         body.append(f"   :Not on CUDA: {NOT_ON_CUDA[op.name]}")
     return f".. {directive}:: {target}\n\n" + "\n".join(body) + "\n"
+
+
+def _torch_keywords(op) -> str:
+    """torch's keyword forms that the operator's bindings take beyond its front's signature."""
+    taken, out = {}, False
+    for binding in op.bindings or ():
+        spec = getattr(binding, "_torch_keywords", None)
+        if spec is not None:
+            taken.update(spec[1])
+            out = out or spec[2]
+    parts = [f"``{given}=`` for ``{target}``" for given, target in sorted(taken.items())]
+    return ", ".join((["``out=`` (the function)"] if out else []) + parts)
 
 
 def operator_reference() -> str:
@@ -129,7 +144,9 @@ def operator_reference() -> str:
         "Every operator of flambeau's operator table, grouped by family. Each entry gives the declared\n"
         "schema (whose argument names are the ones the autograd derivative table uses), the variants\n"
         "bound from it (``flambeau.<name>`` function, ``Tensor`` method, in-place ``Tensor.<name>_`` and\n"
-        "operator dunders) and the device types that have a kernel.\n",
+        "operator dunders), torch's keyword forms that they take beyond the front's own signature\n"
+        "(``out=``, numpy's ``axis=``/``keepdims=``, the schema's names) and the device types that\n"
+        "have a kernel.\n",
         f"The table currently holds {len(OPS)} operators.\n",
         ".. contents:: Families\n   :local:\n   :depth: 1\n",
     ]

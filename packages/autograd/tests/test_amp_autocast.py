@@ -122,7 +122,7 @@ def test_nesting_state_and_decorator():
         return x @ x
 
     assert forward(a).dtype is fl.float16 and (a @ a).dtype is fl.float32
-    assert fl.mm is fl._ops.OPS["mm"].fn  # nothing stays rebound
+    assert fl.mm is fl._ops.OPS["mm"].bindings[0]  # nothing stays rebound
 
 
 @pytest.mark.parametrize("cache_enabled", [True, False])

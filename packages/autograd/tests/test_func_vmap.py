@@ -127,6 +127,8 @@ METHOD_CASES = {
     "movedim_narrow_select": (lambda x: x.movedim(0, 2).narrow(0, 1, 2).select(1, 1), [arr(5, 3, 4, 2)], 0),
     "unbind_split_chunk": (lambda x: (*x.unbind(1), *x.split(1, 0), *x.chunk(2, 1)), [arr(5, 2, 4)], 0),
     "flip_roll_rot90": (lambda x: x.flip(0) + x.roll(1, 1) + x.roll(2) + x.rot90(1, (0, 1)), [arr(5, 3, 3)], 0),
+    "keyword_dims": (lambda x: x.flip(dims=[0]) + x.permute(dims=(1, 0)) + x.sum(axis=0, keepdims=True), [arr(5, 3, 3)],
+                     0),
     "tril_triu_diag": (lambda x: x.tril() + x.triu(1) + x.diagonal().sum() + x.diag().sum() + x.trace(),
                        [arr(5, 3, 3)], 0),
     "diag_embed": (lambda x: x.diag_embed(), [arr(5, 3)], 0),
@@ -273,7 +275,8 @@ def test_module_level_functions_see_the_batch(case):
     got = vmap(lambda a, b: fn(fl, a, b), in_dims)(*to_fl([x, w]))
     expected = torch.func.vmap(lambda a, b: fn(torch, a, b), in_dims)(*(torch.from_numpy(v) for v in (x, w)))
     assert_same(got, expected, atol=1e-5)
-    assert fl.cat is fl._ops.OPS["cat"].fn and fl.Tensor.__matmul__ is fl._ops.OPS["matmul"].dunders["__matmul__"]
+    assert fl.cat is fl._ops.OPS["cat"].bindings[0]
+    assert fl.Tensor.__matmul__ is fl._ops.OPS["matmul"].dunders["__matmul__"]
 
 
 def test_module_level_functions_under_nested_vmap():

@@ -37,4 +37,4 @@ def test_layers_record_their_operators_forward_and_backward():
     assert children["BatchNormBackward0"] == ["flambeau::batch_norm_backward"]
     assert children["CrossEntropyBackward0"] == ["flambeau::cross_entropy_backward"]
     assert children["ConvolutionBackward0"] == ["flambeau::convolution_backward"]  # one call for its gradients
-    assert nn.functional.conv2d is fl._ops.OPS["conv2d"].fn  # put back
+    assert nn.functional.conv2d is fl._ops.OPS["conv2d"].bindings[0]  # put back

@@ -766,12 +766,12 @@ def test_operator_table(name):
         assert op.inplace_fn.__name__ == name + "_" and op.inplace_fn.__doc__
         assert getattr(fl.Tensor, name + "_") is op.inplace_fn
     if op.function:
-        assert getattr(fl, name) is op.fn
+        assert getattr(fl, name) is op.bindings[0]
     in_torch_ns = hasattr(torch, name)
     assert op.function == (in_torch_ns or name in ("gelu", "silu", "softplus"))
     assert op.method == (hasattr(torch.Tensor, name) and name != "where")
     if op.method:
-        assert getattr(fl.Tensor, name) is op.fn
+        assert getattr(fl.Tensor, name) is op.bindings[1]
     if op.differentiable and not op.composite:  # composites have no kernel of their own
         assert op.kernels.get("cpu") is not None
 

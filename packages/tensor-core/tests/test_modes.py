@@ -42,10 +42,10 @@ class Named(DispatchMode):
 
 
 def _assert_unbound():
-    assert fl.add is OPS["add"].fn and fl.Tensor.add is OPS["add"].fn
+    assert fl.add is OPS["add"].bindings[0] and fl.Tensor.add is OPS["add"].bindings[1] is OPS["add"].fn
     assert fl.Tensor.__add__ is OPS["add"].dunders["__add__"]
     assert fl.Tensor.add_ is OPS["add"].inplace_fn
-    assert fl.exp is OPS["exp"].fn
+    assert fl.exp is OPS["exp"].bindings[0]
 
 
 def test_every_variant_reaches_the_mode():

@@ -95,21 +95,24 @@ def test_most_operators_have_a_cpu_kernel():
 def test_bound_as_declared(name):
     op = OPS[name]
     if op.fn is not None and op.function:
-        assert getattr(fl, name, None) is op.fn, f"flambeau.{name} is not the declared front"
+        assert getattr(fl, name, None) is op.bindings[0], f"flambeau.{name} is not the declared front's binding"
+        assert getattr(op.bindings[0], "__wrapped__", op.bindings[0]) is op.fn
         assert name in fl.__all__
     else:
         assert getattr(fl, name, None) is not op.fn or op.fn is None, f"flambeau.{name} bound but function=False"
     if op.fn is not None and op.method:  # (a dunder of the method's own name replaces it: Tensor.contiguous)
-        assert fl.Tensor.__dict__.get(name) is op.dunders.get(name, op.fn), f"Tensor.{name} is not the declared front"
+        assert fl.Tensor.__dict__.get(name) is op.dunders.get(name, op.bindings[1]), \
+            f"Tensor.{name} is not the declared front's binding"
+        assert getattr(op.bindings[1], "__wrapped__", op.bindings[1]) is op.fn
     if op.inplace_fn is not None:
         assert fl.Tensor.__dict__.get(name + "_") is op.inplace_fn, f"Tensor.{name}_ is not the declared front"
     for dunder, fn in op.dunders.items():
         assert fl.Tensor.__dict__.get(dunder) is fn, f"Tensor.{dunder} is not the one {name} declares"
     for alias in op.aliases:
         if op.function and op.fn is not None:
-            assert getattr(fl, alias) is op.fn
+            assert getattr(fl, alias) is op.bindings[0]
         if op.method and op.fn is not None:
-            assert fl.Tensor.__dict__.get(alias) is op.fn
+            assert fl.Tensor.__dict__.get(alias) is op.bindings[1]
 
 
 def test_no_two_ops_bind_the_same_dunder():

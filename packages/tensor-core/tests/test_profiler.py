@@ -165,7 +165,7 @@ def test_record_function_as_decorator_and_off_without_profile():
 def test_nothing_stays_instrumented_after_the_profile():
     with profile():
         fl.ones(2) + 1
-    assert fl.add is OPS["add"].fn and fl.Tensor.add is OPS["add"].fn
+    assert fl.add is OPS["add"].bindings[0] and fl.Tensor.add is OPS["add"].bindings[1]
     assert fl.Tensor.__add__ is OPS["add"].dunders["__add__"]
     assert fl.Tensor.add_ is OPS["add"].inplace_fn
     with pytest.raises(RuntimeError, match="already enabled"):

@@ -73,6 +73,7 @@ from flambeau._interop import *  # noqa: E402,F403
 from flambeau._layout import layout, sparse_coo, strided  # noqa: E402
 from flambeau._legacy_types import CPU_TYPES as _LEGACY_TYPES  # noqa: E402
 from flambeau._legacy_types import CUDA_TYPES as _LEGACY_CUDA_TYPES  # noqa: E402
+from flambeau._ops._keywords import bind_with_keywords as _bind_with_keywords  # noqa: E402
 from flambeau._ops._registry import OPS as _OPS  # noqa: E402
 from flambeau._parallel import get_num_threads, set_num_threads  # noqa: E402
 from flambeau._random import *  # noqa: E402,F403
@@ -114,22 +115,24 @@ def _bind_operators() -> list:
     names = []
     g = globals()
     for op in _OPS.values():
-        if op.fn is not None:
+        if op.fn is not None:  # (with torch's keyword forms: Note [torch's keyword forms])
+            op.bindings = (_bind_with_keywords(op, op.fn, out=True) if op.function else None,
+                           _bind_with_keywords(op, op.fn, out=False) if op.method else None)
             if op.function:
-                g[op.name] = op.fn
+                g[op.name] = op.bindings[0]
                 names.append(op.name)
             if op.method:
-                setattr(Tensor, op.name, op.fn)
+                setattr(Tensor, op.name, op.bindings[1])
         if op.inplace_fn is not None:
             setattr(Tensor, op.name + "_", op.inplace_fn)
         for dunder, fn in op.dunders.items():
             setattr(Tensor, dunder, fn)
         for alias in op.aliases:
             if op.function:
-                g[alias] = op.fn
+                g[alias] = op.bindings[0]
                 names.append(alias)
             if op.method:
-                setattr(Tensor, alias, op.fn)
+                setattr(Tensor, alias, op.bindings[1])
             if op.inplace_fn is not None:
                 setattr(Tensor, alias + "_", op.inplace_fn)
     return names

@@ -173,12 +173,19 @@ def _select(op, fn, level, args, kwargs):
 def _permute(op, fn, level, args, kwargs):
     ba = bound(fn, args, kwargs)
     x = ba.arguments[_first(ba)]
-    dims = _sizes_or_dims(ba.arguments["dims"])
+    dims = _dims_argument(ba)
     if len(dims) != x.dim():
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does not match the "
                            f"length of the desired ordering of dimensions i.e. input.dim() = {x.dim()} is not equal "
                            f"to len(dims) = {len(dims)}")
     return _make(x._value.permute(0, *_dims(dims, x.dim())), level)
+
+
+def _dims_argument(ba) -> tuple:
+    """The dims of a front ``f(input, *args, dims=None)``: ``x.flip(0, 1)``, ``x.flip((0, 1))`` or torch's keyword
+    form ``x.flip(dims=[0, 1])``."""
+    dims = ba.arguments.get("dims")
+    return _sizes_or_dims(ba.arguments.get("args", ()) if dims is None else (dims,))
 
 
 def _sizes_or_dims(value) -> tuple:
@@ -191,7 +198,7 @@ def _sizes_or_dims(value) -> tuple:
 def _flip(op, fn, level, args, kwargs):
     ba = bound(fn, args, kwargs)
     x = ba.arguments[_first(ba)]
-    return _make(x._value.flip(_dims(_sizes_or_dims(ba.arguments["dims"]), x.dim())), level)
+    return _make(x._value.flip(_dims(_dims_argument(ba), x.dim())), level)
 
 
 @rule("fliplr")

@@ -41,6 +41,7 @@ import warnings
 import flambeau as fl
 from flambeau import Tensor
 from flambeau._ops import OPS
+from flambeau._ops._keywords import rewrap
 from flambeau._ops._modes import call as call_modes
 from flambeau._ops._modes import pop_mode, push_mode
 from flambeau.func._pytree import TreeSpec, tree_flatten, tree_unflatten
@@ -485,8 +486,9 @@ def _bind_methods() -> None:
     for op in OPS.values():
         names = (op.name, *op.aliases)
         if op.fn is not None and op.method:
+            method = rewrap(op.bindings[1] if op.bindings else op.fn, _method(op, op.fn, False))  # (torch's keywords)
             for n in names:
-                setattr(BatchedTensor, n, _method(op, op.fn, False))
+                setattr(BatchedTensor, n, method)
         if op.inplace_fn is not None:
             for n in names:
                 setattr(BatchedTensor, n + "_", _method(op, op.inplace_fn, True))

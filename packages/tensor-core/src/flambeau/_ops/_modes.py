@@ -40,6 +40,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from flambeau._ops._keywords import rewrap
+
 __all__ = ["DispatchMode", "push_mode", "pop_mode", "push_global_mode", "pop_global_mode", "active_modes", "call"]
 
 
@@ -188,6 +190,13 @@ _INPLACE_DUNDERS = frozenset({"__iadd__", "__isub__", "__imul__", "__itruediv__"
                               "__imatmul__", "__setitem__"})
 
 
+def _replacement(bound: Callable, name: str) -> Callable:
+    """What dispatches in place of ``bound``, a binding of operator ``name``: a binding that takes torch's keyword
+    forms resolves them before the modes see the call (Note [torch's keyword forms])."""
+    front = bound.__wrapped__ if hasattr(bound, "_torch_keywords") else bound
+    return rewrap(bound, _dispatching(front, name))
+
+
 def _current(owner, attribute: str):
     return owner.__dict__.get(attribute) if isinstance(owner, type) else getattr(owner, attribute, None)
 
@@ -202,14 +211,18 @@ def _walk() -> list:
 
     def bind(owner, attribute: str, name: str, bound) -> None:
         # only where the table bound that very function (a property or another function of the same
-        # name, e.g. Tensor.mT, is left alone)
-        if _current(owner, attribute) is bound:
-            found.append((owner, attribute, bound, _dispatching(bound, name)))
+        # name, e.g. Tensor.mT, is left alone); a binding taking torch's keyword forms resolves them
+        # before the modes see the call (Note [torch's keyword forms])
+        if bound is not None and _current(owner, attribute) is bound:
+            found.append((owner, attribute, bound, _replacement(bound, name)))
 
     names = {}
     for op in OPS.values():
         if op.fn is not None:
             names[id(op.fn)] = op.name
+            for binding in op.bindings or ():
+                if binding is not None:
+                    names[id(binding)] = op.name
         if op.inplace_fn is not None:
             names[id(op.inplace_fn)] = op.name + "_"
     # references held by other flambeau modules, as their globals or as static methods
@@ -223,15 +236,16 @@ def _walk() -> list:
             elif isinstance(value, type) and value.__module__ == module_name:
                 for cls_attr, member in list(vars(value).items()):
                     if isinstance(member, staticmethod) and id(member.__func__) in names:
-                        wrapper = _dispatching(member.__func__, names[id(member.__func__)])
+                        wrapper = _replacement(member.__func__, names[id(member.__func__)])
                         found.append((value, cls_attr, member, staticmethod(wrapper)))
     for op in OPS.values():
         for alias in (op.name, *op.aliases):
             if op.fn is not None:
+                function, method = op.bindings or (op.fn, op.fn)
                 if op.function:
-                    bind(flambeau, alias, op.name, op.fn)
+                    bind(flambeau, alias, op.name, function)
                 if op.method:
-                    bind(Tensor, alias, op.name, op.fn)
+                    bind(Tensor, alias, op.name, method)
             if op.inplace_fn is not None:
                 bind(Tensor, alias + "_", op.name + "_", op.inplace_fn)
         for dunder, fn in op.dunders.items():

@@ -107,10 +107,13 @@ class OpDef:
             the op is declared.
         category: section of the API reference this op belongs to.
         info: the operator's sample inputs and test metadata (Note [Sample inputs]), or None.
+        bindings: ``(function, method)``, what ``flambeau/__init__.py`` bound as ``flambeau.<name>`` and
+            ``Tensor.<name>`` (``fn``, or ``fn`` taking torch's keyword forms: Note [torch's keyword forms] in
+            ``_keywords.py``; None for a variant that is not bound), once bound.
     """
 
     __slots__ = ("name", "signature", "fn", "inplace_fn", "method", "function", "dunders",
-                 "differentiable", "composite", "view", "kernels", "category", "aliases", "info")
+                 "differentiable", "composite", "view", "kernels", "category", "aliases", "info", "bindings")
 
     def __init__(self, name: str, signature: str, *, differentiable: bool = True, composite: bool = False,
                  view: bool = False,
@@ -132,6 +135,7 @@ class OpDef:
         self.category = category
         self.aliases = tuple(aliases)
         self.info: SampleInfo | None = SampleInfo(samples) if samples is not None else None
+        self.bindings: tuple | None = None
 
     def kernel(self, device_type: str) -> Callable:
         """The kernel for ``device_type``; NotImplementedError naming op and device if none."""

@@ -15,6 +15,7 @@ does (Note [Polynomials by recurrence] in ``flambeau._ops.special``).
 from __future__ import annotations
 
 from flambeau._ops import OPS as _OPS
+from flambeau._ops._keywords import function_binding as _function_binding
 from flambeau._ops.elementwise import erf, erfc, erfinv, exp2, expm1, log1p, logit, round, sigmoid, xlogy  # noqa: A004
 from flambeau._ops.nn_ops import log_softmax, softmax
 from flambeau._ops.reduction import logsumexp
@@ -67,3 +68,15 @@ legendre_polynomial_p = _OPS["special_legendre_polynomial_p"].fn
 modified_bessel_i0 = i0
 modified_bessel_i1 = i1
 del _OPS
+
+# the operators' bindings, which take torch's keyword forms (``out=``, Note [torch's keyword forms]): the same
+# functions as ``flambeau.<name>`` where that exists
+def _bind_operators() -> None:
+    names = globals()
+    for name in __all__:
+        op = getattr(names[name], "_opdef", None)
+        if op is not None:
+            names[name] = _function_binding(op)
+
+
+_bind_operators()
