@@ -63,6 +63,7 @@ CATEGORY_TITLES = {
     "numeric": "Numeric functions, statistics, scatters and windows",
     "special": "Special functions",
     "spectral": "Discrete Fourier transforms",
+    "stft": "Short-time Fourier transforms",
     "activation": "Activations",
     "nn": "Neural-network functions",
     "random": "Random sampling",

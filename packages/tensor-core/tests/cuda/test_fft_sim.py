@@ -68,3 +68,13 @@ def test_a_transform_over_length_one_dims_is_a_new_tensor():
     y = fft_c2c(x, [1], "backward", True)
     _close(y, x.cpu())
     assert y.data_ptr() != x.data_ptr()
+
+
+def test_stft_and_istft_on_the_device_match_the_cpu():
+    x = fl.tensor(RNG.standard_normal((2, 20)))
+    window = fl.hann_window(8, dtype=fl.float64)
+    spectrum = fl.stft(x, 8, hop_length=2, window=window, return_complex=True)
+    on_device = fl.stft(x.cuda(), 8, hop_length=2, window=window.cuda(), return_complex=True)
+    assert on_device.device.type == "cuda"
+    _close(on_device, spectrum, 1e-12)
+    _close(fl.istft(on_device, 8, hop_length=2, window=window.cuda(), length=20), x, 1e-12)

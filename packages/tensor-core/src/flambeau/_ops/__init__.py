@@ -23,6 +23,7 @@ from flambeau._ops import (  # noqa: F401  - each module declares its operators 
     shape,
     special,
     spectral,
+    stft,
 )
 from flambeau._ops._registry import OPS, OpDef, get_op, register_kernel  # noqa: F401
 

@@ -40,7 +40,7 @@ __all__ = ["bind_with_keywords", "function_binding", "rewrap", "schema_params", 
 _NUMPY_NAMES = {"dim": ("axis",), "keepdim": ("keepdims",)}
 # categories of the operator table whose function variants take no ``out=`` (torch's neural-network operators)
 _NO_OUT = frozenset({"activation", "activation_ext", "attention", "conversion", "convolution", "distance", "loss",
-                     "nn", "normalization", "pooling", "recurrent", "resampling", "shape", "view"})
+                     "nn", "normalization", "pooling", "recurrent", "resampling", "shape", "stft", "view"})
 # keyword names of an overload that the front takes at another parameter: ``torch.max(input, other=...)``
 _OVERLOAD_NAMES = {"max": {"other": "dim"}, "min": {"other": "dim"}}
 
