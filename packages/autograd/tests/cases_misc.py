@@ -1,5 +1,6 @@
-"""Gradcheck cases of the composite search/distance/shape helpers (``_ops/searching.py``) and of the grid
-samplers (``_ops/resample.py``), merged into test_derivatives.CASES."""
+"""Gradcheck cases of the composite search/distance/shape helpers (``_ops/searching.py``), of the grid samplers
+(``_ops/resample.py``) and of the short-time Fourier transforms (``_ops/stft.py``), merged into
+test_derivatives.CASES."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def _sum_all(tensors):
 
 
 CASES = {
+    "stft": (lambda x, w: fl.view_as_real(fl.stft(x, 8, hop_length=3, window=w, return_complex=True)),
+             (t(2, 20), t(8))),
+    "stft#complex": (lambda re, im: fl.view_as_real(fl.stft(fl.complex(re, im), 8, win_length=5, center=False,
+                                                            return_complex=True)), (t(20), t(20))),
+    "istft": (lambda re, im, w: fl.istft(fl.complex(re, im), 8, hop_length=2, window=w + 2.0, length=14),
+              (t(5, 9), t(5, 9), t(8))),
     "cdist": (lambda a, b: fl.cdist(a, b), (t(2, 4, 3), t(2, 5, 3))),
     "cdist#p1": (lambda a, b: fl.cdist(a, b, p=1.0), (t(4, 3), t(5, 3))),
     "cdist#p3": (lambda a, b: fl.cdist(a, b, p=3.0), (t(3, 2), t(4, 2))),

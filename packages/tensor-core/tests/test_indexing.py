@@ -565,3 +565,30 @@ def test_indexing_a_0_dim_tensor_points_to_item_like_torch():
     with pytest.raises(IndexError) as ours:
         fl.tensor(1.0)[0]
     assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("target, key, value", [
+    ((3,), 0, (1,)), ((3,), slice(1, None), (1, 1, 2)), ((2, 3), 1, (1, 1, 3)), ((4,), [0, 3], (1, 2)),
+    ((2, 3), (slice(None), 0), (1, 2)), ((3,), 2, (1, 1)),
+])
+def test_setitem_drops_the_values_leading_dims_of_one(target, key, value):
+    # torch's setitem drops them before broadcasting: ``t[0] = v`` of a (1,) ``v`` (it raised "setting an array
+    # element with a sequence"); the gradient of such a value keeps its shape
+    values = np.arange(1.0, 1.0 + np.prod(value)).reshape(value)
+    weights = np.arange(float(np.prod(target))).reshape(target)
+    grads = []
+    for lib in (fl, torch):
+        t = lib.zeros(target, dtype=lib.float64, requires_grad=True).clone()
+        v = lib.tensor(values, requires_grad=True)
+        t[key] = v * 2
+        (t * lib.tensor(weights)).sum().backward()
+        grads.append((t.detach().numpy(), v.grad.numpy()))
+        plain = lib.zeros(target, dtype=lib.float64)
+        plain[key] = lib.tensor(values)
+        np.testing.assert_array_equal(plain.numpy(), t.detach().numpy() / 2)
+    (got_t, got_g), (want_t, want_g) = grads
+    np.testing.assert_array_equal(got_t, want_t)
+    np.testing.assert_array_equal(got_g, want_g)
+    assert got_g.shape == value
+    with pytest.raises((RuntimeError, ValueError)):
+        fl.zeros(3)[0] = fl.tensor([5.0, 6.0])  # (two values for one element: still refused)

@@ -150,6 +150,34 @@ def test_getitem_tensor_keys():
     _same(x.to("cuda")[fl.tensor([1, 0])], x[fl.tensor([1, 0])])  # a CPU index for a CUDA tensor
 
 
+NEW_AXIS_KEYS = [(True,), (False,), (None, True), (True, [0, 1]), (0, True), (Ellipsis, True),
+                 (slice(None), True, [0, 2]), ([0, 1], True), (True, True), (np.bool_(True), 1, [0]),
+                 (None, [0, 1]), ([0, 1], None, [1, 2]), (slice(None), None, [0, 2]), (Ellipsis, None, [1, 3]),
+                 ([1], Ellipsis, None), (None, Ellipsis, [0, 1], None), (True, Ellipsis, [0, 2]),
+                 ([0, 1], slice(None), True), ("mask", None), (None, "mask2")]
+
+
+def _new_axis_key(key):
+    masks = {"mask": fl.tensor([True, False]), "mask2": fl.tensor([[True, False, True], [False, False, True]])}
+    return tuple(masks.get(k, k) if isinstance(k, str) else k for k in key)
+
+
+@pytest.mark.parametrize("key", NEW_AXIS_KEYS, ids=[str(k) for k in NEW_AXIS_KEYS])
+def test_none_and_boolean_scalars_among_index_arrays(key):
+    # Note [New axes among index arrays]: they raised on CUDA
+    x = _t((2, 3, 4))
+    key = _new_axis_key(key)
+    _same(x.to("cuda")[tuple(_cu(k) for k in key)], x[key])
+    wide = _t((2, 3, 8))
+    want = wide.clone()
+    want[:, :, ::2][key] = -1.0
+    got = wide.to("cuda")
+    got[:, :, ::2][tuple(_cu(k) for k in key)] = -1.0  # (a strided view: written through its view with the new axes)
+    _same(got, want)
+    for flag in (True, False):  # a 0-dim boolean tensor on the device
+        _same(x.to("cuda")[fl.tensor(flag).to("cuda")], x[fl.tensor(flag)])
+
+
 def test_setitem_tensor_keys_and_masks():
     x = _t((3, 4))
     m = x > 0
@@ -328,6 +356,18 @@ def test_zero_dim_cpu_tensors_join_cuda_operations():
     _both(lambda a: fl.take(a, fl.tensor(5)), x)
     _both(lambda a: a.masked_fill(fl.tensor(True), 2.0), x)
     _both(lambda a: fl.zeros(3, device=a.device).index_add(0, fl.tensor([1], device=a.device), fl.tensor(5.0)), x)
+
+
+def test_setitem_of_values_from_the_other_device():
+    # a CUDA value written into a CPU tensor and back, with leading dims of one dropped as torch's setitem
+    cpu = fl.zeros(2, 3)
+    cpu[0] = fl.tensor([[1.0, 2.0, 3.0]]).to("cuda")
+    cpu[1, 2] = fl.tensor([7.0]).to("cuda")
+    np.testing.assert_array_equal(cpu.numpy(), [[1, 2, 3], [0, 0, 7]])
+    dev = fl.zeros(2, 3, device="cuda")
+    dev[1] = fl.tensor([[4.0, 5.0, 6.0]])
+    dev[0, 0] = fl.tensor([9.0]).to("cuda")
+    np.testing.assert_array_equal(dev.cpu().numpy(), [[9, 0, 0], [4, 5, 6]])
 
 
 @pytest.mark.parametrize("reduce", ["mean", "prod", "amin"])

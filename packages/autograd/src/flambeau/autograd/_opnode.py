@@ -121,6 +121,9 @@ def reduce_grad(g: Tensor, shape: tuple, dtype, device=None) -> Tensor:
     gshape = g._data.shape
     if gshape != shape:
         lead = len(gshape) - len(shape)
+        if lead < 0:  # an input with leading dims of one that its operator dropped (``t[0] = v`` of a (1,) ``v``)
+            g = g.reshape((1,) * -lead + tuple(gshape))
+            gshape, lead = g._data.shape, 0
         dims = list(range(lead))
         dims += [lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1]
         if dims:

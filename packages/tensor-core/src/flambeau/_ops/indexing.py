@@ -401,7 +401,12 @@ def _values_data(self: Tensor, value):
             value = value.to(device=self._device)
         if value._device is not self._device:
             return value.item()
-        return value._data
+        data = value._data
+        shape = data.shape
+        if shape and shape[0] == 1:  # leading dims of one dropped, as torch's setitem (``t[0] = v`` of a (1,) ``v``)
+            lead = next((i for i, n in enumerate(shape) if n != 1), len(shape))
+            data = data.reshape(shape[lead:])
+        return data
     if isinstance(value, (int, float, bool, np.number, np.bool_)):
         return value
     return np.asarray(value)

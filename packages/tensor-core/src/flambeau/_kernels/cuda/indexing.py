@@ -762,12 +762,11 @@ def _plan(arr, key):
     with the key's slices applied, ``arrays`` the int64 index arrays (boolean masks turned into their
     nonzero columns: a host synchronisation) for dims ``dims`` of ``view``, broadcast to ``bshape``."""
     items = list(key) if isinstance(key, tuple) else [key]
+    if any(_is_new_axis(k) for k in items):
+        arr, items = _new_axes(arr, items)
     ndim = len(arr.shape)
     consumed = 0
     for k in items:
-        if k is None or isinstance(k, bool) or (is_array(k) and np.dtype(k.dtype) == np.bool_ and k.ndim == 0):
-            raise IndexError("CUDA advanced indexing with None or a boolean scalar among index arrays is not "
-                             "supported")
         if k is Ellipsis:
             continue
         consumed += k.ndim if is_array(k) and np.dtype(k.dtype) == np.bool_ else 1
@@ -802,6 +801,48 @@ def _plan(arr, key):
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
                          + " ".join(_shape_text(a.shape) for a in arrays)) from None
     return view, arrays, dims, tuple(bshape)
+
+
+def _is_new_axis(k) -> bool:
+    """Whether key item ``k`` adds a dim: None, or a boolean scalar (Python, numpy or a 0-dim array)."""
+    return k is None or isinstance(k, (bool, np.bool_)) or (
+        is_array(k) and k.ndim == 0 and np.dtype(k.dtype) == np.bool_)
+
+
+def _new_axes(arr, items: list) -> tuple:
+    """``(view, items)``: an advanced key's None and boolean scalars as index items over unit dims inserted into
+    a view of ``arr`` where they stand. Note [New axes among index arrays]: numpy (and torch) treat ``None`` as a
+    slice over a new dim of one element, and a boolean scalar as an index array over such a dim, ``[0]`` for True
+    and ``[]`` for False (``x[True]`` is ``(1, ...)``, ``x[False]`` is ``(0, ...)``, ``x[:, True, [0, 2]]``
+    broadcasts ``(1,)`` with ``(2,)``); so the plan needs no case of its own for them. A boolean scalar on the
+    device is read on the host (a synchronisation: its value sizes the result)."""
+    consumed = sum(0 if k is Ellipsis or _is_new_axis(k) else
+                   (k.ndim if (is_array(k) or isinstance(k, np.ndarray)) and np.dtype(k.dtype) == np.bool_ else 1)
+                   for k in items)
+    shape, strides, out, d = [], [], [], 0
+    src = tuple(arr.shape)
+    src_strides = tuple(st // arr.dtype.itemsize for st in arr.strides)
+    for k in items:
+        if _is_new_axis(k):
+            shape.append(1)
+            strides.append(0)
+            if k is None:
+                out.append(slice(None))
+            else:
+                value = bool(k) if not is_array(k) else bool(be().to_numpy(k))
+                out.append(np.zeros(1 if value else 0, np.int64))
+            continue
+        n = (len(src) - consumed if k is Ellipsis else
+             k.ndim if (is_array(k) or isinstance(k, np.ndarray)) and np.dtype(k.dtype) == np.bool_ else 1)
+        shape.extend(src[d:d + n])
+        strides.extend(src_strides[d:d + n])
+        d += n
+        out.append(slice(None) if k is Ellipsis else k)
+        if k is Ellipsis:
+            out[-1:] = [slice(None)] * n
+    shape.extend(src[d:])
+    strides.extend(src_strides[d:])
+    return be().as_strided(arr, tuple(shape), tuple(strides), 0), out  # (a view: writes through it reach ``arr``)
 
 
 def _add_index_array(arr, k, d, basic, arrays, dims) -> int:
