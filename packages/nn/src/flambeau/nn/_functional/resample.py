@@ -105,6 +105,14 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
         if mode == "bilinear" and input.dtype is fl.uint8 and input.ndim == 4:
             out = interpolate(input.float(), size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
             return out.round().clamp(0, 255).to(fl.uint8)
+        if mode == "bicubic" and input.dtype is fl.uint8 and input.ndim == 4:  # rows first, stored as uint8 between
+            def bicubic(x, out_size, pass_scales):
+                if antialias:
+                    return _antialiased(x, out_size, mode, bool(align_corners), pass_scales)
+                return _bicubic(x, out_size, align_corners, pass_scales)
+
+            rows = bicubic(input.float(), (input.shape[2], output_size[1]), [None, scales[1]]).round().clamp(0, 255)
+            return bicubic(rows, tuple(output_size), [scales[0], None]).round().clamp(0, 255).to(fl.uint8)
     if antialias:
         return _antialiased(input, output_size, mode, bool(align_corners), scales)
     if input.ndim == 3 and mode == "nearest":
@@ -134,9 +142,11 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
 
 
 # Note [Integer images]: torch resamples integer tensors (uint8 images, label maps) with the nearest modes, and
-# uint8 images bilinearly. The nearest modes only gather, so any dtype takes the separable path as it is (exactly
-# torch's result); bilinear uint8 resamples in float32 and rounds, where torch's uint8 kernels compute in fixed
-# point: a value may differ from torch's by 1.
+# uint8 images bilinearly and bicubically. The nearest modes only gather, so any dtype takes the separable path as it
+# is (exactly torch's result); bilinear uint8 resamples in float32 and rounds, where torch's uint8 kernels compute in
+# fixed point: a value may differ from torch's by 1. Bicubic uint8 does the same in two passes, the rows (width)
+# first and then the columns, rounded and clamped to [0, 255] in between as torch's kernels store the first pass in
+# uint8: a bicubic overshoot is clipped before the second pass (one pass in float differed from torch's by up to 17).
 # Note [Separable resampling]: trilinear, nearest in 5-D and nearest-exact resample one spatial dim at a time, as
 # bicubic does (Note [Bicubic as two gathers]): each pass is one ``index_select`` of every output position's source
 # taps along that dim (one for the nearest modes, two for linear) and, for linear, a sum weighted by the taps'
