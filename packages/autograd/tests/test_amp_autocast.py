@@ -349,3 +349,15 @@ def test_cuda_policies():
     assert loss.dtype is fl.float32
     loss.backward()
     assert w.grad.dtype is fl.float32 and w.grad.device.type == "cuda"
+
+
+def test_cpu_amp_is_torchs_older_spelling():
+    # torch.cpu.amp.autocast (bfloat16 by default) and GradScaler, with torch's deprecation warning
+    for lib in (fl, torch):
+        with pytest.warns(FutureWarning, match=r"cpu\.amp\.autocast\(args\.\.\.\)` is deprecated"):
+            ctx = lib.cpu.amp.autocast()
+        with ctx:
+            assert (lib.ones(2, 2) @ lib.ones(2, 2)).dtype is lib.bfloat16
+        with pytest.warns(FutureWarning, match=r"cpu\.amp\.GradScaler\(args\.\.\.\)` is deprecated"):
+            assert lib.cpu.amp.GradScaler(enabled=False).is_enabled() is False
+    assert fl.cpu.is_available() and fl.cpu.device_count() == 1

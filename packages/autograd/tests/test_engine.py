@@ -692,3 +692,24 @@ def test_a_joint_derivative_runs_once_per_node_for_the_wanted_gradients(monkeypa
                 np.testing.assert_allclose(ours[n].grad.detach().numpy(), expected[n], rtol=1e-10, atol=1e-10)
             else:
                 assert ours[n].grad is None
+
+
+def test_grad_takes_torchs_only_inputs_and_batched_grad_outputs():
+    results = []
+    for lib in (fl, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        w = lib.tensor([0.5, -1.0], dtype=lib.float64, requires_grad=True)
+        y = lib.stack([x * x, x * 3]) * w[:, None]  # (2, 3)
+        vectors = lib.arange(24.0, dtype=lib.float64).reshape(4, 2, 3)
+        gx, gw = lib.autograd.grad(y, (x, w), vectors, retain_graph=True, is_grads_batched=True)
+        (penalty,) = lib.autograd.grad(y.sum(), x, only_inputs=True, create_graph=True)  # (WGAN-GP code's form)
+        (second,) = lib.autograd.grad(penalty.sum(), x)
+        with pytest.warns(FutureWarning, match="only_inputs argument is deprecated"):
+            lib.autograd.grad((x * 2).sum(), x, only_inputs=False)
+        results.append([gx.detach().numpy(), gw.detach().numpy(), penalty.detach().numpy(), second.numpy()])
+    for got, want in zip(*results):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    x = fl.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="batch size 2"):
+        fl.autograd.grad([x * 2, x * 3], x, [fl.ones(2, 2), fl.ones(3, 2)], is_grads_batched=True)

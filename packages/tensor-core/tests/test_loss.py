@@ -311,3 +311,29 @@ def test_kl_div(dtype, reduction, log_target):
         warnings.simplefilter("ignore")
         ty = F.kl_div(th_t(x), th_t(t), reduction=reduction, log_target=log_target)
     close(y, ty, dtype)
+
+
+@pytest.mark.parametrize("case", ["logits", "probs", "weighted logits", "none", "sum"])
+def test_binary_cross_entropy_of_zero_dim_tensors(case):
+    # numpy's ufuncs gave the CPU kernels scalars for 0-dim arrays ("return arrays must be of ArrayType")
+    def loss(lib, x, t):
+        F = lib.nn.functional
+        if case == "logits":
+            return F.binary_cross_entropy_with_logits(x, t)
+        if case == "probs":
+            return F.binary_cross_entropy(x.sigmoid(), t)
+        if case == "weighted logits":
+            return F.binary_cross_entropy_with_logits(x, t, weight=lib.tensor(0.5, dtype=lib.float64),
+                                                      pos_weight=lib.tensor(3.0, dtype=lib.float64))
+        if case == "none":
+            return F.binary_cross_entropy(x.sigmoid(), t, reduction="none")
+        return F.binary_cross_entropy_with_logits(x, t, reduction="sum")
+
+    results = []
+    for lib in (fl, torch):
+        x, t = lib.tensor(0.3, dtype=lib.float64, requires_grad=True), lib.tensor(1.0, dtype=lib.float64)
+        value = loss(lib, x, t)
+        value.backward()
+        results.append((tuple(value.shape), value.item(), x.grad.item()))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_allclose(results[0][1:], results[1][1:], rtol=1e-12)

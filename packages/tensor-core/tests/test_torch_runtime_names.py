@@ -448,6 +448,19 @@ def test_numpy_ufuncs_on_tensors():
         np.add.reduce(t)
 
 
+@pytest.mark.parametrize("scalar", [np.float64(0.5), np.float32(2.0), np.int64(3), np.int8(-2), np.mean([1.0, 3.0])])
+def test_numpy_scalars_on_the_left_of_operators(scalar):
+    # their own operator hands the call to Tensor.__array_ufunc__, which ran it again without end (RecursionError)
+    for fn in (lambda a, x: a * x, lambda a, x: a + x, lambda a, x: a - x, lambda a, x: a / x, lambda a, x: a < x,
+               lambda a, x: a ** x, lambda a, x: a == x):
+        ours, theirs = fn(scalar, fl.tensor([1.0, 2.0])), fn(scalar, torch.tensor([1.0, 2.0]))
+        assert ours.dtype.name == str(theirs.dtype).split(".")[1]
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy())
+    x = fl.ones(2, requires_grad=True)
+    (np.float64(3.0) * x).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
 def test_shape_functions_take_torchs_keyword_forms():
     x, t = fl.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3)
     for fn in (lambda T, a: T.flip(a, dims=[0]), lambda T, a: a.flip(dims=(0, 1)), lambda T, a: T.tile(a, dims=(2,)),

@@ -170,8 +170,8 @@ globals().update(_foreach.FUNCTIONS)
 
 # Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``
 # available: the other distributions' (``_PROVIDERS``) and tensor-core's own namespaces.
-_OWN_SUBPACKAGES = ("backends", "fft", "hub", "jit", "linalg", "random", "safetensors", "sparse", "special", "testing",
-                    "utils")
+_OWN_SUBPACKAGES = ("backends", "cpu", "fft", "hub", "jit", "linalg", "random", "safetensors", "sparse", "special",
+                    "testing", "utils")
 _LAZY_SUBPACKAGES = (*(name for name in _PROVIDERS if "." not in name), *_OWN_SUBPACKAGES)
 
 

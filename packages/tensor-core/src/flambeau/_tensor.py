@@ -642,7 +642,10 @@ def _array_ufunc(ufunc, method: str, inputs: tuple, kwargs: dict):
         _OPERATOR_UFUNCS.update(_operator_ufuncs())
     op = _OPERATOR_UFUNCS.get(ufunc.__name__)
     if op is not None and len(inputs) == 2 and not kwargs:
-        a, b = (_from_ufunc(x) if isinstance(x, np.ndarray) else x for x in inputs)
+        # a numpy scalar joins as the Python number it holds, as torch takes it (``np.float64(2) * t`` keeps
+        # ``t``'s float32); left as it is, its own operator would hand the call back here without end
+        a, b = (_from_ufunc(x) if isinstance(x, np.ndarray) else x.item() if isinstance(x, np.generic) else x
+                for x in inputs)
         return op(a, b)
     values = [x.numpy() if isinstance(x, Tensor) else x for x in inputs]
     result = ufunc(*values, **kwargs)

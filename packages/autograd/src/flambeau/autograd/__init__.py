@@ -9,8 +9,11 @@ table keyed by operator name (``_formulas.TABLE``, joined by the family tables o
 
 from __future__ import annotations
 
+import warnings
+
 from flambeau._grad_mode import enable_grad, install_engine, is_grad_enabled, no_grad, set_grad_enabled
 from flambeau._ops import OPS as _OPS
+from flambeau._tensor import Tensor as _Tensor
 from flambeau.autograd import forward_ad, functional, graph, profiler
 from flambeau.autograd._anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from flambeau.autograd._engine import DERIVATIVES as _DERIVATIVES
@@ -51,7 +54,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         allow_unused: bool | None = None, materialize_grads: bool = False):
+         only_inputs: bool = True, allow_unused: bool | None = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False):
     """The gradients of ``outputs`` w.r.t. ``inputs`` (a tuple), without touching any ``.grad``.
 
     Args:
@@ -59,11 +63,38 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
         inputs: tensor or sequence of tensors that require grad.
         grad_outputs: vectors of the vector-Jacobian product (may be omitted for scalar outputs).
         retain_graph, create_graph: as in :func:`backward`.
+        only_inputs: ignored, as torch ignores it (it warns when False).
         allow_unused: return None for inputs the outputs don't depend on (else raise).
+        is_grads_batched: the first dim of every ``grad_outputs`` tensor is a batch of vectors: each input's
+            gradient gets the same first dim, one vector-Jacobian product per vector (computed one after the other
+            over the retained graph; torch vmaps them, with the same results).
         materialize_grads: return zeros instead of None for unused inputs.
     """
-    return _ENGINE.grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                        bool(allow_unused) or materialize_grads, materialize_grads)
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
+                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      stacklevel=2)
+    allow = bool(allow_unused) or materialize_grads
+    if not is_grads_batched:
+        return _ENGINE.grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow, materialize_grads)
+    return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow, materialize_grads)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
+    """:func:`grad` with ``is_grads_batched``: a vector-Jacobian product per vector of the batch, stacked."""
+    from flambeau import stack
+
+    vectors = [grad_outputs] if isinstance(grad_outputs, _Tensor) else list(grad_outputs or ())
+    if not vectors or not all(isinstance(v, _Tensor) and v.dim() > 0 for v in vectors):
+        raise RuntimeError("is_grads_batched=True needs grad_outputs: tensors whose first dim is the batch")
+    size = vectors[0].shape[0]
+    if any(v.shape[0] != size for v in vectors):
+        raise RuntimeError(f"is_grads_batched=True: every grad_outputs tensor must have the batch size {size} as "
+                           f"its first dim, got sizes {[v.shape[0] for v in vectors]}")
+    keep = create_graph if retain_graph is None else retain_graph
+    per_vector = [_ENGINE.grad(outputs, inputs, [v[i] for v in vectors], keep if i == size - 1 else True,
+                               create_graph, allow_unused, materialize_grads) for i in range(size)]
+    return tuple(None if grads[0] is None else stack(list(grads)) for grads in zip(*per_vector))
 
 
 def _join_tables(*tables: dict) -> dict:

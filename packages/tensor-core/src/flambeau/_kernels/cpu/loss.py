@@ -474,8 +474,19 @@ def _k_huber(a, b, reduction, delta):
 # Note [log1p]: numpy's float32 log1p has no SIMD loop (about 15x slower than log on this machine),
 # so the binary losses take log(1 + e) and log(1 - x): the absolute error stays below float32's
 # resolution of the loss terms they are added to.
+def _on_one_element(kernel, x, *operands_and_reduction):
+    """``kernel`` of 0-dim operands, computed on one-element arrays: numpy's ufuncs give scalars for 0-dim arrays,
+    which the kernels' in-place steps (``out=``) cannot take."""
+    *operands, reduction = operands_and_reduction
+    ones = [None if a is None else np.reshape(a, (1,) * max(1, np.ndim(a))) for a in (x, *operands)]
+    out = kernel(*ones, reduction)
+    return out.reshape(()) if reduction == "none" else out
+
+
 @kernel("binary_cross_entropy", "cpu")
 def _k_bce(x, t, weight, reduction):
+    if x.ndim == 0:
+        return _on_one_element(_k_bce, x, t, weight, reduction)
     with np.errstate(all="ignore"):
         loss = np.log(x)
         np.maximum(loss, -100.0, out=loss)
@@ -493,6 +504,8 @@ def _k_bce(x, t, weight, reduction):
 
 @kernel("binary_cross_entropy_with_logits", "cpu")
 def _k_bce_logits(x, t, weight, pos_weight, reduction):
+    if x.ndim == 0:
+        return _on_one_element(_k_bce_logits, x, t, weight, pos_weight, reduction)
     if weight is None and pos_weight is None and _fused_loss_fits(x, t, reduction):  # Note [Fused pointwise losses]
         kind = _BCE_LOGITS_F32 if x.dtype == np.float32 else _BCE_LOGITS_F64
         total = _numba_pointwise_sum()(x.reshape(-1), t.reshape(-1), kind)

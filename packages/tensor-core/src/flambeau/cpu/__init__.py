@@ -1,5 +1,6 @@
 """``flambeau.cpu``: the CPU's device module (torch's ``torch.cpu``), what :func:`flambeau.get_device_module`
-returns for ``"cpu"``. The CPU runs operators synchronously, so there is nothing to wait for."""
+returns for ``"cpu"``. The CPU runs operators synchronously, so there is nothing to wait for. ``flambeau.cpu.amp``
+is torch's older spelling of mixed precision on the CPU, imported on first use."""
 
 from __future__ import annotations
 
@@ -27,3 +28,13 @@ def set_device(device) -> None:
 
 def synchronize(device=None) -> None:
     """Nothing to wait for: CPU operators return when done."""
+
+
+def __getattr__(name: str):
+    # torch.cpu.amp, imported on first use: it reaches flambeau.amp (flambeau-autograd), which imports the operator
+    # modules that import flambeau (PEP 562, as flambeau.cuda.amp)
+    if name == "amp":
+        from flambeau._subpackages import resolve
+
+        return resolve(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
