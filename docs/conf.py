@@ -23,7 +23,7 @@ HERE = pathlib.Path(__file__).parent
 project = "flambeau"
 author = "the flambeau developers"
 copyright = "2026, the flambeau developers"  # noqa: A001 - sphinx's name
-release = flambeau.__version__
+release = str(flambeau.__version__)
 version = ".".join(release.split(".")[:2])
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.intersphinx", "sphinx.ext.viewcode"]

@@ -228,3 +228,11 @@ def test_large_batch_copy_error_reaches_caller():
     out = np.empty((6, 2, 3))
     with pytest.raises(ValueError, match="could not broadcast"):
         _collate._StackCopy(arrays, out).run(1)
+
+
+def test_torchs_module_path_of_collation():
+    # ``from torch.utils.data._utils.collate import ...``: the same objects, so registrations reach the DataLoader
+    from flambeau.data import _collate
+    from flambeau.utils.data._utils.collate import default_collate, default_collate_fn_map
+
+    assert default_collate is _collate.default_collate and default_collate_fn_map is _collate.default_collate_fn_map

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 
 import flambeau as fl
@@ -56,3 +57,102 @@ def test_pdist_matches_torch(p):
     np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10)
     assert tuple(nn.functional.pdist(fl.ones(1, 3)).shape) == (0,)
+
+
+def test_torchs_module_paths_of_layer_helpers():
+    # imports that ported layers and scripts make (they raised ModuleNotFoundError)
+    from flambeau.nn.attention import SDPBackend, sdpa_kernel
+    from flambeau.nn.common_types import _size_2_t  # noqa: F401
+    from flambeau.nn.modules.activation import MultiheadAttention
+    from flambeau.nn.modules.utils import (
+        _pair,
+        _quadruple,
+        _reverse_repeat_tuple,
+        consume_prefix_in_state_dict_if_present,
+    )
+    from flambeau.utils._pytree import tree_flatten, tree_leaves, tree_map
+    from flambeau.utils.hooks import RemovableHandle
+
+    tutils = torch.nn.modules.utils
+
+    assert MultiheadAttention is fl.nn.MultiheadAttention and RemovableHandle is fl.nn.utils.hooks.RemovableHandle
+    for value in (3, (1, 2), [4, 5]):
+        assert _pair(value) == tutils._pair(value) and _quadruple(value) == tutils._quadruple(value)
+    assert _reverse_repeat_tuple((1, 2), 2) == tutils._reverse_repeat_tuple((1, 2), 2)
+    state = {"module.w": 1, "module.b": 2, "other": 3}
+    consume_prefix_in_state_dict_if_present(state, "module.")
+    assert state == {"w": 1, "b": 2, "other": 3}
+    assert tree_leaves({"a": [1, 2], "b": (3,)}) == tree_flatten({"a": [1, 2], "b": (3,)})[0] == [1, 2, 3]
+    assert tree_map(lambda v: v * 2, [1, (2,)]) == [2, (4,)]
+    q = fl.randn(1, 2, 4, 8)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):  # (flambeau's kernels run: the module's note)
+        got = fl.nn.functional.scaled_dot_product_attention(q, q, q)
+    np.testing.assert_allclose(got.numpy(), fl.nn.functional.scaled_dot_product_attention(q, q, q).numpy())
+    with pytest.raises(TypeError, match="SDPBackend"):
+        with sdpa_kernel("flash"):
+            pass
+    assert {b.name: int(b) for b in SDPBackend} == {name: int(b) for name, b in
+                                                    torch.nn.attention.SDPBackend.__members__.items()}
+
+
+def test_older_backward_hooks_see_the_last_operation():
+    grads = []
+    for lib in (fl, torch):
+        lib.manual_seed(0)
+        conv = lib.nn.Conv2d(1, 2, 3)
+        conv.weight.data.copy_(lib.tensor(np.linspace(-1, 1, 18).reshape(2, 1, 3, 3), dtype=lib.float32))
+        seen = {}
+
+        def hook(module, grad_input, grad_output, seen=seen):
+            seen["out"] = grad_output[0].numpy().copy()
+            return (grad_input[0] * 2, *grad_input[1:])  # what it returns replaces grad_input
+
+        conv.register_backward_hook(hook)
+        x = lib.ones(1, 1, 5, 5, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (conv(x) * lib.arange(18.0).reshape(1, 2, 3, 3)).sum().backward()
+        grads.append((seen["out"], x.grad.numpy()))
+        with pytest.raises(RuntimeError, match="Cannot use both regular backward hooks and full backward hooks"):
+            conv.register_full_backward_hook(hook)
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_hook_based_weight_and_spectral_norm():
+    # torch's older forms, still in GAN and vocoder code: parameters, values, gradients and removal against torch
+    results = []
+    for lib in (fl, torch):
+        lin = lib.nn.Linear(4, 3)
+        lin.weight.data.copy_(lib.tensor(np.linspace(-1, 1, 12).reshape(3, 4), dtype=lib.float32))
+        lin.bias.data.zero_()
+        with pytest.warns(FutureWarning, match="weight_norm` is deprecated in favor of"):
+            lib.nn.utils.weight_norm(lin)
+        names = sorted(n for n, _ in lin.named_parameters())
+        x = lib.tensor(np.linspace(0, 1, 8).reshape(2, 4), dtype=lib.float32)
+        y = lin(x)
+        (y * y).sum().backward()
+        grads = (lin.weight_g.grad.numpy().copy(), lin.weight_v.grad.numpy().copy())
+        lib.nn.utils.remove_weight_norm(lin)
+        conv = lib.nn.Conv2d(2, 3, 2)
+        conv.bias.data.zero_()
+        conv.weight.data.copy_(lib.tensor(np.linspace(-1, 1, 24).reshape(3, 2, 2, 2), dtype=lib.float32))
+        lib.nn.utils.spectral_norm(conv, n_power_iterations=2)
+        conv.weight_u.copy_(lib.tensor([0.6, 0.8, 0.0]))
+        conv.weight_v.copy_(lib.ones(8) / 8 ** 0.5)
+        z = conv(lib.ones(1, 2, 3, 3))
+        (z * z).sum().backward()
+        conv.eval()
+        frozen = conv(lib.ones(1, 2, 3, 3)).detach().numpy()
+        keys = sorted(conv.state_dict())
+        lib.nn.utils.remove_spectral_norm(conv)
+        results.append((names, sorted(n for n, _ in lin.named_parameters()), keys,
+                        sorted(n for n, _ in conv.named_parameters()), y.detach().numpy(), *grads, z.detach().numpy(),
+                        frozen, conv.weight.detach().numpy()))
+        with pytest.raises(ValueError, match="weight_norm of 'weight' not found"):
+            lib.nn.utils.remove_weight_norm(lin)
+    for got, want in zip(*results):
+        if isinstance(got, list):
+            assert got == want
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -471,3 +471,34 @@ def test_shape_functions_take_torchs_keyword_forms():
         assert fn(fl, x).tolist() == fn(torch, t).tolist()
     with pytest.raises(TypeError, match="multiple values for argument 'dims'"):
         x.flip(0, dims=[1])
+
+
+def test_tensor_subclasses_as_torch_makes_them():
+    class Tagged(fl.Tensor):
+        pass
+
+    x = fl.ones(3, requires_grad=True)
+    tagged = (x * 2).as_subclass(Tagged)
+    assert type(tagged) is Tagged and tagged.grad_fn is not None  # attached to the graph
+    (tagged * 3).sum().backward()
+    assert x.grad.tolist() == [6.0, 6.0, 6.0]
+    plain = fl.zeros(2)
+    plain.as_subclass(Tagged).add_(1)  # the same memory
+    assert plain.tolist() == [1.0, 1.0]
+    p = fl.Tensor._make_subclass(Tagged, fl.ones(2) * 2, True)
+    assert type(p) is Tagged and p.requires_grad and p.is_leaf and p.tolist() == [2.0, 2.0]
+    with pytest.raises(TypeError, match="must be a subclass of Tensor"):
+        fl.ones(1).as_subclass(int)
+
+
+def test_version_compares_as_torchs():
+    v = fl.__version__
+    assert isinstance(v, str) and v == "0.1.0" and str(v) == "0.1.0"
+    assert v >= "0.1" and v >= (0, 1) and v < "1.6" and v < (2, 0) and v == (0, 1, 0) and v != "0.2"
+    assert fl.version.__version__ == v and fl.version.hip is None
+    assert fl.version.cuda is None or fl.version.cuda.count(".") == 1
+    for mine, theirs in [("2.1.0+cu121", (2, 1)), ("1.13", "1.13.0")]:
+        assert fl.torch_version.TorchVersion(mine) == theirs
+    import flambeau.types as types
+
+    assert isinstance(3, types._Number) and types.Number == int | float | bool

@@ -19,8 +19,6 @@ prefer_fork_safe_threading_layer()  # before numba starts its threads (Note [num
 shorten_openblas_spin()  # before numpy loads OpenBLAS where it can (Note [OpenBLAS's idle threads])
 _install_finders()
 
-__version__ = "0.1.0"
-
 from flambeau import (  # noqa: E402
     _factories,
     _info,
@@ -80,6 +78,7 @@ from flambeau._random import *  # noqa: E402,F403
 from flambeau._serialization import load, save  # noqa: E402
 from flambeau._size import Size  # noqa: E402
 from flambeau._tensor import Tensor  # noqa: E402
+from flambeau.torch_version import __version__  # noqa: E402, F401 - ordered as versions (torch's TorchVersion)
 
 # isort: split
 # torch's runtime names that are not operators (after the operator table: they wrap Tensor.to/contiguous)
@@ -171,7 +170,7 @@ globals().update(_foreach.FUNCTIONS)
 # Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``
 # available: the other distributions' (``_PROVIDERS``) and tensor-core's own namespaces.
 _OWN_SUBPACKAGES = ("backends", "cpu", "fft", "hub", "jit", "linalg", "random", "safetensors", "sparse", "special",
-                    "testing", "utils")
+                    "testing", "torch_version", "types", "utils", "version")
 _LAZY_SUBPACKAGES = (*(name for name in _PROVIDERS if "." not in name), *_OWN_SUBPACKAGES)
 
 

@@ -37,10 +37,13 @@ PROVIDERS = {
     "nn": "flambeau-nn",
     "optim": "flambeau-nn",
     "utils.checkpoint": "flambeau-autograd",
+    "utils.hooks": "flambeau-nn",
+    "utils._pytree": "flambeau-autograd",
 }
 
 # PyTorch's module path -> flambeau's module (its submodules follow).
-ALIASES = {"flambeau.utils.data": "flambeau.data"}
+ALIASES = {"flambeau.utils.data": "flambeau.data", "flambeau.utils.hooks": "flambeau.nn.utils.hooks",
+           "flambeau.utils._pytree": "flambeau.func._pytree"}
 
 
 def _missing_message(fullname: str) -> str | None:

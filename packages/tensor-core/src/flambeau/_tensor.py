@@ -308,6 +308,30 @@ class Tensor:
         """A tensor sharing this one's storage and version counter, outside the graph."""
         return _wrap(self._data, self._device, self._storage)
 
+    def as_subclass(self, cls) -> Tensor:
+        """This tensor as an instance of ``cls`` (a subclass of Tensor), as torch's: the same memory (writes through
+        either show in both) and, where this tensor is recorded, attached to the graph through an alias view."""
+        _check_subclass(cls, "as_subclass", "cls")
+        src = self.view_as(self) if self._requires_grad else self  # (an alias the graph knows)
+        out = object.__new__(cls)
+        for slot in _FIELDS:
+            setattr(out, slot, getattr(src, slot))
+        return out
+
+    @staticmethod
+    def _make_subclass(cls, data: Tensor, require_grad: bool = False) -> Tensor:
+        """torch's constructor of tensor subclasses (``nn.Parameter``'s): an instance of ``cls`` sharing ``data``'s
+        memory, outside the graph (a leaf), requiring grad if ``require_grad``."""
+        _check_subclass(cls, "_make_subclass", "cls")
+        if not isinstance(data, Tensor):
+            raise TypeError(f"_make_subclass(): argument 'data' must be Tensor, not {type(data).__name__}")
+        out = object.__new__(cls)
+        out._data, out._storage, out._device, out.dtype = data._data, data._storage, data._device, data.dtype
+        out._requires_grad, out._grad, out.grad_fn, out._base, out._autograd_meta = False, None, None, None, None
+        if require_grad:
+            out.requires_grad_(True)
+        return out
+
     def detach_(self) -> Tensor:
         """Detach this tensor from the graph in place and return it."""
         if self._base is not None and self._base._requires_grad:
@@ -611,6 +635,14 @@ def _wrap_dim(dim, ndim: int) -> int:
     if dim < lo or dim > hi:
         raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {dim})")
     return dim + ndim if dim < 0 else dim
+
+
+_FIELDS = tuple(slot for slot in Tensor.__slots__ if slot != "__weakref__")  # what a tensor object holds
+
+
+def _check_subclass(cls, fname: str, argname: str) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"{fname}(): argument '{argname}' must be a subclass of Tensor, not {cls!r}")
 
 
 # Note [numpy ufuncs on tensors]

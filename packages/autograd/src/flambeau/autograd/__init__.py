@@ -72,7 +72,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     """
     if not only_inputs:
         warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). To accumulate "
-                      "gradient for other parts of the graph, please use torch.autograd.backward.", FutureWarning,
+                      "gradient for other parts of the graph, please use flambeau.autograd.backward.", FutureWarning,
                       stacklevel=2)
     allow = bool(allow_unused) or materialize_grads
     if not is_grads_batched:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-__all__ = ["TreeSpec", "tree_flatten", "tree_unflatten", "tree_map", "is_namedtuple"]
+__all__ = ["TreeSpec", "tree_flatten", "tree_unflatten", "tree_map", "tree_leaves", "is_namedtuple"]
 
 
 def is_namedtuple(x) -> bool:
@@ -93,3 +93,8 @@ def tree_map(fn, tree):
     """``tree`` with every leaf replaced by ``fn(leaf)``."""
     leaves, spec = tree_flatten(tree)
     return tree_unflatten([fn(x) for x in leaves], spec)
+
+
+def tree_leaves(tree) -> list:
+    """The leaves of ``tree``, in :func:`tree_flatten`'s order."""
+    return tree_flatten(tree)[0]

@@ -11,6 +11,12 @@ from flambeau.nn.parameter import *  # noqa: F403
 
 # after the layers: the parametrizations build on them (and nn.utils is imported by Module itself)
 from flambeau.nn.utils import parametrizations, parametrize  # noqa: E402, F401
+from flambeau.nn.utils import spectral_norm as _spectral_norm  # noqa: E402
+from flambeau.nn.utils import weight_norm as _weight_norm  # noqa: E402
+
+# torch's nn.utils.weight_norm / spectral_norm are the functions (their modules' names, shadowed), as here
+utils.weight_norm, utils.remove_weight_norm = _weight_norm.weight_norm, _weight_norm.remove_weight_norm
+utils.spectral_norm, utils.remove_spectral_norm = _spectral_norm.spectral_norm, _spectral_norm.remove_spectral_norm
 
 
 def __getattr__(name: str):
@@ -29,3 +35,9 @@ def __getattr__(name: str):
 
         return _from_distributed("SyncBatchNorm")
     raise AttributeError(f"module 'flambeau.nn' has no attribute {name!r}")
+
+
+# torch's torch.nn.attention and torch.nn.common_types (after the star import, which brought the layers' own
+# ``modules.attention`` module under the first name: a submodule import, as ``from`` would find that attribute)
+import flambeau.nn.attention as attention  # noqa: E402, F401
+from flambeau.nn import common_types  # noqa: E402, F401

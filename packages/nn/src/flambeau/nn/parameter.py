@@ -23,19 +23,7 @@ from flambeau import Tensor
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer", "is_lazy"]
 
-_new = object.__new__
-
-
-def _share_fields(dst: Tensor, src: Tensor) -> None:
-    dst._data = src._data
-    dst._storage = src._storage
-    dst._device = src._device
-    dst.dtype = src.dtype
-    dst._requires_grad = False
-    dst._grad = None
-    dst.grad_fn = None
-    dst._base = None
-    dst._autograd_meta = None
+_subclass = Tensor._make_subclass  # an instance of a Tensor subclass sharing a tensor's memory, a leaf
 
 
 class Parameter(Tensor):
@@ -58,11 +46,7 @@ class Parameter(Tensor):
             data = fl.empty(0)
         elif not isinstance(data, Tensor):
             raise TypeError(f"Parameter(): argument 'data' must be a Tensor, not {type(data).__name__}")
-        p = _new(cls)
-        _share_fields(p, data)
-        if requires_grad:
-            p.requires_grad_(True)
-        return p
+        return _subclass(cls, data, requires_grad)
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + Tensor.__repr__(self)
@@ -97,16 +81,14 @@ class Buffer(Tensor):
             data = fl.empty(0)
         elif not isinstance(data, Tensor):
             raise TypeError(f"Buffer(): argument 'data' must be a Tensor, not {type(data).__name__}")
-        b = _new(cls)
-        _share_fields(b, data)
+        b = _subclass(cls, data)
         b._requires_grad = data._requires_grad and data.grad_fn is None
         b.persistent = persistent
         return b
 
     def _plain(self) -> Tensor:
         """The plain tensor stored in the module (same storage)."""
-        t = _new(Tensor)
-        _share_fields(t, self)
+        t = _subclass(Tensor, self)
         t._requires_grad = self._requires_grad
         return t
 
@@ -196,11 +178,7 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
     cls_to_become = Tensor
 
     def __new__(cls, requires_grad: bool = False, device=None, dtype=None):
-        b = _new(cls)
-        _share_fields(b, fl.empty(0, device=device, dtype=dtype))
-        if requires_grad:
-            b.requires_grad_(True)
-        return b
+        return _subclass(cls, fl.empty(0, device=device, dtype=dtype), requires_grad)
 
 
 def _rebuild_parameter(arr, device_str, requires_grad):

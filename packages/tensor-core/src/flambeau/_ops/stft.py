@@ -45,7 +45,7 @@ ISTFT = declare("istft(Tensor input, int n_fft, int? hop_length=None, int? win_l
 
 _NO_WINDOW_WARNING = ("A window was not provided. A rectangular window will be applied.Please provide the same window "
                       "used by stft to make the inversion lossless.To suppress this warning and use a rectangular "
-                      "window, explicitly set `window=torch.ones(n_fft, device=<device>)`.")
+                      "window, explicitly set `window=flambeau.ones(n_fft, device=<device>)`.")
 
 
 def _lengths(name: str, n_fft: int, hop_length, win_length) -> tuple:
@@ -92,7 +92,7 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         raise RuntimeError("stft align_to_window should only be set when center = false")
     if return_complex is None and not input.is_complex() and not (window is not None and window.is_complex()):
         raise RuntimeError("stft requires the return_complex parameter be given for real inputs, and will further "
-                           "require that return_complex=True in a future PyTorch release.")
+                           "require that return_complex=True in a future release.")
     if input.dim() not in (1, 2):
         raise RuntimeError(f"stft: expected a 1D or 2D tensor, but got a {input.dim()}D tensor")
     n_fft = int(n_fft)
@@ -124,9 +124,9 @@ def stft(input: Tensor, n_fft: int, hop_length=None, win_length=None, window=Non
         out = out.squeeze(0)
     if return_complex:
         return out
-    warnings.warn("stft with return_complex=False is deprecated. In a future pytorch release, stft will return "
-                  "complex tensors for all inputs, and return_complex=False will raise an error.\nNote: you can still "
-                  "call torch.view_as_real on the complex output to recover the old return format.",
+    warnings.warn("stft with return_complex=False is deprecated. In a future release, stft will return complex "
+                  "tensors for all inputs, and return_complex=False will raise an error.\nNote: you can still call "
+                  "flambeau.view_as_real on the complex output to recover the old return format.",
                   UserWarning, stacklevel=2)
     return view_as_real(out)
 

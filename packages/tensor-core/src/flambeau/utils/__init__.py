@@ -3,7 +3,9 @@
 ``flambeau.utils.data`` is :mod:`flambeau.data` itself (shipped by flambeau-data), submodules
 included: ``from flambeau.utils.data import DataLoader`` and ``from flambeau.utils.data.distributed
 import DistributedSampler`` give the very classes of :mod:`flambeau.data`. Other distributions add
-their own ``flambeau.utils`` modules: ``flambeau.utils.checkpoint`` comes with flambeau-autograd.
+their own ``flambeau.utils`` modules: ``flambeau.utils.checkpoint`` comes with flambeau-autograd;
+``flambeau.utils.hooks`` (``RemovableHandle``) is :mod:`flambeau.nn.utils.hooks` and ``flambeau.utils._pytree``
+is :mod:`flambeau.func._pytree`, as aliases.
 """
 
 from pkgutil import extend_path
@@ -12,7 +14,7 @@ from flambeau._subpackages import resolve
 
 __path__ = extend_path(__path__, __name__)
 
-_SUBMODULES = ("checkpoint", "data")
+_SUBMODULES = ("checkpoint", "data", "hooks", "_pytree")
 
 
 def __getattr__(name: str):

@@ -23,3 +23,13 @@ from flambeau.nn.modules.rnn import *  # noqa: F403
 from flambeau.nn.modules.sparse import *  # noqa: F403
 from flambeau.nn.modules.transformer import *  # noqa: F403
 from flambeau.nn.modules.upsampling import *  # noqa: F403
+
+
+def __getattr__(name: str):
+    # torch's torch.nn.modules.utils (``_pair`` ...), on first use: not a star-imported name, which would
+    # replace flambeau.nn.utils in flambeau.nn
+    if name == "utils":
+        import importlib
+
+        return importlib.import_module("flambeau.nn.modules.utils")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -476,3 +476,7 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+# torch's home of MultiheadAttention (``from torch.nn.modules.activation import MultiheadAttention``)
+from flambeau.nn.modules.attention import MultiheadAttention  # noqa: E402,F401

@@ -8,6 +8,7 @@ it as attributes, walks them in registration order (``named_parameters``, ``name
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Iterator, Mapping
@@ -111,6 +112,27 @@ def _addindent(s_: str, num_spaces: int) -> str:
 def _forward_unimplemented(self, *input):
     """Define the computation performed at every call; every subclass overrides it."""
     raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+
+def _hook_last_operation(module, result, hooks: list) -> None:
+    """Register :meth:`Module.register_backward_hook`'s ``hooks`` on the ``grad_fn`` of the first tensor of
+    ``result`` (torch's older backward hooks: of the forward's last operation)."""
+    var = result
+    while not isinstance(var, Tensor):
+        if isinstance(var, dict):
+            var = next((v for v in var.values() if isinstance(v, Tensor)), None)
+        elif isinstance(var, (list, tuple)) and var:
+            var = var[0]
+        else:
+            return
+    if var.grad_fn is None:
+        return
+    for hook in hooks:
+        var.grad_fn.register_hook(functools.partial(_call_older_hook, hook, module))
+
+
+def _call_older_hook(hook, module, grad_inputs, grad_outputs):
+    return hook(module, grad_inputs, grad_outputs)
 
 
 class Module:
@@ -260,6 +282,21 @@ class Module:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put ``module`` at dotted path ``target`` (replacing what is there, which must be a module); ``strict``:
+        only replace an existing attribute (AttributeError if none)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(parent._get_name() + " has no attribute `" + name + "`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError("`" + name + "` is not an nn.Module")
+        setattr(parent, name, module)
+
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at dotted path ``target``; AttributeError if none."""
         module_path, _, param_name = target.rpartition(".")
@@ -313,6 +350,11 @@ class Module:
             if buf is not None:
                 buffers[key] = fn(buf)
         return self
+
+    def to_empty(self, *, device, recurse: bool = True):
+        """Move the parameters and buffers to ``device`` without copying their values: each becomes an uninitialised
+        tensor of its shape and dtype there (a model built on the meta device, or to be loaded over). Returns self."""
+        return self._apply(lambda t: fl.empty_like(t, device=device), recurse=recurse)
 
     def apply(self, fn):
         """Call ``fn`` on every submodule (children first, as ``.children()`` orders them) then on self.
@@ -420,6 +462,14 @@ class Module:
             self._backward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_backward_hook(self, hook):
+        """Register torch's older backward hook, ``hook(module, grad_input, grad_output) -> None or new grad_input``:
+        as torch's, it is a hook of the last operation of the module's forward (the ``grad_fn`` of its first output
+        tensor), so ``grad_input`` holds the gradients of that operation's inputs, which are the module's inputs only
+        when the forward is one operation (a Grad-CAM's ``grad_output`` of a convolution is right either way).
+        torch deprecates it for :meth:`register_full_backward_hook`; a module takes one kind or the other."""
+        return self._add_backward_hook(hook, full=False, prepend=False)
+
     def register_full_backward_hook(self, hook, prepend: bool = False):
         """Register ``hook(module, grad_input, grad_output) -> None or new grad_input``.
 
@@ -428,10 +478,13 @@ class Module:
         once the gradients w.r.t. the module's inputs are computed; what it returns replaces them.
         Inputs and outputs must not be modified in place inside the module.
         """
-        if self._is_full_backward_hook is False:
+        return self._add_backward_hook(hook, full=True, prepend=prepend)
+
+    def _add_backward_hook(self, hook, full: bool, prepend: bool):
+        if self._is_full_backward_hook is (not full):
             raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
                                "Please use only one of them.")
-        self._is_full_backward_hook = True
+        self._is_full_backward_hook = full
         handle = RemovableHandle(self._backward_hooks)
         self._backward_hooks[handle.id] = hook
         if prepend:
@@ -482,7 +535,12 @@ class Module:
         backward_pre_hooks = []
         if self._backward_pre_hooks or _global_backward_pre_hooks:
             backward_pre_hooks = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
-        if self._backward_hooks or _global_backward_hooks:
+        older_hooks = []  # register_backward_hook's: on the output's grad_fn
+        if self._is_full_backward_hook is False:
+            older_hooks = list(self._backward_hooks.values())
+            if _global_backward_hooks:
+                full_backward_hooks = list(_global_backward_hooks.values())
+        elif self._backward_hooks or _global_backward_hooks:
             full_backward_hooks = [*_global_backward_hooks.values(), *self._backward_hooks.values()]
         if _global_forward_pre_hooks or self._forward_pre_hooks:
             for hook_id, hook in itertools.chain(_global_forward_pre_hooks.items(), self._forward_pre_hooks.items()):
@@ -528,6 +586,8 @@ class Module:
                     result = res
         if bw_hook is not None:
             result = bw_hook.setup_output_hook(result)
+        if older_hooks:
+            _hook_last_operation(self, result, older_hooks)
         return result
 
     # --- attributes ------------------------------------------------------------------------------
@@ -842,9 +902,10 @@ class Module:
                 memo.add(module)
                 yield name, module
 
-    def modules(self) -> Iterator[Module]:
-        """Iterate over every module of the tree, this one first (each once)."""
-        for _, module in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator[Module]:
+        """Iterate over every module of the tree, this one first (each once, unless ``remove_duplicate`` is
+        False)."""
+        for _, module in self.named_modules(remove_duplicate=remove_duplicate):
             yield module
 
     def named_modules(self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True):

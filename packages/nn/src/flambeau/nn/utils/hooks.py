@@ -169,3 +169,15 @@ class BackwardHook:
                                    f"expected {len(grad_inputs)}")
             grad_inputs = res
         return tuple(grad_inputs[i] for i in self.input_index)
+
+
+def remove_forward_pre_hook(module, matches, missing: str):
+    """Remove the first of ``module``'s forward pre-hooks for which ``matches(hook)`` holds, after its
+    ``remove(module)`` (pruning's and the weight norms' hooks put their parameter back there); returns ``module``,
+    ValueError ``missing`` if no hook matches."""
+    for key, hook in module._forward_pre_hooks.items():
+        if matches(hook):
+            hook.remove(module)
+            del module._forward_pre_hooks[key]
+            return module
+    raise ValueError(missing)

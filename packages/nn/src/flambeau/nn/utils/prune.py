@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 import flambeau as fl
 from flambeau import Tensor
+from flambeau.nn.utils.hooks import remove_forward_pre_hook
 
 __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructured", "L1Unstructured",
            "RandomStructured", "LnStructured", "CustomFromMask", "identity", "random_unstructured",
@@ -413,12 +414,9 @@ def custom_from_mask(module, name: str, mask: Tensor):
 
 def remove(module, name: str):
     """Make the pruning of ``module.name`` permanent (Note [Pruning by reparametrization]); returns ``module``."""
-    for key, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"Parameter '{name}' of module {module} has to be pruned before pruning can be removed")
+    return remove_forward_pre_hook(
+        module, lambda hook: isinstance(hook, BasePruningMethod) and hook._tensor_name == name,
+        f"Parameter '{name}' of module {module} has to be pruned before pruning can be removed")
 
 
 def is_pruned(module) -> bool:
