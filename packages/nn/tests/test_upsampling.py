@@ -167,3 +167,13 @@ def test_interpolate_uint8_images(shape, mode, kw, rng):
     # the nearest modes gather: exact; bilinear and bicubic round float32 results (torch: fixed point, Note [Integer
     # images]); bicubic's first pass clipped to [0, 255] as torch's (in one pass values differed by up to 17)
     assert np.abs(out.numpy().astype(int) - ref.astype(int)).max() <= (0 if "nearest" in mode else 1)
+
+
+def test_interpolate_refuses_zero_and_infinite_scales():
+    # bicubic divided by a zero scale (ZeroDivisionError) and an infinite one overflowed int (OverflowError)
+    x = fl.randn(1, 2, 5, 4)
+    with pytest.raises(RuntimeError, match=r"sizes should be greater than 0, but got input \(H: 5, W: 4\) output "
+                                           r"\(H: 0, W: 0\)"):
+        F.interpolate(x, scale_factor=0.0, mode="bicubic")
+    with pytest.raises(RuntimeError, match="without overflow"):
+        F.interpolate(x, scale_factor=float("inf"))

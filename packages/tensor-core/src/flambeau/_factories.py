@@ -31,6 +31,7 @@ from flambeau._print import set_printoptions
 from flambeau._size import normalize_shape
 from flambeau._storage import Storage, allocation_error
 from flambeau._tensor import Tensor, _wrap
+from flambeau._value_checks import check_fits
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "zeros", "ones", "full", "empty",
            "empty_strided", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "logspace",
@@ -186,6 +187,8 @@ def _from_nested(data, dtype) -> np.ndarray:
         raise ValueError("Overflow when unpacking long long") from None
     if arr.dtype == object or (arr.dtype == np.uint64 and not has_arrays):
         raise ValueError("Overflow when unpacking long long")
+    if dtype is not None:
+        check_fits(arr, d)  # (NaN or 300 into an integer dtype: numpy's cast made a value up)
     return arr.astype(d.np, copy=False)
 
 
@@ -353,6 +356,8 @@ def _filled(shape, value, dtype, device, requires_grad, name: str) -> Tensor:
     d = dt._default[0] if dtype is None else dtype if dtype.__class__ is dt.dtype else dt.to_dtype(dtype)
     if value.__class__ is complex and not d.is_complex:
         raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
+    if value is not None and d._category == 1:  # (NaN or 300 into an integer dtype: numpy's cast made a value up)
+        check_fits(value, d)
     dev = _DEFAULT_DEVICE[0] if device is None else (CPU if device is CPU else to_device(device))
     try:
         if dev is CPU:

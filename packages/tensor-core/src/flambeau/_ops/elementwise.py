@@ -703,7 +703,8 @@ def _addc(op, input, tensor1, tensor2, value, inplace):
     for pos, (arg, x) in enumerate((("input", input), ("tensor1", tensor1), ("tensor2", tensor2)), 1):
         _check_tensor_arg(x, name, arg, pos)
     d = dt.result_type(input, tensor1, tensor2)
-    if op is ADDCDIV and not d.is_floating_point:
+    exact = d.is_floating_point or d.is_complex
+    if op is ADDCDIV and not exact:
         raise RuntimeError(
             "Integer division with addcdiv is not supported: addcdiv performs a true division of tensor1 "
             "and tensor2. The historic addcdiv behavior can be implemented "
@@ -711,8 +712,8 @@ def _addc(op, input, tensor1, tensor2, value, inplace):
             "(input + value * tensor1 / tensor2) for float inputs.")
     if d is _bool:
         raise NotImplementedError(f"\"{name}_cpu_out\" not implemented for 'Bool'")
-    if not d.is_floating_point:
-        value = int(value)  # torch truncates the value for integer results
+    if not exact:
+        value = int(value)  # torch truncates the value for integer results (not for complex ones)
     shape = broadcast_shapes(input._data.shape, tensor1._data.shape, tensor2._data.shape)
     dev = common_device(input, tensor1, tensor2)
     k = op.kernel(dev.type)

@@ -59,6 +59,7 @@ from flambeau._ops._common import (
     wrap_dim,
 )
 from flambeau._ops._registry import declare
+from flambeau._value_checks import check_fits
 
 __all__ = [
     "getitem", "setitem", "index_put", "index_put_", "nonzero", "argwhere", "masked_fill", "masked_select",
@@ -580,6 +581,7 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``input`` with entries where ``mask`` (bool, broadcastable) is True set to ``value``."""
     _check_mask(mask, "masked_fill_")
     v = _fill_value(value, "masked_fill_")
+    check_fits(v, input.dtype)
     dev = common_device(input, mask)
     broadcast_shapes(input._data.shape, mask._data.shape)
     out = _wrap(MASKED_FILL.kernel(dev.type)(input._data, mask._data, v, input.dtype.np), dev, dtype=input.dtype)
@@ -594,6 +596,7 @@ def masked_fill_(self: Tensor, mask: Tensor, value) -> Tensor:
         return inplace_by_engine(MASKED_FILL, (self, mask, value), {})
     _check_mask(mask, "masked_fill_")
     v = _fill_value(value, "masked_fill_")
+    check_fits(v, self.dtype)
     common_device(self, mask)
     if broadcast_shapes(self._data.shape, mask._data.shape) != self._data.shape:
         raise RuntimeError(f"The expanded size of the mask {list(mask.shape)} must match the size of the tensor "
@@ -866,6 +869,8 @@ INDEX_ADD = declare("index_add(Tensor input, int dim, Tensor index, Tensor sourc
 
 def _index_args(self: Tensor, dim, index, source, opname, negative_ok: bool = False):
     _index_vector(index, opname)
+    if opname != "index_fill":  # (the others copy or add a source: None wrote NaN rows)
+        check_tensor(source, "source", opname)
     nd = max(self._data.ndim, 1)
     d = wrap_dim(dim, nd)
     out_arr = _as_nd(self)

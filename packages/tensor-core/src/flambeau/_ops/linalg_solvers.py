@@ -644,6 +644,9 @@ def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpa
                            "flambeau.linalg.lu_factor")
     m, n = LU_data.shape[-2:]
     k = builtins.min(m, n)
+    if unpack_pivots and tuple(LU_pivots.shape) != tuple(LU_data.shape[:-2]) + (k,):
+        raise RuntimeError(f"lu_unpack: LU_pivots must have shape {[*LU_data.shape[:-2], k]} (LU_data's batch and "
+                           f"min(m, n) row swaps), but got {list(LU_pivots.shape)}")
     empty = LU_data.new_zeros((0,))
     low = upper = empty
     if unpack_data:
@@ -807,6 +810,9 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     return q[..., :, :n]
 
 
+_VANDER_TRIAL = 1 << 24  # elements of a Vandermonde result above which its allocation is tried first
+
+
 def _vander_columns(x: Tensor, n: int) -> Tensor:
     """``(*, len) -> (*, len, n)``: the powers ``x^0 .. x^(n-1)``, integers as int64.
 
@@ -818,6 +824,8 @@ def _vander_columns(x: Tensor, n: int) -> Tensor:
         raise RuntimeError(f"N must be non-negative, but got N={n}.")
     if not x.dtype.is_floating_point and not x.dtype.is_complex:
         x = x.to(dt.int64)
+    if x.numel() * n > _VANDER_TRIAL:  # a result too large to allocate fails here, not after n products
+        x.new_empty(tuple(x.shape) + (n,))
     columns = [x.new_ones(tuple(x.shape))]
     for _ in range(1, n):
         columns.append(columns[-1] * x)

@@ -515,6 +515,11 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     check_tensor(input, "input", "logsumexp")
     a = input._data
     dims = _axes(dim, a.ndim)
+    if input.dtype.is_complex:  # a composite, shifted by the largest real part (it dropped the imaginary parts)
+        shift = input.real.detach().amax(dims, keepdim=True)
+        shift = shift.masked_fill(~shift.isfinite(), 0.0)
+        out = (input - shift).exp().sum(dims, keepdim=True).log() + shift
+        return out if keepdim else out.squeeze(dims)
     if not input.dtype.is_floating_point:
         a = _copy(a, input._device, dt.get_default_dtype().np)
     out = _wrap(LOGSUMEXP.kernel(input._device.type)(a, dims, keepdim), input._device)

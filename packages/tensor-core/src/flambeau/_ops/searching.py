@@ -91,6 +91,9 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False, rig
     right = _searchsorted_args(sorted_sequence, input, sorter, side, right)
     scalar = not isinstance(input, Tensor)
     common = dt.result_type(sorted_sequence, input)
+    if common.is_complex:  # (complex numbers have no order; the kernel's comparison failed to compile)
+        raise NotImplementedError(f"\"searchsorted_out_{sorted_sequence.device.type}\" not implemented for "
+                                  f"'{common.scalar_name}'")
     if common is dt.bool:
         raise NotImplementedError("\"searchsorted_out_cpu\" not implemented for 'Bool'")
     dev = sorted_sequence.device if scalar else common_device(sorted_sequence, input)

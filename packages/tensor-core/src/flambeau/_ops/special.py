@@ -289,9 +289,14 @@ def _poly_operands(name: str, input, n):
     return x, order
 
 
-def _by_recurrence(order, need, p, q, step, top_limit=None):
+_NAN_CHECK_EVERY = 64  # recurrence steps between the checks of stop_on_nan (each a host synchronisation)
+
+
+def _by_recurrence(order, need, p, q, step, top_limit=None, stop_on_nan: bool = False):
     """Each element's term at its own ``order``: ``p``, ``q`` the terms of orders 0 and 1, ``step(m, p, q)``
-    the term of order ``m`` from the two before; only the elements in ``need`` decide how far it runs."""
+    the term of order ``m`` from the two before; only the elements in ``need`` decide how far it runs.
+    ``stop_on_nan``: torch's Chebyshev loops stop at a NaN term and return it, so once every element still
+    running holds NaN they are NaN and the recurrence ends (an order of 2**40 outside [-1, 1] ran forever)."""
     import flambeau as fl
 
     out = fl.where(order == 0, p, q)
@@ -301,6 +306,10 @@ def _by_recurrence(order, need, p, q, step, top_limit=None):
     for m in range(2, top + 1):
         p, q = q, step(m, p, q)
         out = fl.where(order == m, q, out)
+        if stop_on_nan and m % _NAN_CHECK_EVERY == 0:
+            running = need & (order > m)
+            if not bool((running & ~fl.isnan(q)).any()):
+                return fl.where(running, math.nan, out)
     return out
 
 
@@ -339,7 +348,8 @@ def _chebyshev(name: str, input, n, kind: str, shifted: bool):
         fallback = at_bottom if shifted else fl.where(y > 0, twice, at_bottom)
         closed = fl.where(fl.cos(theta / 2.0) != 1.0, fl.sin((order + 0.5) * theta) / fl.sin(theta / 2.0), fallback)
     ends = top | bottom
-    out = _by_recurrence(order, ~ends & ~inside & (order >= 2), ones, q1, lambda m, p, q: (y + y) * q - p)
+    out = _by_recurrence(order, ~ends & ~inside & (order >= 2), ones, q1, lambda m, p, q: (y + y) * q - p,
+                         stop_on_nan=True)
     out = fl.where(inside, closed, out)
     out = fl.where(top, at_top, fl.where(bottom, at_bottom, out))
     return fl.where(order < 0, 0.0, out)

@@ -88,7 +88,16 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
             scale_factors = [float(s) for s in scale_factor]
         else:
             scale_factors = [float(scale_factor)] * dim
+        if not all(math.isfinite(s) for s in scale_factors):
+            raise RuntimeError(f"value cannot be converted to type int64 without overflow (scale_factor "
+                               f"{scale_factor} is not finite)")
         output_size = [int(math.floor(float(input.shape[i + 2]) * scale_factors[i])) for i in range(dim)]
+        if any(n <= 0 for n in output_size):  # (bicubic divided by the scale before the kernels' own check)
+            def sizes(values):
+                return ", ".join(f"{axis}: {n}" for axis, n in zip("DHW"[3 - dim:], values))
+
+            raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                               f"({sizes(input.shape[2:])}) output ({sizes(output_size)})")
     else:
         raise ValueError("either size or scale_factor should be defined")
     if recompute_scale_factor and size is not None:
