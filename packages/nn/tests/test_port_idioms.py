@@ -156,3 +156,31 @@ def test_hook_based_weight_and_spectral_norm():
             assert got == want
         else:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoints_with_objects_beyond_tensors(tmp_path):
+    # torch.save({"model": ..., "args": Namespace(...)}) and torch.save(model): saved as torch's archive, read as
+    # torch.load reads it (weights only by default, with the safe globals, or everything with weights_only=False)
+    import argparse
+
+    args = argparse.Namespace(lr=0.1, name="run")
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    path = tmp_path / "ck.pt"
+    fl.save({"model": model.state_dict(), "args": args, "step": 5}, path)
+    with pytest.raises(RuntimeError, match="Weights only load failed: the global argparse.Namespace is not allowed"):
+        fl.load(path)
+    loaded = fl.load(path, weights_only=False)
+    assert loaded["args"] == args and loaded["step"] == 5
+    np.testing.assert_array_equal(loaded["model"]["0.weight"].numpy(), model[0].weight.detach().numpy())
+    with fl.serialization.safe_globals([argparse.Namespace]):
+        assert fl.load(path)["args"] == args
+    assert fl.serialization.get_safe_globals() == []
+    theirs = torch.load(path, weights_only=False)  # torch reads it too
+    assert theirs["args"] == args and theirs["model"]["0.weight"].shape == (2, 3)
+    fl.save(model, whole := tmp_path / "model.pt")
+    again = fl.load(whole, weights_only=False)
+    assert type(again) is nn.Sequential and type(again[0].weight) is nn.Parameter
+    np.testing.assert_array_equal(again(fl.ones(1, 3)).detach().numpy(), model(fl.ones(1, 3)).detach().numpy())
+    torch.save({"args": args, "w": torch.ones(2)}, from_torch := tmp_path / "torch.pt")
+    read = fl.load(from_torch, weights_only=False)
+    assert read["args"] == args and read["w"].tolist() == [1.0, 1.0]

@@ -169,8 +169,8 @@ globals().update(_foreach.FUNCTIONS)
 
 # Subpackages resolved on first attribute access (PEP 562), as ``import torch`` makes ``torch.nn``
 # available: the other distributions' (``_PROVIDERS``) and tensor-core's own namespaces.
-_OWN_SUBPACKAGES = ("backends", "cpu", "fft", "hub", "jit", "linalg", "random", "safetensors", "sparse", "special",
-                    "testing", "torch_version", "types", "utils", "version")
+_OWN_SUBPACKAGES = ("backends", "cpu", "fft", "hub", "jit", "linalg", "random", "safetensors", "serialization",
+                    "sparse", "special", "testing", "torch_version", "types", "utils", "version")
 _LAZY_SUBPACKAGES = (*(name for name in _PROVIDERS if "." not in name), *_OWN_SUBPACKAGES)
 
 

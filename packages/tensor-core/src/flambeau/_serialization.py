@@ -47,6 +47,14 @@ from flambeau._tensor import Tensor, _wrap
 
 __all__ = ["save", "load"]
 
+# Note [Objects beyond the format]
+#     torch.save pickles anything, and research checkpoints hold more than tensors (``{"model": ..., "args":
+#     argparse.Namespace(...)}``, a whole module). flambeau's format holds tensors, containers and numbers only (it
+#     never runs code on load), so ``save`` writes any other object as torch's archive instead (a pickle, tensors as
+#     persistent storages), and ``load`` reads that as torch.load does: with ``weights_only=True`` (the default)
+#     only what the weights-only table and ``flambeau.serialization.add_safe_globals`` allow, with
+#     ``weights_only=False`` any object. Tensors inside such objects are found by walking their attributes.
+
 MAGIC = b"FLAMBEAU"
 VERSION = 1
 _PREFIX = struct.Struct("<8sIIQQII")
@@ -58,6 +66,10 @@ _DTYPES = {d.name: d for d in dt.ALL_DTYPES}
 
 class _Bad(Exception):
     """Internal: a malformed file; turned into RuntimeError naming the file."""
+
+
+class _Unsupported(TypeError):
+    """An object the format cannot hold (Note [Objects beyond the format])."""
 
 
 # --- saving ----------------------------------------------------------------------------------------
@@ -152,9 +164,9 @@ class _Writer:
                 return {"k": kind, "v": [self.node(x, depth + 1) for x in obj]}
             finally:
                 self.active.discard(id(obj))
-        raise TypeError(f"flambeau.save: cannot save an object of type {type(obj).__module__}.{type(obj).__qualname__}"
-                        " (supported: tensors, dtypes, devices, None, bool, int, float, str, bytes, and lists, "
-                        "tuples and dicts of them)")
+        raise _Unsupported(f"flambeau.save: cannot save an object of type {type(obj).__module__}."
+                           f"{type(obj).__qualname__} (supported: tensors, dtypes, devices, None, bool, int, float, "
+                           "str, bytes, and lists, tuples and dicts of them)")
 
 
 def _write_all(f, chunks) -> None:
@@ -178,7 +190,9 @@ def save(obj, f, format: str = "flambeau", **kwargs) -> None:
             ``_use_new_zipfile_serialization`` are accepted and ignored.
 
     Tensors keep their dtype, shape, values, ``requires_grad`` and device name; tensors that share
-    a storage (views, tied weights) are saved once and come back sharing memory.
+    a storage (views, tied weights) are saved once and come back sharing memory. Any other picklable
+    object in ``obj`` (``argparse.Namespace``, a whole module) makes the file torch's archive
+    (Note [Objects beyond the format]), which :func:`load` reads with ``weights_only=False``, as torch's.
     """
     if format == "torch":
         from flambeau._torch_format import save_torch
@@ -188,7 +202,18 @@ def save(obj, f, format: str = "flambeau", **kwargs) -> None:
     if format != "flambeau":
         raise ValueError(f"flambeau.save: format must be 'flambeau' or 'torch', got {format!r}")
     w = _Writer()
-    root = w.node(obj)
+    try:
+        root = w.node(obj)
+    except _Unsupported as unsupported:  # Note [Objects beyond the format]
+        import pickle
+
+        from flambeau._torch_format import save_torch
+
+        try:
+            save_torch(obj, f)
+        except (pickle.PicklingError, AttributeError, TypeError) as e:  # (a local class, a lambda, a lock ...)
+            raise TypeError(f"{unsupported}; nor can it be pickled: {e}") from None
+        return
     header = json.dumps({"storages": w.storages, "root": root}, separators=(",", ":"),
                         allow_nan=False).encode("utf-8")
     data_crc = 0
@@ -428,8 +453,10 @@ def load(f, map_location=None, weights_only: bool = True, **kwargs):
         map_location: where to put tensors: None (the device they were saved from), a device or
             device string (all tensors), a dict mapping saved device names to new ones
             (``{"cuda:0": "cpu"}``), or a callable ``fn(tensor_on_cpu, saved_device_str) -> Tensor``.
-        weights_only: accepted for compatibility with ``torch.load``; loading never runs code,
-            whatever its value.
+        weights_only: for torch's archives: True (the default, as torch's) reads only tensors,
+            containers, numbers and the globals :func:`flambeau.serialization.add_safe_globals` allows;
+            False unpickles any object, importing and running what the pickle names (only for files
+            you trust). flambeau's own format holds no code whatever its value.
 
     Returns:
         The saved object: tensors (``Parameter`` for saved parameters), dicts (``OrderedDict``
@@ -447,7 +474,7 @@ def load(f, map_location=None, weights_only: bool = True, **kwargs):
             from flambeau._torch_format import load_torch
 
             try:
-                return load_torch(raw, map_location, name, _Reader, _Bad)
+                return load_torch(raw, map_location, name, _Reader, _Bad, weights_only=weights_only)
             except _Bad as e:
                 raise RuntimeError(f"flambeau.load: {name} is not a valid PyTorch checkpoint: {e}") from None
         return _decode(raw, map_location, name)

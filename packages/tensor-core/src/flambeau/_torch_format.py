@@ -21,6 +21,7 @@ names only those globals, so ``torch.load(f, weights_only=True)`` reads it.
 
 from __future__ import annotations
 
+import _compat_pickle
 import io
 import os
 import pickle
@@ -115,17 +116,38 @@ _ALLOWED = {
 }
 
 
+SAFE_GLOBALS: dict = {}  # (module, qualified name) -> object: flambeau.serialization.add_safe_globals' additions
+
+
+class _NotAllowed(pickle.UnpicklingError):
+    """A global a weights-only load refuses: reported as such, not as a malformed file."""
+
+
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, f, archive: zipfile.ZipFile, prefix: str):
+    def __init__(self, f, archive: zipfile.ZipFile, prefix: str, weights_only: bool = True):
         super().__init__(f)
         self.archive = archive
         self.prefix = prefix
+        self.weights_only = weights_only
 
     def find_class(self, module: str, name: str):
+        # protocol 2's Python 2 names (``__builtin__.set``), mapped as pickle's own find_class maps them (no Python 3
+        # module has those names)
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        else:
+            module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         found = _ALLOWED.get((module, name))
         if found is None:
-            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed: checkpoints are read with weights "
-                                         "only (tensors, containers and numbers; nothing that runs code)")
+            found = SAFE_GLOBALS.get((module, name))
+        if found is None:
+            if not self.weights_only:  # Note [Objects beyond the format] in flambeau._serialization
+                return super().find_class(module, name)
+            raise _NotAllowed(
+                f"Weights only load failed: the global {module}.{name} is not allowed (weights-only loads read "
+                f"tensors, containers and numbers, nothing that runs code). If the file is trusted, load it with "
+                f"weights_only=False, or allow the global with flambeau.serialization.add_safe_globals([{module}."
+                f"{name}])")
         return found
 
     def persistent_load(self, pid):
@@ -136,11 +158,12 @@ class _Unpickler(pickle.Unpickler):
         return (pid[2], pid[1].dtype, pid[3], pid[4])
 
 
-def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
+def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error, weights_only: bool = True):
     """The object saved by ``torch.save`` in archive ``raw`` (see the Note).
 
     ``reader_class`` is ``flambeau._serialization._Reader`` (it checks and places tensors);
-    ``bad_error`` the exception type that ``flambeau.load`` reports as "not a valid file".
+    ``bad_error`` the exception type that ``flambeau.load`` reports as "not a valid file";
+    ``weights_only=False`` unpickles any object (Note [Objects beyond the format] in ``flambeau._serialization``).
     """
     try:
         archive = zipfile.ZipFile(io.BytesIO(raw))
@@ -152,17 +175,27 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
         raise bad_error("a zip archive without the data.pkl of a torch checkpoint")
     prefix = pkl[0][: -len("data.pkl")]
     try:
-        obj = _Unpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix).load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
+        obj = _Unpickler(io.BytesIO(archive.read(pkl[0])), archive, prefix, weights_only).load()
+    except _NotAllowed as e:
+        raise RuntimeError(str(e)) from None
+    except (pickle.UnpicklingError, EOFError, AttributeError, TypeError, ValueError, KeyError, IndexError,
+            ImportError) as e:
         raise bad_error(f"its data.pkl cannot be read safely ({type(e).__name__}: {e})") from None
     # the storages the tensors use, read once each, laid end to end for the checked reader
     keys: dict[str, int] = {}
     specs, chunks, total = [], [], 0
+    seen: set = set()  # objects whose attributes were walked (an object graph may share and cycle)
 
     def collect(x, depth=0):
         if depth > _MAX_DEPTH:
             raise bad_error("objects nested too deeply")
-        if isinstance(x, _PendingTensor):
+        attributes = _attributes(x)
+        if attributes is not None:
+            if id(x) not in seen:
+                seen.add(id(x))
+                for v in attributes.values():
+                    collect(v, depth + 1)
+        elif isinstance(x, _PendingTensor):
             if x.key not in keys:
                 member = prefix + "data/" + x.key
                 try:
@@ -190,8 +223,16 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
 
     collect(obj)
     reader = reader_class({"storages": specs}, memoryview(b"".join(chunks)), map_location, name)
+    built: set = set()
 
     def build(x, depth=0):
+        attributes = _attributes(x)
+        if attributes is not None:  # (in place: others may refer to the object)
+            if id(x) not in built:
+                built.add(id(x))
+                for k, v in list(attributes.items()):
+                    attributes[k] = build(v, depth + 1)
+            return x
         if isinstance(x, _PendingTensor):
             return _build_tensor(reader, keys[x.key], x, bad_error)
         if isinstance(x, OrderedDict):
@@ -205,6 +246,17 @@ def load_torch(raw: bytes, map_location, name: str, reader_class, bad_error):
         return x
 
     return build(obj)
+
+
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), Size, dt.dtype, _device_type, _PendingTensor, type)
+
+
+def _attributes(x) -> dict | None:
+    """The attribute dict of an object that a pickle made (a module, a Namespace) and that may hold tensors; None
+    for containers, numbers and the other leaves, which the walks handle themselves."""
+    if isinstance(x, (dict, list, tuple, set, frozenset) + _LEAVES):
+        return None
+    return getattr(x, "__dict__", None)
 
 
 def _device_name(location: str) -> str:
