@@ -109,3 +109,27 @@ def test_searchsorted_refuses_complex_as_torch():
     for lib in (fl, torch):
         with pytest.raises(NotImplementedError, match="not implemented for 'ComplexFloat'"):
             lib.bucketize(lib.ones(3).to(lib.complex64), lib.tensor([0.0, 1.0]))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda lib: lib.nn.functional.conv2d(lib.randn(1, 2, 4, 4), lib.randn(3, 2, 0, 2)),
+     "kernel size should be greater than zero"),
+    (lambda lib: lib.nn.functional.batch_norm(lib.randn(4, 3), lib.zeros(3), None, training=True),
+     "running_mean and running_var must either both be None or neither be None"),
+    (lambda lib: lib.nn.functional.batch_norm(lib.randn(4, 3), lib.zeros(3), lib.ones(3), training=True, eps=0.0),
+     "batch_norm eps must be positive during training"),
+    (lambda lib: lib.nn.functional.rrelu(lib.randn(3), 0.5, 0.1), "Lower bound should be less than or equal"),
+])
+def test_argument_checks_torch_has(call, match):
+    # each returned a result (zeros for the empty kernel, a division by sqrt(var) for eps 0)
+    for lib in (torch, fl):
+        with pytest.raises((RuntimeError, ValueError), match=match):
+            call(lib)
+    with pytest.raises(RuntimeError, match=r"running_mean should be a 1-D tensor of 3 elements, got shape \[3, 1\]"):
+        fl.nn.functional.batch_norm(fl.randn(4, 3), fl.zeros(3, 1), fl.ones(3, 1))
+
+
+def test_binary_cross_entropy_checks_the_target_range_on_the_cpu():
+    for lib in (torch, fl):
+        with pytest.raises(RuntimeError, match="all elements of target should be between 0 and 1"):
+            lib.nn.functional.binary_cross_entropy(lib.full((3,), 0.5), lib.tensor([0.0, 2.0, 1.0]))

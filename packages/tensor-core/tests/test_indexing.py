@@ -313,8 +313,13 @@ def test_gather_scatter_errors():
         f.gather(1, I(5)[None])
     with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 1 with size 3"):
         f.scatter_(1, I(-1)[None], 1.0)
-    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+    with pytest.raises(RuntimeError, match="Expected dtype int32/int64 for index"):
         f.gather(1, fl.zeros(1, 1))
+    for small in (fl.uint8, fl.int8, fl.int16):  # (torch refuses them too; they were taken)
+        with pytest.raises(RuntimeError, match="Expected dtype int32/int64 for index"):
+            f.gather(1, fl.zeros(2, 1, dtype=small))
+        with pytest.raises(RuntimeError, match="Expected dtype int32/int64 for index"):
+            fl.take(f, fl.zeros(2, dtype=small))
     with pytest.raises(RuntimeError, match="Index tensor must have the same number of dimensions"):
         f.gather(1, I(0))
     with pytest.raises(RuntimeError, match="Size does not match at dimension 0"):

@@ -357,6 +357,8 @@ def _check_params(opname, in_shape, w_shape, b_shape, dim, stride, padding, dila
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
     k = tuple(w_shape[2:])
+    if any(n <= 0 for n in k):  # (an empty kernel gave an output of zeros)
+        raise RuntimeError(f"kernel size should be greater than zero, but got weight of size {list(w_shape)}")
     asym = None
     if isinstance(padding, str):
         if padding == "valid":

@@ -90,9 +90,12 @@ def _bounds(idx, size: int, dim: int, negative_ok: bool, msg=None):
         raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
 
 
+_INDEX_DTYPES = frozenset({"int32", "int64"})  # what index tensors may be (torch's int32/int64)
+
+
 def _check_index_dtype(index: Tensor, opname: str, argname: str = "index") -> None:
-    if index.dtype.is_floating_point or index.dtype is _bool:
-        raise RuntimeError(f"{opname}(): Expected dtype int64 for {argname}, but got {index.dtype}")
+    if index.dtype.name not in _INDEX_DTYPES:  # (uint8 and the small ints too: torch refuses them)
+        raise RuntimeError(f"{opname}(): Expected dtype int32/int64 for {argname}, but got {index.dtype}")
 
 
 # --- __getitem__ ----------------------------------------------------------------------------------

@@ -419,6 +419,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     # errors]): reading the values here would make the host wait.
     if input._device.type == "cpu" and x.size and not (x.min() >= 0 and x.max() <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
+    t = target._data
+    if target._device.type == "cpu" and t.size and not (t.min() >= 0 and t.max() <= 1):  # (as torch's CPU kernel)
+        raise RuntimeError("all elements of target should be between 0 and 1")
     common_device(input, target)
     w = _broadcast_weight(weight, x.shape, "weight", input)
     dev = input._device

@@ -55,6 +55,8 @@ def _check_vector(t, argname: str, c: int) -> None:
         check_tensor(t, argname, "batch_norm")
         if t.numel() != c:
             raise RuntimeError(f"{argname} should contain {c} elements not {t.numel()}")
+        if t.ndim > 1:  # (a (C, 1) running mean was taken and written as a (C,) one)
+            raise RuntimeError(f"{argname} should be a 1-D tensor of {c} elements, got shape {list(t.shape)}")
 
 
 def _data(t):
@@ -106,6 +108,10 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if not training and (running_mean is None or running_var is None):
         raise RuntimeError(f"{'running_mean' if running_mean is None else 'running_var'} must be defined in "
                            "evaluation mode")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be None")
+    if training and not eps > 0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     if training and input.numel() // c == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {input.shape}")
     if momentum is None:

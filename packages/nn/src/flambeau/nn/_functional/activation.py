@@ -207,6 +207,8 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
           inplace: bool = False) -> Tensor:
     """Randomized leaky ReLU: negative inputs are scaled by ``U(lower, upper)`` draws in training,
     by ``(lower + upper) / 2`` in evaluation."""
+    if lower > upper:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     slopes = fl.empty(input.shape, dtype=input.dtype, device=input.device).uniform_(lower, upper)
