@@ -177,3 +177,15 @@ def test_interpolate_refuses_zero_and_infinite_scales():
         F.interpolate(x, scale_factor=0.0, mode="bicubic")
     with pytest.raises(RuntimeError, match="without overflow"):
         F.interpolate(x, scale_factor=float("inf"))
+
+
+@pytest.mark.parametrize("shape, mode, size", [((1, 1, 10), "linear", 20), ((1, 1, 10), "linear", 4),
+                                                ((1, 2, 4, 4), "bilinear", 8), ((1, 2, 6, 6), "bilinear", (3, 4))])
+def test_a_non_finite_value_reaches_its_neighbours_only(shape, mode, size):
+    # Note [Linear resampling by taps]: the weight-matrix GEMM spread one NaN or inf over the whole row
+    x = np.arange(float(np.prod(shape))).reshape(shape)
+    x.flat[0], x.flat[-1] = np.nan, np.inf
+    got = F.interpolate(fl.tensor(x), size=size, mode=mode).numpy()
+    want = TF.interpolate(torch.tensor(x), size=size, mode=mode).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+    assert np.isfinite(got).any()

@@ -45,13 +45,9 @@ def _nearest_matrix(n_in: int, n_out: int, scale, npdt):
 
 
 @functools.lru_cache(maxsize=256)
-def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale, npdt):
-    """``(n_out, n_in)`` weights of torch's linear interpolation along one dimension."""
-    a = np.zeros((n_out, n_in), npdt)
-    rows = np.arange(n_out)
-    if n_out == n_in:
-        a[rows, rows] = 1
-        return a
+def _linear_taps(n_in: int, n_out: int, align_corners: bool, scale, npdt):
+    """``(i0, i1, lam1)``: each output position's two source positions along one dimension and the weight of the
+    second (the first's is ``1 - lam1``), as torch's linear interpolation computes them."""
     t = npdt.type
     if align_corners:
         ratio = t(n_in - 1) / t(n_out - 1) if n_out > 1 else t(0)
@@ -61,10 +57,39 @@ def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale, npdt):
         src = np.maximum(ratio * (np.arange(n_out, dtype=npdt) + t(0.5)) - t(0.5), t(0))
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     lam1 = np.clip(src - i0.astype(npdt), 0, 1).astype(npdt)
-    i1 = i0 + (i0 < n_in - 1)
-    np.add.at(a, (rows, i0), (t(1) - lam1).astype(npdt))
+    return i0, i0 + (i0 < n_in - 1), lam1
+
+
+@functools.lru_cache(maxsize=256)
+def _linear_matrix(n_in: int, n_out: int, align_corners: bool, scale, npdt):
+    """``(n_out, n_in)`` weights of torch's linear interpolation along one dimension (the backward's GEMM)."""
+    a = np.zeros((n_out, n_in), npdt)
+    rows = np.arange(n_out)
+    if n_out == n_in:
+        a[rows, rows] = 1
+        return a
+    i0, i1, lam1 = _linear_taps(n_in, n_out, align_corners, scale, npdt)
+    np.add.at(a, (rows, i0), (npdt.type(1) - lam1).astype(npdt))
     np.add.at(a, (rows, i1), lam1)
     return a
+
+
+def _lerp_along(x, axis: int, n_out: int, align_corners: bool, scale):
+    """``x`` resampled linearly along ``axis`` to ``n_out`` positions from each one's two source taps.
+
+    Note [Linear resampling by taps]: upsampling is a GEMM with the weight matrix (one pass of BLAS, the fastest
+    here: 9.6 ms against 26 ms by taps for a (32, 64, 32, 32) batch doubled), downsampling reads two taps per output
+    (a GEMM's n_in reads per output cost more: 2.5 against 1.2 ms for 224 -> 112), and so does any input holding a
+    NaN or an infinity: a GEMM reads every input position of a row (0 * inf = NaN), so one non-finite value spread
+    over the whole row, where torch's kernels read two taps and touch its neighbours only."""
+    n_in = x.shape[axis]
+    if n_in == n_out:
+        return x
+    i0, i1, lam1 = _linear_taps(n_in, n_out, align_corners, scale, x.dtype)
+    shape = [1] * x.ndim
+    shape[axis] = n_out
+    lam1 = lam1.reshape(shape)
+    return np.take(x, i0, axis=axis) * (1 - lam1) + np.take(x, i1, axis=axis) * lam1
 
 
 def _compute_dtype(x):
@@ -114,6 +139,9 @@ def _k_nearest2d_backward(g, output_size, input_size, scales_h=None, scales_w=No
 @kernel("upsample_linear1d", "cpu")
 def _k_linear1d(x, output_size, align_corners, scales=None):
     cdt = _compute_dtype(x)
+    if output_size[0] < x.shape[-1] or not np.isfinite(x).all():  # Note [Linear resampling by taps]
+        y = _lerp_along(x.astype(cdt, copy=False), -1, output_size[0], bool(align_corners), scales)
+        return np.array(y, dtype=x.dtype, copy=y is x)
     a = _linear_matrix(x.shape[-1], output_size[0], bool(align_corners), scales, cdt)
     return _apply_w(x.astype(cdt, copy=False), a).astype(x.dtype, copy=False)
 
@@ -121,6 +149,11 @@ def _k_linear1d(x, output_size, align_corners, scales=None):
 @kernel("upsample_bilinear2d", "cpu")
 def _k_bilinear2d(x, output_size, align_corners, scales_h=None, scales_w=None):
     cdt = _compute_dtype(x)
+    shrinks = output_size[0] < x.shape[-2] or output_size[1] < x.shape[-1]
+    if shrinks or not np.isfinite(x).all():  # Note [Linear resampling by taps]
+        y = _lerp_along(x.astype(cdt, copy=False), -1, output_size[1], bool(align_corners), scales_w)
+        y = _lerp_along(y, -2, output_size[0], bool(align_corners), scales_h)
+        return np.array(y, dtype=x.dtype, copy=y is x)
     ah = _linear_matrix(x.shape[-2], output_size[0], bool(align_corners), scales_h, cdt)
     aw = _linear_matrix(x.shape[-1], output_size[1], bool(align_corners), scales_w, cdt)
     return _apply_h(_apply_w(x.astype(cdt, copy=False), aw), ah).astype(x.dtype, copy=False)
