@@ -502,3 +502,11 @@ def test_version_compares_as_torchs():
     import flambeau.types as types
 
     assert isinstance(3, types._Number) and types.Number == int | float | bool
+
+
+def test_return_types_print_as_torchs():
+    for name, call in [("max", lambda lib: lib.max(lib.tensor([[1.0, 3.0], [2.0, 0.0]]), 1)),
+                       ("sort", lambda lib: lib.sort(lib.tensor([2, 1]))),
+                       ("linalg_slogdet", lambda lib: lib.linalg.slogdet(lib.eye(2)))]:
+        ours, theirs = repr(call(fl)), repr(call(torch))
+        assert ours == theirs.replace("torch.", "flambeau."), (name, ours, theirs)

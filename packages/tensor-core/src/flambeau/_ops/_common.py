@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from flambeau import _dtype as dt
@@ -156,3 +158,19 @@ def as_array_operand(x, device):
 
 def to_np_dtype(d) -> np.dtype:
     return dt.to_dtype(d).np
+
+
+def return_type(name: str, fields, doc: str | None = None) -> type:
+    """The namedtuple class ``flambeau.return_types.<name>`` of a multi-output operator (torch's
+    ``torch.return_types``), printed as torch prints them: one field per line."""
+    cls = namedtuple(name, fields)
+    cls.__module__ = "flambeau.return_types"
+    cls.__repr__ = _return_type_repr
+    if doc is not None:
+        cls.__doc__ = doc
+    return cls
+
+
+def _return_type_repr(self) -> str:
+    fields = ",\n".join(f"{name}={value!r}" for name, value in zip(self._fields, self))
+    return f"flambeau.return_types.{type(self).__name__}(\n{fields})"

@@ -30,7 +30,6 @@ Multi-output ops record their namedtuple.
 from __future__ import annotations
 
 import builtins
-from collections import namedtuple
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from flambeau._ops._common import (
     dims_arg,
     grad_state,
     record,
+    return_type,
     wrap_dim,
 )
 from flambeau._ops._registry import OPS, declare
@@ -92,10 +92,8 @@ def reduction_samples(dims: str = "optional", keepdim: bool = True, low: float =
 
 
 def _return_type(name: str, fields: str):
-    t = namedtuple(name, fields)
-    t.__module__ = "flambeau.return_types"
-    t.__doc__ = f"The ``({fields.replace(' ', ', ')})`` namedtuple returned by :func:`flambeau.{name}`."
-    return t
+    return return_type(name, fields,
+                       f"The ``({fields.replace(' ', ', ')})`` namedtuple returned by :func:`flambeau.{name}`.")
 
 
 class return_types:  # noqa: N801 - mirrors torch.return_types

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import namedtuple
 
 import numpy as np
 
@@ -56,6 +55,7 @@ from flambeau._ops._common import (
     inplace_needs_engine,
     record,
     record_if_needed,
+    return_type,
     storage_view,
     wrap_dim,
 )
@@ -1484,9 +1484,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 
 # --- sorting --------------------------------------------------------------------------------------
 def _return_type(name: str, fields=("values", "indices")):
-    cls = namedtuple(name, fields)
-    cls.__module__ = "flambeau.return_types"
-    return cls
+    return return_type(name, fields)
 
 
 sort_result = _return_type("sort")
