@@ -184,3 +184,14 @@ def test_checkpoints_with_objects_beyond_tensors(tmp_path):
     torch.save({"args": args, "w": torch.ones(2)}, from_torch := tmp_path / "torch.pt")
     read = fl.load(from_torch, weights_only=False)
     assert read["args"] == args and read["w"].tolist() == [1.0, 1.0]
+
+
+def test_small_spellings_ported_code_uses():
+    for lib in (fl, torch):
+        with pytest.warns(FutureWarning, match=r"`sample_n\(n\)` will be deprecated"):
+            assert tuple(lib.distributions.Normal(lib.zeros(2), lib.ones(2)).sample_n(3).shape) == (3, 2)
+        values, indices = lib.nn.functional.max_pool2d_with_indices(lib.arange(16.0).reshape(1, 1, 4, 4), 2,
+                                                                    return_indices=True)
+        assert indices.tolist() == [[[[5, 7], [13, 15]]]]
+        assert lib.nn.functional.max_pool1d_with_indices(lib.arange(8.0).reshape(1, 1, 8), 2,
+                                                         return_indices=False)[1].tolist() == [[[1, 3, 5, 7]]]

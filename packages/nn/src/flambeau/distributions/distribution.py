@@ -138,6 +138,11 @@ class Distribution:
         """A reparameterised sample, differentiable w.r.t. the parameters (when ``has_rsample``)."""
         raise NotImplementedError
 
+    def sample_n(self, n: int):
+        """``n`` samples: ``sample((n,))``, torch's deprecated spelling (with its warning)."""
+        warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.", FutureWarning, stacklevel=2)
+        return self.sample((n,))
+
     def log_prob(self, value):
         """The log of the probability density/mass at ``value``; the result has ``value``'s batch
         shape (its event dims reduced)."""

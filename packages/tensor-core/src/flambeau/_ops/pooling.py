@@ -126,7 +126,7 @@ def _max_pool(opname, dim, input, kernel_size, stride, padding, dilation, ceil_m
 
 @MAX_POOL2D_WITH_INDICES.front
 def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode: bool = False, *, _checked: bool = False):
+                            ceil_mode: bool = False, return_indices: bool = False, *, _checked: bool = False):
     """2-D max pooling that also returns where each maximum came from (torch's ``max_pool2d_with_indices``).
 
     Args:
@@ -136,6 +136,7 @@ def max_pool2d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, 
         padding: implicit ``-inf`` padding on both sides (at most half the effective kernel size).
         dilation: spacing between window taps.
         ceil_mode: round the output size up instead of down.
+        return_indices: taken and ignored, as torch's (both are always returned).
 
     Returns:
         ``(values, indices)``: values of ``input``'s dtype and int64 indices, both
@@ -194,8 +195,9 @@ MAX_POOL2D = declare("max_pool2d(Tensor input, int[2] kernel_size, int[2] stride
 
 @MAX_POOL1D_WITH_INDICES.front
 def max_pool1d_with_indices(input: Tensor, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode: bool = False):
-    """1-D max pooling over ``(N, C, L)`` or ``(C, L)`` returning ``(values, indices)`` (indices into ``L``).
+                            ceil_mode: bool = False, return_indices: bool = False):
+    """1-D max pooling over ``(N, C, L)`` or ``(C, L)`` returning ``(values, indices)`` (indices into ``L``;
+    ``return_indices`` is taken and ignored, as torch's: both are always returned).
 
     Arguments as :func:`max_pool1d`.
     """
